@@ -1,0 +1,38 @@
+# slotted_counter: PGXS build. C++17; the server is built with LLVM, so every .cpp is also
+# compiled to bitcode by clang and needs the same flags.
+
+MODULE_big = slotted_counter
+OBJS = \
+	src/module.o \
+	src/shmem.o \
+	src/counter_table.o \
+	src/catalog.o \
+	src/counter_type.o \
+	src/buffer.o \
+	src/functions.o \
+	src/flush.o \
+	src/worker.o \
+	src/stats.o \
+	src/xact.o
+
+EXTENSION = slotted_counter
+DATA = sql/slotted_counter--0.1.sql
+PGFILEDESC = "slotted_counter - hot counters without row locks"
+
+PG_CXXFLAGS = -std=c++17 -Wno-register
+SHLIB_LINK = -lstdc++
+
+# pg_regress and the isolation tester start their own instance with the library preloaded.
+REGRESS = setup type api errors buffer
+REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
+ISOLATION = incr_interleave drop_while_incr
+ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/regress.conf
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+BITCODE_CXXFLAGS += -std=c++17 -Wno-register

@@ -1,0 +1,309 @@
+// buffer.cpp: where an increment goes (the lock protocol is written in shmem.hpp).
+//
+// Hit: the key's partition lock SHARED, find the entry, an atomic add; nothing else.
+// Miss: take an entry (free, or a clean one evicted by the clock sweep), link it as kLoading
+// under the partition lock EXCLUSIVE, read the key's stored value from slotted_counter.totals
+// with the latest snapshot, then mark it kResident. Others who find a kLoading entry wait for it.
+// No room (every entry dirty or busy): ask the flusher to apply the increment to the table in its
+// own transaction (a write-through) and wait for the new value; the key stays non-resident, and
+// no loader can link it while the request is pending.
+#include "buffer.hpp"
+
+#include "shmem.hpp"
+#include "worker.hpp"
+
+namespace sc {
+
+namespace {
+
+SPIPlanPtr plan_stored_unbucketed = nullptr;
+SPIPlanPtr plan_stored_bucketed = nullptr;
+
+SPIPlanPtr PrepareStored(const char* query, int nargs) {
+  Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
+  SPIPlanPtr plan = SPI_prepare(query, nargs, types);
+  if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+  SPI_keepplan(plan);
+  return plan;
+}
+
+// The value the values table holds for k, as of the latest committed flush; 0 if none.
+int64 ReadStoredValue(const CounterKey& k) {
+  SPI_connect();
+  if (plan_stored_unbucketed == nullptr) {
+    plan_stored_unbucketed = PrepareStored(
+        "SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+        "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL", 2);
+    plan_stored_bucketed = PrepareStored(
+        "SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+        "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3", 3);
+  }
+  Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
+  bool bucketed = k.bucket != kNoBucket;
+  int rc = SPI_execute_snapshot(bucketed ? plan_stored_bucketed : plan_stored_unbucketed, args,
+                                nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  int64 value = 0;
+  if (SPI_processed == 1) {
+    bool isnull;
+    value = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+  }
+  SPI_finish();
+  return value;
+}
+
+void ReportOverflow(const CounterDef& def, int64 key, int64 value, int64 delta) {
+  ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                  errmsg("value of counter \"%s\" out of range", def.name),
+                  errdetail("Key %lld holds %lld; adding %lld leaves the bigint range.",
+                            (long long)key, (long long)value, (long long)delta)));
+}
+
+// Another backend is loading the entry: an index lookup away.
+void WaitForLoad() {
+  pg_usleep(20);
+  CHECK_FOR_INTERRUPTS();
+}
+
+bool WriteThroughPendingFor(const CounterKey& k) {
+  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return false;
+  for (int i = 0; i < shared->max_requests; i++) {
+    WriteThroughRequest* r = &shared->requests[i];
+    SpinLockAcquire(&r->mutex);
+    bool match = (r->state == kRequestPending || r->state == kRequestTaken) && r->key == k;
+    SpinLockRelease(&r->mutex);
+    if (match) return true;
+  }
+  return false;
+}
+
+// A free entry, or a clean one taken from its chain by the clock sweep; kNil if none can be had.
+uint32 TakeEntry() {
+  CounterTable* t = shared->table;
+  uint32 index = t->Allocate();
+  if (index != kNil) return index;
+  for (uint32 n = 0; n < 2 * t->capacity(); n++) {
+    uint32 i = t->ClockNext();
+    Entry& e = t->at(i);
+    if (e.state.load(std::memory_order_relaxed) != kResident) continue;
+    uint32 partition = CounterTable::PartitionOf(e.hash);
+    LWLock* lock = &shared->partition_locks[partition].lock;
+    if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE)) continue;
+    bool evict = CounterTable::PartitionOf(e.hash) == partition &&
+                 CounterTable::AgeAndTestEvictable(e);
+    if (evict) t->Unlink(i);
+    LWLockRelease(lock);
+    if (evict) {
+      // Recycle the slot through the free list so its generation moves on.
+      t->Release(i);
+      pg_atomic_fetch_add_u64(&shared->evictions, 1);
+      index = t->Allocate();
+      if (index != kNil) return index;
+    }
+  }
+  return kNil;
+}
+
+enum class LoadResult { kLoaded, kRetry, kStale, kNoRoom };
+
+// Makes k resident with its stored value. kStale: a counter was dropped meanwhile, so the
+// caller's definition must be looked up again before retrying.
+LoadResult Load(const CounterKey& k, uint32 hash) {
+  CounterTable* t = shared->table;
+  LWLock* lock = PartitionLock(hash);
+  uint64 epoch = CachedCatalogEpoch();
+  uint32 index = TakeEntry();
+  if (index == kNil) return LoadResult::kNoRoom;
+  Entry& e = t->at(index);
+  e.id = k;
+  e.hash = hash;
+  e.value.store(0, std::memory_order_relaxed);
+  e.flushed.store(0, std::memory_order_relaxed);
+
+  LWLockAcquire(lock, LW_EXCLUSIVE);
+  LoadResult refused = LoadResult::kLoaded;
+  if (t->Find(k, hash) != kNil || WriteThroughPendingFor(k))
+    refused = LoadResult::kRetry;
+  else if (pg_atomic_read_u64(&shared->catalog_epoch) != epoch)
+    refused = LoadResult::kStale;
+  if (refused != LoadResult::kLoaded) {
+    LWLockRelease(lock);
+    t->Release(index);
+    if (refused == LoadResult::kRetry) WaitForLoad();
+    return refused;
+  }
+  e.state.store(kLoading, std::memory_order_release);
+  t->Link(index);
+  LWLockRelease(lock);
+
+  int64 stored = 0;
+  PG_TRY();
+  {
+    stored = ReadStoredValue(k);
+  }
+  PG_CATCH();
+  {
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    t->Unlink(index);
+    LWLockRelease(lock);
+    t->Release(index);
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
+
+  LWLockAcquire(lock, LW_EXCLUSIVE);
+  bool stale = pg_atomic_read_u64(&shared->catalog_epoch) != epoch;
+  if (stale) {
+    t->Unlink(index);
+  } else {
+    e.value.store(stored, std::memory_order_relaxed);
+    e.flushed.store(stored, std::memory_order_relaxed);
+    e.state.store(kResident, std::memory_order_release);
+  }
+  LWLockRelease(lock);
+  if (stale) t->Release(index);
+  return stale ? LoadResult::kStale : LoadResult::kLoaded;
+}
+
+// Waits until the flusher has served request r (or r is free); false if the caller should
+// retry because r was still busy with an earlier, abandoned request.
+void AwaitRequest(WriteThroughRequest* r, DatabaseSlot* slot, RequestState* state, int64* result,
+                  int* sqlerrcode) {
+  ConditionVariablePrepareToSleep(&slot->done_cv);
+  for (;;) {
+    SpinLockAcquire(&r->mutex);
+    *state = RequestState(r->state);
+    *result = r->result;
+    *sqlerrcode = r->sqlerrcode;
+    SpinLockRelease(&r->mutex);
+    if (*state != kRequestPending && *state != kRequestTaken) break;
+    WakeFlusher(slot);
+    ConditionVariableTimedSleep(&slot->done_cv, 1000, PG_WAIT_EXTENSION);
+  }
+  ConditionVariableCancelSleep();
+}
+
+// Has the flusher add delta to the stored value of the non-resident key k. *retry: k became
+// resident meanwhile, add to the buffer instead.
+int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta,
+                   bool* retry) {
+  DatabaseSlot* slot = EnsureFlusher();
+  WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
+  RequestState state;
+  int64 result;
+  int sqlerrcode;
+  // A request left by an earlier call that was cancelled while it waited is still served.
+  AwaitRequest(r, slot, &state, &result, &sqlerrcode);
+
+  LWLock* lock = PartitionLock(hash);
+  LWLockAcquire(lock, LW_EXCLUSIVE);
+  *retry = shared->table->Find(k, hash) != kNil;
+  if (!*retry) {
+    SpinLockAcquire(&r->mutex);
+    r->state = kRequestPending;
+    r->key = k;
+    r->delta = delta;
+    r->result = 0;
+    r->sqlerrcode = 0;
+    SpinLockRelease(&r->mutex);
+    pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
+  }
+  LWLockRelease(lock);
+  if (*retry) return 0;
+
+  AwaitRequest(r, slot, &state, &result, &sqlerrcode);
+  SpinLockAcquire(&r->mutex);
+  r->state = kRequestEmpty;
+  SpinLockRelease(&r->mutex);
+  if (state == kRequestFailed) {
+    if (sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+      ReportOverflow(def, k.key, BufferRead(def, k.key, k.bucket), delta);
+    ReportUnknownCounter(def.name);
+  }
+  return result;
+}
+
+}  // namespace
+
+int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
+  CounterDef def = counter;
+  CounterTable* t = shared->table;
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  LWLock* lock = PartitionLock(hash);
+  for (;;) {
+    LWLockAcquire(lock, LW_SHARED);
+    uint32 index = t->Find(k, hash);
+    if (index != kNil) {
+      Entry& e = t->at(index);
+      if (e.state.load(std::memory_order_acquire) == kResident) {
+        int64 value;
+        bool ok = CounterTable::Add(e, delta, &value);
+        int64 held = e.value.load(std::memory_order_relaxed);
+        LWLockRelease(lock);
+        if (!ok) ReportOverflow(def, key, held, delta);
+        return value;
+      }
+      LWLockRelease(lock);
+      WaitForLoad();
+      continue;
+    }
+    LWLockRelease(lock);
+    switch (Load(k, hash)) {
+      case LoadResult::kLoaded:
+      case LoadResult::kRetry:
+        break;
+      case LoadResult::kStale:
+        def = *GetCounter(def.id);
+        break;
+      case LoadResult::kNoRoom: {
+        bool retry;
+        int64 value = WriteThrough(def, k, hash, delta, &retry);
+        if (!retry) return value;
+        break;
+      }
+    }
+  }
+}
+
+int64 BufferRead(const CounterDef& def, int64 key, int64 bucket) {
+  CounterTable* t = shared->table;
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  LWLock* lock = PartitionLock(hash);
+  for (;;) {
+    LWLockAcquire(lock, LW_SHARED);
+    uint32 index = t->Find(k, hash);
+    uint32 state = index == kNil ? kFree : t->at(index).state.load(std::memory_order_acquire);
+    int64 value = state == kResident ? t->at(index).value.load(std::memory_order_acquire) : 0;
+    LWLockRelease(lock);
+    if (state == kResident) return value;
+    if (index == kNil) return ReadStoredValue(k);
+    WaitForLoad();
+  }
+}
+
+void PurgeCounter(Oid db, int32 counter) {
+  for (uint32 p = 0; p < kPartitions; p++) {
+    LWLock* lock = &shared->partition_locks[p].lock;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    shared->table->RemoveIf(p, [&](const Entry& e) {
+      return e.id.db == db && e.id.counter == counter &&
+             e.state.load(std::memory_order_relaxed) == kResident;
+    });
+    LWLockRelease(lock);
+  }
+}
+
+void PurgeDatabase(Oid db) {
+  for (uint32 p = 0; p < kPartitions; p++) {
+    LWLock* lock = &shared->partition_locks[p].lock;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    shared->table->RemoveIf(p, [&](const Entry& e) {
+      return e.id.db == db && e.state.load(std::memory_order_relaxed) == kResident;
+    });
+    LWLockRelease(lock);
+  }
+}
+
+}  // namespace sc

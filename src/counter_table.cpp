@@ -1,0 +1,171 @@
+// counter_table.cpp: the shared counter table (see counter_table.hpp for layout and protocol).
+#include "counter_table.hpp"
+
+#include "checked_math.hpp"
+
+#include <new>
+
+namespace sc {
+
+namespace {
+
+constexpr size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+uint32_t BucketsFor(uint32_t capacity) {
+  uint32_t n = kPartitions;
+  while (n < capacity && n < (1u << 31)) n <<= 1;
+  return n;
+}
+
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace
+
+uint32_t HashCounterKey(const CounterKey& k) noexcept {
+  uint64_t h = Mix((uint64_t(k.db) << 32) ^ uint32_t(k.counter));
+  h = Mix(h ^ uint64_t(k.key));
+  h = Mix(h ^ uint64_t(k.bucket));
+  return uint32_t(h);
+}
+
+size_t CounterTable::BytesFor(uint32_t capacity) noexcept {
+  return AlignUp(sizeof(CounterTable), 64) +
+         AlignUp(sizeof(std::atomic<uint32_t>) * BucketsFor(capacity), 64) +
+         sizeof(Entry) * size_t(capacity);
+}
+
+Entry* CounterTable::entries() noexcept {
+  return reinterpret_cast<Entry*>(reinterpret_cast<char*>(heads()) +
+                                  AlignUp(sizeof(std::atomic<uint32_t>) * nbuckets_, 64));
+}
+const Entry* CounterTable::entries() const noexcept {
+  return const_cast<CounterTable*>(this)->entries();
+}
+std::atomic<uint32_t>* CounterTable::heads() noexcept {
+  return reinterpret_cast<std::atomic<uint32_t>*>(reinterpret_cast<char*>(this) +
+                                                  AlignUp(sizeof(CounterTable), 64));
+}
+const std::atomic<uint32_t>* CounterTable::heads() const noexcept {
+  return const_cast<CounterTable*>(this)->heads();
+}
+
+CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
+  auto* t = static_cast<CounterTable*>(mem);
+  t->capacity_ = capacity;
+  t->nbuckets_ = BucketsFor(capacity);
+  t->clock_hand_.store(0, std::memory_order_relaxed);
+  t->used_.store(0, std::memory_order_relaxed);
+  for (uint32_t b = 0; b < t->nbuckets_; b++) t->heads()[b].store(kNil, std::memory_order_relaxed);
+  Entry* es = t->entries();
+  for (uint32_t i = 0; i < capacity; i++) {
+    Entry& e = es[i];
+    e.id = CounterKey{0, 0, 0, 0};
+    e.value.store(0, std::memory_order_relaxed);
+    e.flushed.store(0, std::memory_order_relaxed);
+    e.state.store(kFree, std::memory_order_relaxed);
+    e.generation.store(0, std::memory_order_relaxed);
+    e.next.store(i + 1 < capacity ? i + 1 : kNil, std::memory_order_relaxed);
+    e.hash = 0;
+    e.usage.store(0, std::memory_order_relaxed);
+    e.in_flush.store(0, std::memory_order_relaxed);
+  }
+  t->free_head_.store(capacity > 0 ? 0 : kNil, std::memory_order_release);
+  return t;
+}
+
+uint32_t CounterTable::Find(const CounterKey& k, uint32_t hash) const noexcept {
+  const Entry* es = entries();
+  for (uint32_t i = heads()[hash & (nbuckets_ - 1)].load(std::memory_order_acquire); i != kNil;
+       i = es[i].next.load(std::memory_order_relaxed)) {
+    if (es[i].hash == hash && es[i].id == k) return i;
+  }
+  return kNil;
+}
+
+void CounterTable::Link(uint32_t index) noexcept {
+  Entry& e = at(index);
+  std::atomic<uint32_t>& head = heads()[e.hash & (nbuckets_ - 1)];
+  e.next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  head.store(index, std::memory_order_release);
+}
+
+void CounterTable::Unlink(uint32_t index) noexcept {
+  Entry* es = entries();
+  std::atomic<uint32_t>* link = &heads()[es[index].hash & (nbuckets_ - 1)];
+  for (uint32_t i = link->load(std::memory_order_relaxed); i != kNil;
+       link = &es[i].next, i = link->load(std::memory_order_relaxed)) {
+    if (i == index) {
+      link->store(es[index].next.load(std::memory_order_relaxed), std::memory_order_release);
+      return;
+    }
+  }
+}
+
+uint32_t CounterTable::Allocate() noexcept {
+  uint64_t head = free_head_.load(std::memory_order_acquire);
+  for (;;) {
+    uint32_t index = uint32_t(head);
+    if (index == kNil) return kNil;
+    uint32_t next = at(index).next.load(std::memory_order_relaxed);
+    uint64_t tagged = ((head >> 32) + 1) << 32 | next;
+    if (free_head_.compare_exchange_weak(head, tagged, std::memory_order_acq_rel,
+                                         std::memory_order_acquire)) {
+      Entry& e = at(index);
+      e.state.store(kOwned, std::memory_order_relaxed);
+      e.usage.store(1, std::memory_order_relaxed);
+      e.in_flush.store(0, std::memory_order_relaxed);
+      used_.fetch_add(1, std::memory_order_relaxed);
+      return index;
+    }
+  }
+}
+
+void CounterTable::Release(uint32_t index) noexcept {
+  Entry& e = at(index);
+  e.generation.fetch_add(1, std::memory_order_relaxed);
+  e.state.store(kFree, std::memory_order_relaxed);
+  used_.fetch_sub(1, std::memory_order_relaxed);
+  uint64_t head = free_head_.load(std::memory_order_relaxed);
+  for (;;) {
+    e.next.store(uint32_t(head), std::memory_order_relaxed);
+    uint64_t tagged = ((head >> 32) + 1) << 32 | index;
+    if (free_head_.compare_exchange_weak(head, tagged, std::memory_order_release,
+                                         std::memory_order_relaxed))
+      return;
+  }
+}
+
+uint32_t CounterTable::ClockNext() noexcept {
+  return uint32_t(clock_hand_.fetch_add(1, std::memory_order_relaxed) % capacity_);
+}
+
+bool CounterTable::AgeAndTestEvictable(Entry& e) noexcept {
+  if (e.state.load(std::memory_order_acquire) != kResident) return false;
+  if (e.in_flush.load(std::memory_order_acquire) != 0) return false;
+  if (e.usage.load(std::memory_order_relaxed) != 0) {
+    e.usage.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  return e.value.load(std::memory_order_acquire) == e.flushed.load(std::memory_order_acquire);
+}
+
+bool CounterTable::Add(Entry& e, int64_t delta, int64_t* new_value) noexcept {
+  int64_t old = e.value.load(std::memory_order_relaxed);
+  int64_t sum;
+  do {
+    if (!CheckedAdd(old, delta, &sum)) return false;
+  } while (!e.value.compare_exchange_weak(old, sum, std::memory_order_acq_rel,
+                                          std::memory_order_relaxed));
+  if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
+  *new_value = sum;
+  return true;
+}
+
+}  // namespace sc

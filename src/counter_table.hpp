@@ -1,0 +1,149 @@
+// counter_table.hpp: the table of counter values that lives in one block of shared memory.
+//
+// Pure C++ (no PostgreSQL header): the server glue (buffer.cpp) supplies the locks, and the unit
+// tests (test/unit) drive the same code from threads with std::shared_mutex standing in for them.
+// Nothing here allocates or throws: every function is noexcept.
+//
+// Layout: a CounterTable header, then `nbuckets` chain heads, then `capacity` 64-byte entries.
+// The hash space is split into kPartitions partitions (partition = hash % kPartitions, and every
+// bucket belongs to exactly one partition), each guarded by one reader-writer lock of the caller's.
+//
+// Protocol (what the caller must hold):
+//   - Find: the entry's partition lock, shared or exclusive. Link/Unlink: that lock, exclusive.
+//     So an entry found under a shared lock stays linked, with the same id, until that lock is
+//     released; `id`, `hash` and the chain links change only under the exclusive lock.
+//   - Entry::value and Entry::flushed are atomics: incrementers add to value under the shared
+//     lock (Add); only the flusher of the entry's database advances flushed. An entry is clean
+//     when value == flushed, and only clean resident entries that no flush is writing
+//     (in_flush == 0) are evicted: a value that went up and back down during a flush is
+//     clean by value while the table is about to receive the flush's delta.
+//   - The free list is a lock-free stack (tagged head, so a popped-and-pushed slot cannot be
+//     mistaken for the one read); an allocated entry belongs to its allocator until linked.
+//   - generation changes each time a slot returns to the free list, so code that remembered
+//     (index, generation) across a lock release can tell whether it still has the same entry.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace sc {
+
+// The bucket of an unbucketed counter; equal to PostgreSQL's -infinity timestamp.
+constexpr int64_t kNoBucket = INT64_MIN;
+constexpr uint32_t kNil = UINT32_MAX;
+constexpr uint32_t kPartitions = 128;
+
+struct CounterKey {
+  uint32_t db;       // database oid
+  int32_t counter;   // counter id within that database
+  int64_t key;
+  int64_t bucket;    // start of the time bucket (PostgreSQL timestamp), or kNoBucket
+};
+
+inline bool operator==(const CounterKey& a, const CounterKey& b) noexcept {
+  return a.db == b.db && a.counter == b.counter && a.key == b.key && a.bucket == b.bucket;
+}
+
+uint32_t HashCounterKey(const CounterKey& k) noexcept;
+
+enum EntryState : uint32_t {
+  kFree = 0,      // on the free list
+  kOwned = 1,     // allocated, not yet linked: only its allocator touches it
+  kLoading = 2,   // linked; its allocator is reading the stored value, others wait
+  kResident = 3,  // linked and current
+};
+
+struct Entry {
+  CounterKey id;
+  std::atomic<int64_t> value;        // the exact current value
+  std::atomic<int64_t> flushed;      // the part of value that the values table holds
+  std::atomic<uint32_t> state;       // EntryState
+  std::atomic<uint32_t> generation;  // bumped each time the slot is freed
+  std::atomic<uint32_t> next;        // chain link, or free-list link while kFree
+  uint32_t hash;
+  std::atomic<uint8_t> usage;        // clock-sweep reference bit
+  std::atomic<uint8_t> in_flush;     // 1 while a flush that read this entry has not settled it
+  uint8_t pad[6];
+};
+static_assert(sizeof(Entry) == 64, "an entry is one cache line");
+
+class CounterTable {
+ public:
+  static size_t BytesFor(uint32_t capacity) noexcept;
+  // Lays out an empty table in `mem` (BytesFor(capacity) bytes) and returns it.
+  static CounterTable* Create(void* mem, uint32_t capacity) noexcept;
+
+  static uint32_t PartitionOf(uint32_t hash) noexcept { return hash % kPartitions; }
+
+  uint32_t capacity() const noexcept { return capacity_; }
+  uint64_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
+  Entry& at(uint32_t index) noexcept { return entries()[index]; }
+  const Entry& at(uint32_t index) const noexcept { return entries()[index]; }
+
+  // Caller holds the partition lock of `hash`.
+  uint32_t Find(const CounterKey& k, uint32_t hash) const noexcept;
+  // Caller holds the partition lock of the entry's hash exclusively.
+  void Link(uint32_t index) noexcept;
+  void Unlink(uint32_t index) noexcept;
+
+  // Takes a free entry (state kOwned, id/hash to be filled by the caller), or kNil if none.
+  uint32_t Allocate() noexcept;
+  // Returns an unlinked entry to the free list.
+  void Release(uint32_t index) noexcept;
+
+  // The next entry the clock sweep looks at.
+  uint32_t ClockNext() noexcept;
+  // Clock-sweep test, under the entry's exclusive partition lock: a recently used entry gets a
+  // second chance; otherwise true if the entry is resident, clean and not being flushed.
+  static bool AgeAndTestEvictable(Entry& e) noexcept;
+
+  // Calls fn(index, entry) for every linked entry of partition p; the caller holds its lock.
+  template <typename Fn>
+  void ForEachInPartition(uint32_t p, Fn&& fn) noexcept {
+    Entry* es = entries();
+    for (uint32_t b = p; b < nbuckets_; b += kPartitions)
+      for (uint32_t i = heads()[b].load(std::memory_order_acquire); i != kNil;
+           i = es[i].next.load(std::memory_order_relaxed))
+        fn(i, es[i]);
+  }
+
+  // Unlinks and frees every linked entry of partition p for which pred(entry) is true; returns
+  // how many. The caller holds the partition lock exclusively.
+  template <typename Pred>
+  uint32_t RemoveIf(uint32_t p, Pred&& pred) noexcept {
+    Entry* es = entries();
+    uint32_t removed = 0;
+    for (uint32_t b = p; b < nbuckets_; b += kPartitions) {
+      std::atomic<uint32_t>* link = &heads()[b];
+      for (uint32_t i = link->load(std::memory_order_relaxed); i != kNil;
+           i = link->load(std::memory_order_relaxed)) {
+        if (pred(es[i])) {
+          link->store(es[i].next.load(std::memory_order_relaxed), std::memory_order_release);
+          Release(i);
+          removed++;
+        } else {
+          link = &es[i].next;
+        }
+      }
+    }
+    return removed;
+  }
+
+  // Adds delta to the entry's value unless that overflows; returns false (changing nothing) then.
+  static bool Add(Entry& e, int64_t delta, int64_t* new_value) noexcept;
+
+ private:
+  Entry* entries() noexcept;
+  const Entry* entries() const noexcept;
+  std::atomic<uint32_t>* heads() noexcept;
+  const std::atomic<uint32_t>* heads() const noexcept;
+
+  uint32_t capacity_;
+  uint32_t nbuckets_;                 // a power of two, a multiple of kPartitions
+  std::atomic<uint64_t> free_head_;   // (tag << 32) | index
+  std::atomic<uint64_t> clock_hand_;
+  std::atomic<uint64_t> used_;
+};
+
+}  // namespace sc

@@ -1,0 +1,299 @@
+// flush.cpp: what the flusher writes to slotted_counter.totals, in its own transactions.
+//
+// A flush reads the dirty entries of one database (partition locks SHARED), marks them in_flush
+// so that no eviction takes them, writes each entry's delta (value - flushed) with one batched
+// upsert per 10,000 keys, commits, and only then advances each entry's flushed by the delta it
+// wrote (checking the entry's generation: a drop may have freed it meanwhile). A failed flush
+// advances nothing, so it loses nothing and counts nothing twice; a crash before the advance
+// resets the buffer with everything else in shared memory.
+//
+// The counters being flushed are locked FOR KEY SHARE (skipping those a transaction is dropping),
+// so a drop waits for the flush that writes its keys, and its DELETE of their rows sees them.
+#include "flush.hpp"
+
+#include <algorithm>
+
+#include "shmem.hpp"
+
+namespace sc {
+
+namespace {
+
+constexpr int kBatch = 10000;
+
+struct FlushItem {
+  uint32 index;
+  uint32 generation;
+  uint32 partition;
+  int32 counter;
+  int64 key;
+  int64 bucket;
+  int64 delta;
+};
+
+SPIPlanPtr plan_flush = nullptr;
+SPIPlanPtr plan_write_through = nullptr;
+
+const char* const kFlushSql =
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
+    "SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), "
+    "pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($3::pg_catalog.timestamptz[]), "
+    "pg_catalog.unnest($4::pg_catalog.int8[])) "
+    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now()";
+
+const char* const kWriteThroughSql =
+    "WITH live AS (SELECT id FROM slotted_counter.counters "
+    "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
+    "SELECT $1, $2, $3, $4 FROM live "
+    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
+    "RETURNING value";
+
+SPIPlanPtr Prepare(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types) {
+  if (*plan == nullptr) {
+    *plan = SPI_prepare(sql, nargs, const_cast<Oid*>(types));
+    if (*plan == nullptr)
+      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(*plan);
+  }
+  return *plan;
+}
+
+void BeginWork() {
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  SPI_connect();
+  PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+void EndWork() {
+  SPI_finish();
+  PopActiveSnapshot();
+  CommitTransactionCommand();
+}
+
+// The ids of this database's counters, sorted, each locked FOR KEY SHARE.
+int32* LockLiveCounters(int* count) {
+  int rc = SPI_execute(
+      "SELECT id FROM slotted_counter.counters ORDER BY id FOR KEY SHARE SKIP LOCKED", false, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
+  auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (SPI_processed + 1)));
+  for (uint64 i = 0; i < SPI_processed; i++) {
+    bool isnull;
+    ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+  }
+  *count = int(SPI_processed);
+  return ids;
+}
+
+// Reads the dirty entries of db whose counter is in ids, marking them in_flush.
+FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
+  CounterTable* t = shared->table;
+  int64 space = int64(t->used()) + 1;
+  auto* items = static_cast<FlushItem*>(
+      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(FlushItem) * space));
+  int64 n = 0;
+  for (uint32 p = 0; p < kPartitions && n < space; p++) {
+    LWLock* lock = &shared->partition_locks[p].lock;
+    LWLockAcquire(lock, LW_SHARED);
+    t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
+      if (n == space || e.id.db != db || e.state.load(std::memory_order_acquire) != kResident ||
+          e.in_flush.load(std::memory_order_relaxed) != 0)
+        return;
+      int64 delta = e.value.load(std::memory_order_acquire) -
+                    e.flushed.load(std::memory_order_relaxed);
+      if (delta == 0 || !std::binary_search(ids, ids + nids, e.id.counter)) return;
+      e.in_flush.store(1, std::memory_order_release);
+      items[n++] = FlushItem{index, e.generation.load(std::memory_order_relaxed), p,
+                             e.id.counter, e.id.key, e.id.bucket, delta};
+    });
+    LWLockRelease(lock);
+  }
+  *count = n;
+  return items;
+}
+
+// After the flush's transaction ended: a committed delta moves into flushed; either way the
+// entry is free to be flushed again or evicted.
+void Settle(const FlushItem* items, int64 n, bool committed) {
+  CounterTable* t = shared->table;
+  for (int64 i = 0; i < n; i++) {
+    const FlushItem& it = items[i];
+    LWLock* lock = &shared->partition_locks[it.partition].lock;
+    LWLockAcquire(lock, LW_SHARED);
+    Entry& e = t->at(it.index);
+    if (e.generation.load(std::memory_order_relaxed) == it.generation &&
+        e.state.load(std::memory_order_acquire) == kResident) {
+      if (committed) e.flushed.fetch_add(it.delta, std::memory_order_acq_rel);
+      e.in_flush.store(0, std::memory_order_release);
+    }
+    LWLockRelease(lock);
+  }
+}
+
+void WriteBatch(const FlushItem* items, int64 n) {
+  static const Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, 1185 /* timestamptz[] */,
+                               INT8ARRAYOID};
+  SPIPlanPtr plan = Prepare(&plan_flush, kFlushSql, 4, types);
+  auto* counters = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* keys = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* buckets = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
+  auto* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  for (int64 i = 0; i < n; i++) {
+    counters[i] = Int32GetDatum(items[i].counter);
+    keys[i] = Int64GetDatum(items[i].key);
+    buckets[i] = TimestampTzGetDatum(items[i].bucket);
+    bucket_nulls[i] = items[i].bucket == kNoBucket;
+    deltas[i] = Int64GetDatum(items[i].delta);
+  }
+  int dims[1] = {int(n)};
+  int lbs[1] = {1};
+  Datum args[4] = {
+      PointerGetDatum(construct_array(counters, int(n), INT4OID, 4, true, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(keys, int(n), INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_md_array(buckets, bucket_nulls, 1, dims, lbs, TIMESTAMPTZOID, 8,
+                                         true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(deltas, int(n), INT8OID, 8, true, TYPALIGN_DOUBLE))};
+  int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
+  if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.totals failed: %d", rc);
+}
+
+bool ItemOrder(const FlushItem& a, const FlushItem& b) {
+  if (a.counter != b.counter) return a.counter < b.counter;
+  if (a.key != b.key) return a.key < b.key;
+  return a.bucket < b.bucket;
+}
+
+}  // namespace
+
+int64 FlushDatabase(Oid db) {
+  BeginWork();
+  int nids;
+  int32* ids = LockLiveCounters(&nids);
+  int64 n;
+  FlushItem* items = CollectDirty(db, ids, nids, &n);
+  PG_TRY();
+  {
+    std::sort(items, items + n, ItemOrder);
+    for (int64 i = 0; i < n; i += kBatch) WriteBatch(items + i, std::min<int64>(kBatch, n - i));
+    EndWork();
+  }
+  PG_CATCH();
+  {
+    Settle(items, n, false);
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
+  Settle(items, n, true);
+  pfree(items);
+  return n;
+}
+
+int ServeWriteThroughs(Oid db) {
+  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return 0;
+  auto* mine = static_cast<int*>(palloc(sizeof(int) * shared->max_requests));
+  int n = 0;
+  for (int i = 0; i < shared->max_requests; i++) {
+    WriteThroughRequest* r = &shared->requests[i];
+    SpinLockAcquire(&r->mutex);
+    if (r->state == kRequestPending && r->key.db == db) {
+      r->state = kRequestTaken;
+      mine[n++] = i;
+    }
+    SpinLockRelease(&r->mutex);
+  }
+  if (n == 0) {
+    pfree(mine);
+    return 0;
+  }
+  // Outcome per request: kRequestDone, kRequestFailed, or kRequestPending to retry later.
+  auto* outcome = static_cast<uint32*>(palloc(sizeof(uint32) * n));
+  auto* result = static_cast<int64*>(palloc0(sizeof(int64) * n));
+  auto* code = static_cast<int*>(palloc0(sizeof(int) * n));
+  PG_TRY();
+  {
+    BeginWork();
+    static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
+    SPIPlanPtr plan = Prepare(&plan_write_through, kWriteThroughSql, 4, types);
+    for (int j = 0; j < n; j++) {
+      WriteThroughRequest* r = &shared->requests[mine[j]];
+      Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
+                       TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta)};
+      char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
+      MemoryContext context = CurrentMemoryContext;
+      ResourceOwner owner = CurrentResourceOwner;
+      BeginInternalSubTransaction(nullptr);
+      MemoryContextSwitchTo(context);
+      PG_TRY();
+      {
+        int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+        if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
+        if (SPI_processed == 1) {
+          bool isnull;
+          result[j] = DatumGetInt64(
+              SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+          outcome[j] = kRequestDone;
+        } else {
+          outcome[j] = kRequestFailed;
+          code[j] = ERRCODE_UNDEFINED_OBJECT;
+        }
+        ReleaseCurrentSubTransaction();
+      }
+      PG_CATCH();
+      {
+        MemoryContextSwitchTo(context);
+        ErrorData* edata = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        if (edata->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE) {
+          outcome[j] = kRequestFailed;
+          code[j] = edata->sqlerrcode;
+        } else {
+          // A lock timeout or the like: keep the increment and try again on the next round.
+          edata->elevel = LOG;
+          ThrowErrorData(edata);
+          outcome[j] = kRequestPending;
+        }
+      }
+      PG_END_TRY();
+      MemoryContextSwitchTo(context);
+      CurrentResourceOwner = owner;
+    }
+    EndWork();
+  }
+  PG_CATCH();
+  {
+    for (int j = 0; j < n; j++) {
+      WriteThroughRequest* r = &shared->requests[mine[j]];
+      SpinLockAcquire(&r->mutex);
+      r->state = kRequestPending;
+      SpinLockRelease(&r->mutex);
+    }
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
+
+  int served = 0;
+  for (int j = 0; j < n; j++) {
+    WriteThroughRequest* r = &shared->requests[mine[j]];
+    SpinLockAcquire(&r->mutex);
+    r->state = outcome[j];
+    r->result = result[j];
+    r->sqlerrcode = code[j];
+    SpinLockRelease(&r->mutex);
+    if (outcome[j] != kRequestPending) {
+      pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+      served++;
+    }
+  }
+  pfree(mine);
+  pfree(outcome);
+  pfree(result);
+  pfree(code);
+  return served;
+}
+
+}  // namespace sc

@@ -1,0 +1,16 @@
+// flush.hpp: what the flusher writes to slotted_counter.totals.
+#pragma once
+
+#include "pg.hpp"
+
+namespace sc {
+
+// Writes every dirty value of database db to the values table in one transaction; returns the
+// number of rows written. Must run in db's flusher, outside a transaction; may throw (ereport).
+int64 FlushDatabase(Oid db);
+
+// Applies the pending write-through requests of db in one transaction; returns how many were
+// answered. Same calling conditions.
+int ServeWriteThroughs(Oid db);
+
+}  // namespace sc

@@ -1,0 +1,169 @@
+// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_sum, sc_rollup).
+//
+// Each reads and checks its arguments, then calls the buffer, the catalog or the flusher. No C++
+// object with a destructor lives in these frames, so an ereport from anywhere below is safe.
+#include "buffer.hpp"
+#include "catalog.hpp"
+#include "shmem.hpp"
+#include "worker.hpp"
+#include "xact.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(sc_create);
+PG_FUNCTION_INFO_V1(sc_drop);
+PG_FUNCTION_INFO_V1(sc_incr);
+PG_FUNCTION_INFO_V1(sc_sum);
+PG_FUNCTION_INFO_V1(sc_rollup);
+}
+
+namespace sc {
+
+namespace {
+
+void RequireArgument(FunctionCallInfo fcinfo, int n, const char* name) {
+  if (PG_ARGISNULL(n))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                    errmsg("%s must not be null", name)));
+}
+
+void RequireArguments(FunctionCallInfo fcinfo, const char* const* names) {
+  for (int n = 0; names[n] != nullptr; n++) RequireArgument(fcinfo, n, names[n]);
+}
+
+void CheckCounterName(const char* name) {
+  size_t len = strlen(name);
+  if (len == 0 || len >= NAMEDATALEN)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid counter name \"%s\"", name),
+                    errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
+  if (strspn(name, "0123456789") == len)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid counter name \"%s\"", name),
+                    errdetail("A name of digits only would read as a counter id.")));
+}
+
+Durability ParseDurability(const char* text) {
+  if (strcmp(text, "buffered") == 0) return Durability::kBuffered;
+  if (strcmp(text, "transactional") != 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid durability \"%s\"", text),
+                    errhint("Use 'transactional' or 'buffered'.")));
+  return Durability::kTransactional;
+}
+
+void CheckBucketWidth(const Interval* width) {
+  bool positive = width->month >= 0 && width->day >= 0 && width->time >= 0 &&
+                  (width->month > 0 || width->day > 0 || width->time > 0);
+  if (!positive)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("bucket width must be positive")));
+}
+
+// The counter a write may change: it exists, and this version can count into it.
+CounterDef WritableCounter(FunctionCallInfo fcinfo) {
+  RequireShared();
+  PreventCommandDuringRecovery("sc_incr()");
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  if (def.durability != Durability::kBuffered || def.bucketed)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("counter \"%s\" is transactional or bucketed, which this version "
+                           "cannot count", def.name)));
+  return def;
+}
+
+}  // namespace
+
+}  // namespace sc
+
+using namespace sc;
+
+Datum sc_create(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"name", "durability", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  char* name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  char* durability_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
+  CheckCounterName(name);
+  Durability durability = ParseDurability(durability_text);
+  bool bucketed = !PG_ARGISNULL(2);
+  if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
+  if (bucketed)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("bucketed counters are not supported yet"),
+                    errhint("Create the counter without a bucket width.")));
+  if (durability == Durability::kTransactional)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("transactional counters are not supported yet"),
+                    errhint("Create the counter with durability 'buffered'.")));
+  DatabaseSlot* slot = EnsureFlusher();
+  (void)slot;
+
+  SPI_connect();
+  Oid types[2] = {TEXTOID, TEXTOID};
+  Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+  int rc = SPI_execute_with_args(
+      "INSERT INTO slotted_counter.counters (id, name, durability) "
+      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2) "
+      "ON CONFLICT (name) DO NOTHING RETURNING id",
+      2, types, args, nullptr, false, 1);
+  if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
+  bool created = SPI_processed == 1;
+  int32 id = 0;
+  if (created) {
+    bool isnull;
+    id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+  }
+  SPI_finish();
+  if (!created)
+    ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+                    errmsg("counter \"%s\" already exists", name)));
+  NoteCounterCreated(id);
+  PG_RETURN_INT32(id);
+}
+
+Datum sc_drop(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  SPI_connect();
+  Oid type = INT4OID;
+  Datum arg = Int32GetDatum(def.id);
+  int rc = SPI_execute_with_args(
+      "DELETE FROM slotted_counter.counters WHERE id OPERATOR(pg_catalog.=) $1", 1, &type, &arg,
+      nullptr, false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter failed: %d", rc);
+  bool deleted = SPI_processed == 1;
+  if (deleted) {
+    rc = SPI_execute_with_args(
+        "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1", 1, &type,
+        &arg, nullptr, false, 0);
+    if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
+  }
+  SPI_finish();
+  if (!deleted) ReportUnknownCounter(def.name);
+  NoteCounterDropped(def.id);
+  PG_RETURN_VOID();
+}
+
+Datum sc_incr(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", "delta", nullptr};
+  RequireArguments(fcinfo, names);
+  CounterDef def = WritableCounter(fcinfo);
+  EnsureFlusher();
+  PG_RETURN_INT64(BufferIncrement(def, PG_GETARG_INT64(1), kNoBucket, PG_GETARG_INT64(2)));
+}
+
+Datum sc_sum(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  PG_RETURN_INT64(BufferRead(def, PG_GETARG_INT64(1), kNoBucket));
+}
+
+Datum sc_rollup(PG_FUNCTION_ARGS) {
+  RequireShared();
+  PreventCommandDuringRecovery("sc_rollup()");
+  PG_RETURN_INT64(RequestFlush(EnsureFlusher()));
+}

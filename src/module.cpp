@@ -1,0 +1,65 @@
+// module.cpp: the module's entry point: settings, and the hooks that create the shared state.
+//
+// Everything that needs shared memory is installed only while shared_preload_libraries is being
+// processed; loaded any other way the module defines its settings and every SQL function fails
+// with 55000 (shmem.cpp, RequireShared).
+#include "pg.hpp"
+#include "settings.hpp"
+#include "shmem.hpp"
+#include "xact.hpp"
+
+extern "C" {
+PG_MODULE_MAGIC;
+void _PG_init(void);
+}
+
+namespace sc {
+
+Settings settings = {100000, 16, 1000};
+
+namespace {
+
+shmem_request_hook_type prev_shmem_request_hook = nullptr;
+shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
+
+void ShmemRequest() {
+  if (prev_shmem_request_hook) prev_shmem_request_hook();
+  RequestSharedState();
+}
+
+void ShmemStartup() {
+  if (prev_shmem_startup_hook) prev_shmem_startup_hook();
+  CreateSharedState();
+}
+
+void DefineSettings() {
+  DefineCustomIntVariable(
+      "slotted_counter.max_entries",
+      "Size of the shared-memory buffer of counter values (64 bytes each).", nullptr,
+      &settings.max_entries, 100000, 128, 100000000, PGC_POSTMASTER, 0, nullptr, nullptr,
+      nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.max_databases",
+      "How many databases can use slotted_counter at once (one flusher each).", nullptr,
+      &settings.max_databases, 16, 1, 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.flush_interval",
+      "How often the flusher writes buffered values to the values table; 0 = only at shutdown "
+      "and on sc_rollup().",
+      nullptr, &settings.flush_interval, 1000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
+      nullptr, nullptr);
+  MarkGUCPrefixReserved("slotted_counter");
+}
+
+}  // namespace
+}  // namespace sc
+
+void _PG_init(void) {
+  sc::DefineSettings();
+  if (!process_shared_preload_libraries_in_progress) return;
+  sc::prev_shmem_request_hook = shmem_request_hook;
+  shmem_request_hook = sc::ShmemRequest;
+  sc::prev_shmem_startup_hook = shmem_startup_hook;
+  shmem_startup_hook = sc::ShmemStartup;
+  sc::InstallTransactionHooks();
+}

@@ -1,0 +1,41 @@
+// pg.hpp: the PostgreSQL headers slotted_counter uses, in one place.
+//
+// C++ standard headers come first (the includer's), then postgres.h, all inside extern "C".
+// PostgreSQL reports errors with longjmp: glue code calls anything that can ereport only where no
+// C++ object with a destructor is alive (see STYLE.md), and the pure C++ core is noexcept.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}

@@ -1,0 +1,14 @@
+// settings.hpp: the slotted_counter.* settings, defined in module.cpp.
+#pragma once
+
+namespace sc {
+
+struct Settings {
+  int max_entries;     // slotted_counter.max_entries (postmaster): buffer size in counter values
+  int max_databases;   // slotted_counter.max_databases (postmaster): databases with a flusher
+  int flush_interval;  // slotted_counter.flush_interval (sighup), ms; 0 = only on demand
+};
+
+extern Settings settings;
+
+}  // namespace sc

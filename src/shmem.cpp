@@ -1,0 +1,79 @@
+// shmem.cpp: sizing and creating the shared state (layout and lock protocol: shmem.hpp).
+#include "shmem.hpp"
+
+#include "settings.hpp"
+
+namespace sc {
+
+SharedState* shared = nullptr;
+
+namespace {
+
+const char* const kTranche = "slotted_counter";
+
+Size SharedStateSize() {
+  Size size = MAXALIGN(sizeof(SharedState));
+  size = add_size(size, MAXALIGN(mul_size(sizeof(DatabaseSlot), settings.max_databases)));
+  size = add_size(size, MAXALIGN(mul_size(sizeof(WriteThroughRequest), MaxBackends)));
+  size = add_size(size, 64);  // the counter table is cache-line aligned
+  size = add_size(size, CounterTable::BytesFor(uint32(settings.max_entries)));
+  return size;
+}
+
+}  // namespace
+
+void RequestSharedState() {
+  RequestAddinShmemSpace(SharedStateSize());
+  RequestNamedLWLockTranche(kTranche, kPartitions + 1);
+}
+
+void CreateSharedState() {
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found;
+  auto* s = static_cast<SharedState*>(ShmemInitStruct("slotted_counter", SharedStateSize(), &found));
+  if (!found) {
+    LWLockPadded* locks = GetNamedLWLockTranche(kTranche);
+    s->slots_lock = &locks[0].lock;
+    s->partition_locks = &locks[1];
+    pg_atomic_init_u64(&s->catalog_epoch, 1);
+    pg_atomic_init_u32(&s->write_throughs_pending, 0);
+    pg_atomic_init_u64(&s->evictions, 0);
+    s->max_databases = settings.max_databases;
+    s->max_requests = MaxBackends;
+
+    char* p = reinterpret_cast<char*>(s) + MAXALIGN(sizeof(SharedState));
+    s->slots = reinterpret_cast<DatabaseSlot*>(p);
+    p += MAXALIGN(sizeof(DatabaseSlot) * settings.max_databases);
+    for (int i = 0; i < settings.max_databases; i++) {
+      DatabaseSlot* slot = &s->slots[i];
+      memset(static_cast<void*>(slot), 0, sizeof(*slot));
+      slot->db = InvalidOid;
+      SpinLockInit(&slot->mutex);
+      slot->worker_state = kWorkerNone;
+      ConditionVariableInit(&slot->done_cv);
+    }
+    s->requests = reinterpret_cast<WriteThroughRequest*>(p);
+    p += MAXALIGN(sizeof(WriteThroughRequest) * MaxBackends);
+    for (int i = 0; i < MaxBackends; i++) {
+      WriteThroughRequest* r = &s->requests[i];
+      memset(static_cast<void*>(r), 0, sizeof(*r));
+      SpinLockInit(&r->mutex);
+      r->state = kRequestEmpty;
+    }
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->table = CounterTable::Create(p, uint32(settings.max_entries));
+  }
+  LWLockRelease(AddinShmemInitLock);
+  shared = s;
+}
+
+void RequireShared() {
+  if (shared == nullptr)
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("slotted_counter must be loaded via \"shared_preload_libraries\""),
+             errhint("Add slotted_counter to shared_preload_libraries in postgresql.conf "
+                     "and restart the server.")));
+}
+
+}  // namespace sc

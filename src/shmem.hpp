@@ -1,0 +1,92 @@
+// shmem.hpp: everything slotted_counter keeps in shared memory, and who may touch what.
+//
+// SharedState is created once by the postmaster (shmem_startup_hook) and found by every backend.
+// It holds:
+//   - the counter table (counter_table.hpp): the buffer of counter values of every database.
+//     Its kPartitions partitions are guarded by the LWLocks partition_locks[p]. The increment
+//     path takes its partition lock SHARED and changes a value with an atomic add; only linking
+//     or unlinking an entry (load, eviction, drop) takes it EXCLUSIVE. Lock order: never hold two
+//     partition locks, except that eviction may try (conditionally) a second one.
+//   - one DatabaseSlot per database that uses the extension. slots_lock (an LWLock) guards the
+//     assignment of a slot to a database and its worker_pid / worker_latch / start request;
+//     the slot's spinlock `mutex` guards its flush-request counters and statistics (a few
+//     instructions, never held across anything that can fail). Waiters for a flush or a
+//     write-through sleep on the slot's condition variable `done_cv`.
+//   - one WriteThroughRequest per backend (indexed by BackendId - 1), guarded by its own spinlock.
+//     A backend fills its request only while holding the key's partition lock EXCLUSIVE and
+//     having checked the key is not resident; a loader checks, under the same exclusive lock,
+//     that no request for its key is pending. So a stored value is never read while a write-through
+//     of the same key is changing it. The flusher of the request's database serves it.
+//   - catalog_epoch: bumped after any commit that drops a counter (and after the abort of one that
+//     created one); a backend that sees it change drops its cached counter definitions.
+//   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
+//     of requests when it is zero.
+#pragma once
+
+#include "counter_table.hpp"
+#include "pg.hpp"
+
+namespace sc {
+
+enum WorkerState : uint32 { kWorkerNone = 0, kWorkerStarting, kWorkerIdle, kWorkerFlushing,
+                            kWorkerServing, kWorkerStopping };
+
+struct DatabaseSlot {
+  Oid db;                        // slots_lock; InvalidOid when the slot is free
+  int worker_pid;                // slots_lock; 0 when no flusher runs
+  Latch* worker_latch;           // slots_lock; read racily to wake the flusher
+  TimestampTz start_requested;   // slots_lock; when a backend last registered a flusher
+
+  slock_t mutex;                 // guards everything below
+  uint32 worker_state;           // WorkerState
+  uint64 flush_requested;        // sc_rollup tickets handed out
+  uint64 flush_done;             // the highest ticket served by a committed flush
+  int64 last_flush_rows;
+  uint64 flushes;
+  uint64 rows_written;
+  uint64 write_throughs;
+  TimestampTz last_flush_at;
+  double last_flush_ms;
+
+  ConditionVariable done_cv;     // broadcast after each flush and each batch of write-throughs
+};
+
+enum RequestState : uint32 { kRequestEmpty = 0, kRequestPending, kRequestTaken, kRequestDone,
+                             kRequestFailed };
+
+struct WriteThroughRequest {
+  slock_t mutex;
+  uint32 state;                  // RequestState
+  CounterKey key;
+  int64 delta;
+  int64 result;                  // the new value, when kRequestDone
+  int sqlerrcode;                // why, when kRequestFailed
+};
+
+struct SharedState {
+  LWLock* slots_lock;
+  LWLockPadded* partition_locks;  // kPartitions of them
+  pg_atomic_uint64 catalog_epoch;
+  pg_atomic_uint32 write_throughs_pending;
+  pg_atomic_uint64 evictions;
+  int max_databases;
+  int max_requests;
+  DatabaseSlot* slots;            // max_databases
+  WriteThroughRequest* requests;  // max_requests
+  CounterTable* table;
+};
+
+// Set in every process once the shared state exists; NULL when the library was not preloaded.
+extern SharedState* shared;
+
+void RequestSharedState();
+void CreateSharedState();
+
+// Fails with 55000 unless the library was preloaded.
+void RequireShared();
+
+inline LWLock* PartitionLock(uint32 hash) {
+  return &shared->partition_locks[CounterTable::PartitionOf(hash)].lock;
+}
+
+}  // namespace sc

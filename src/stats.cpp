@@ -1,0 +1,101 @@
+// stats.cpp: slotted_counter.stats, one row per database that has used the buffer.
+//
+// Reads each DatabaseSlot's counters under its spinlock (copied out, then reported), and counts
+// the database's dirty entries with the partition locks SHARED, one partition at a time: a
+// monitoring read never blocks an increment.
+#include "shmem.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(sc_stats);
+}
+
+namespace sc {
+
+namespace {
+
+const char* WorkerStateName(uint32 state) {
+  switch (state) {
+    case kWorkerStarting: return "starting";
+    case kWorkerIdle: return "idle";
+    case kWorkerFlushing: return "flushing";
+    case kWorkerServing: return "writing through";
+    case kWorkerStopping: return "stopping";
+    default: return "not running";
+  }
+}
+
+int64 DirtyEntries(Oid db) {
+  int64 dirty = 0;
+  for (uint32 p = 0; p < kPartitions; p++) {
+    LWLock* lock = &shared->partition_locks[p].lock;
+    LWLockAcquire(lock, LW_SHARED);
+    shared->table->ForEachInPartition(p, [&](uint32, Entry& e) {
+      if (e.id.db == db && e.state.load(std::memory_order_relaxed) == kResident &&
+          e.value.load(std::memory_order_relaxed) != e.flushed.load(std::memory_order_relaxed))
+        dirty++;
+    });
+    LWLockRelease(lock);
+  }
+  return dirty;
+}
+
+void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
+  Datum values[12];
+  bool nulls[12] = {false};
+  char* datname = get_database_name(db);
+  if (datname == nullptr) nulls[0] = true;
+  else values[0] = CStringGetDatum(datname);
+  values[1] = Int64GetDatum(shared->table->capacity());
+  values[2] = Int64GetDatum(int64(shared->table->used()));
+  values[3] = Int64GetDatum(DirtyEntries(db));
+  values[4] = Int64GetDatum(int64(copy->flushes));
+  if (copy->last_flush_at == 0) nulls[5] = true;
+  else values[5] = TimestampTzGetDatum(copy->last_flush_at);
+  if (copy->flushes == 0) nulls[6] = true;
+  else values[6] = Float8GetDatum(copy->last_flush_ms);
+  values[7] = Int64GetDatum(int64(copy->rows_written));
+  values[8] = Int64GetDatum(int64(copy->write_throughs));
+  values[9] = Int64GetDatum(int64(pg_atomic_read_u64(&shared->evictions)));
+  if (pid == 0) nulls[10] = true;
+  else values[10] = Int32GetDatum(pid);
+  values[11] = CStringGetTextDatum(WorkerStateName(pid == 0 ? kWorkerNone : copy->worker_state));
+  tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+}  // namespace
+
+}  // namespace sc
+
+using namespace sc;
+
+Datum sc_stats(PG_FUNCTION_ARGS) {
+  RequireShared();
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  bool seen_mine = false;
+  for (int i = 0; i < shared->max_databases; i++) {
+    DatabaseSlot* slot = &shared->slots[i];
+    LWLockAcquire(shared->slots_lock, LW_SHARED);
+    Oid db = slot->db;
+    int pid = slot->worker_pid;
+    LWLockRelease(shared->slots_lock);
+    if (db == InvalidOid) continue;
+    DatabaseSlot copy;
+    SpinLockAcquire(&slot->mutex);
+    copy.worker_state = slot->worker_state;
+    copy.flushes = slot->flushes;
+    copy.rows_written = slot->rows_written;
+    copy.write_throughs = slot->write_throughs;
+    copy.last_flush_at = slot->last_flush_at;
+    copy.last_flush_ms = slot->last_flush_ms;
+    SpinLockRelease(&slot->mutex);
+    AddRow(rsinfo, db, &copy, pid);
+    seen_mine = seen_mine || db == MyDatabaseId;
+  }
+  if (!seen_mine) {
+    DatabaseSlot none;
+    memset(static_cast<void*>(&none), 0, sizeof(none));
+    AddRow(rsinfo, MyDatabaseId, &none, 0);
+  }
+  return (Datum)0;
+}

@@ -1,0 +1,338 @@
+// worker.cpp: the flusher, one background worker per database that uses slotted_counter.
+//
+// No per-database setting starts it: the first slotted_counter call in a database registers a
+// dynamic worker for it (EnsureFlusher), and the postmaster restarts it after a crash. The worker
+// claims its database's DatabaseSlot (slots_lock), then loops: answer write-through requests,
+// flush every flush_interval or when sc_rollup() asks, sleep on its latch. On SIGTERM
+// (shutdown, or pg_terminate_backend) it keeps answering write-throughs until no client of its
+// database is left (5 s at most), then flushes one last time, so a clean shutdown loses nothing;
+// it exits with code 1, so that outside a shutdown the postmaster starts it again.
+// When the extension has been dropped from its database, it frees the slot and exits for good.
+#include "worker.hpp"
+
+#include "flush.hpp"
+#include "settings.hpp"
+#include "shmem.hpp"
+
+extern "C" {
+PGDLLEXPORT void slotted_counter_flusher_main(Datum arg);
+}
+
+namespace sc {
+
+namespace {
+
+DatabaseSlot* my_slot = nullptr;
+
+constexpr int kStartRetryMs = 10000;
+// Fast shutdown signals clients and workers together; clients are gone within milliseconds.
+// (Smart shutdown signals workers only after the clients left; pg_terminate_backend on the
+// flusher leaves them connected, so the wait is bounded.)
+constexpr int kShutdownWaitMs = 5000;
+constexpr int kFinalFlushMs = 60000;
+constexpr int kErrorBackoffMs = 1000;
+
+// The slot of db, or a free slot now assigned to db; nullptr if all are taken. slots_lock held.
+DatabaseSlot* SlotFor(Oid db) {
+  DatabaseSlot* free_slot = nullptr;
+  for (int i = 0; i < shared->max_databases; i++) {
+    DatabaseSlot* s = &shared->slots[i];
+    if (s->db == db) return s;
+    if (s->db == InvalidOid && free_slot == nullptr) free_slot = s;
+  }
+  if (free_slot != nullptr) {
+    free_slot->db = db;
+    free_slot->worker_pid = 0;
+    free_slot->worker_latch = nullptr;
+    free_slot->start_requested = 0;
+    SpinLockAcquire(&free_slot->mutex);
+    free_slot->worker_state = kWorkerNone;
+    free_slot->flush_requested = free_slot->flush_done = 0;
+    free_slot->last_flush_rows = 0;
+    free_slot->flushes = free_slot->rows_written = free_slot->write_throughs = 0;
+    free_slot->last_flush_at = 0;
+    free_slot->last_flush_ms = 0;
+    SpinLockRelease(&free_slot->mutex);
+  }
+  return free_slot;
+}
+
+bool RegisterFlusher(Oid db) {
+  BackgroundWorker worker;
+  memset(&worker, 0, sizeof(worker));
+  worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+  worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+  worker.bgw_restart_time = 1;
+  strlcpy(worker.bgw_library_name, "slotted_counter", BGW_MAXLEN);
+  strlcpy(worker.bgw_function_name, "slotted_counter_flusher_main", BGW_MAXLEN);
+  snprintf(worker.bgw_name, BGW_MAXLEN, "slotted_counter flusher for database %u", db);
+  strlcpy(worker.bgw_type, "slotted_counter flusher", BGW_MAXLEN);
+  worker.bgw_main_arg = ObjectIdGetDatum(db);
+  worker.bgw_notify_pid = 0;
+  return RegisterDynamicBackgroundWorker(&worker, nullptr);
+}
+
+void SetWorkerState(WorkerState state) {
+  SpinLockAcquire(&my_slot->mutex);
+  my_slot->worker_state = state;
+  SpinLockRelease(&my_slot->mutex);
+}
+
+void LeaveSlot(int, Datum) {
+  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
+  if (my_slot->worker_pid == MyProcPid) {
+    my_slot->worker_pid = 0;
+    my_slot->worker_latch = nullptr;
+    my_slot->start_requested = 0;
+  }
+  LWLockRelease(shared->slots_lock);
+  SetWorkerState(kWorkerNone);
+  ConditionVariableBroadcast(&my_slot->done_cv);
+}
+
+// Claims db's slot; false if another flusher already serves it.
+bool ClaimSlot(Oid db) {
+  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
+  DatabaseSlot* slot = SlotFor(db);
+  bool claimed = slot != nullptr && slot->worker_pid == 0;
+  if (claimed) {
+    slot->worker_pid = MyProcPid;
+    slot->worker_latch = MyLatch;
+    my_slot = slot;
+  }
+  LWLockRelease(shared->slots_lock);
+  return claimed;
+}
+
+void FreeSlot() {
+  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
+  my_slot->worker_pid = 0;
+  my_slot->worker_latch = nullptr;
+  my_slot->db = InvalidOid;
+  LWLockRelease(shared->slots_lock);
+}
+
+bool ExtensionInstalled() {
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  bool installed = OidIsValid(get_extension_oid("slotted_counter", true));
+  CommitTransactionCommand();
+  return installed;
+}
+
+// One flush, recorded in the slot's statistics; false if it failed (already logged).
+bool FlushAndRecord(Oid db) {
+  SpinLockAcquire(&my_slot->mutex);
+  uint64 ticket = my_slot->flush_requested;
+  my_slot->worker_state = kWorkerFlushing;
+  SpinLockRelease(&my_slot->mutex);
+  pgstat_report_activity(STATE_RUNNING, "flush");
+
+  TimestampTz start = GetCurrentTimestamp();
+  MemoryContext context = CurrentMemoryContext;
+  int64 rows = -1;
+  PG_TRY();
+  {
+    rows = FlushDatabase(db);
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    EmitErrorReport();
+    FlushErrorState();
+    AbortCurrentTransaction();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  pgstat_report_activity(STATE_IDLE, nullptr);
+
+  TimestampTz end = GetCurrentTimestamp();
+  SpinLockAcquire(&my_slot->mutex);
+  my_slot->worker_state = kWorkerIdle;
+  if (rows >= 0) {
+    my_slot->flush_done = ticket;
+    my_slot->last_flush_rows = rows;
+    my_slot->flushes++;
+    my_slot->rows_written += uint64(rows);
+    my_slot->last_flush_at = end;
+    my_slot->last_flush_ms = double(end - start) / 1000.0;
+  }
+  SpinLockRelease(&my_slot->mutex);
+  if (rows >= 0) ConditionVariableBroadcast(&my_slot->done_cv);
+  return rows >= 0;
+}
+
+// Answers pending write-throughs; false if that failed (already logged).
+bool ServeAndRecord(Oid db) {
+  MemoryContext context = CurrentMemoryContext;
+  int served = 0;
+  bool ok = true;
+  PG_TRY();
+  {
+    served = ServeWriteThroughs(db);
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    EmitErrorReport();
+    FlushErrorState();
+    AbortCurrentTransaction();
+    ok = false;
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  if (served > 0) {
+    SpinLockAcquire(&my_slot->mutex);
+    my_slot->write_throughs += uint64(served);
+    SpinLockRelease(&my_slot->mutex);
+    ConditionVariableBroadcast(&my_slot->done_cv);
+  }
+  return ok;
+}
+
+bool FlushRequested() {
+  SpinLockAcquire(&my_slot->mutex);
+  bool requested = my_slot->flush_requested > my_slot->flush_done;
+  SpinLockRelease(&my_slot->mutex);
+  return requested;
+}
+
+void WaitOnLatch(long timeout_ms) {
+  int events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (timeout_ms >= 0 ? WL_TIMEOUT : 0);
+  (void)WaitLatch(MyLatch, events, timeout_ms, PG_WAIT_EXTENSION);
+  ResetLatch(MyLatch);
+  CHECK_FOR_INTERRUPTS();
+}
+
+// After SIGTERM: serve the clients still connected, then flush until a flush succeeds.
+void ShutDown(Oid db) {
+  SetWorkerState(kWorkerStopping);
+  TimestampTz start = GetCurrentTimestamp();
+  while (CountDBConnections(db) > 0 &&
+         !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kShutdownWaitMs)) {
+    ServeAndRecord(db);
+    WaitOnLatch(10);
+  }
+  while (!FlushAndRecord(db) &&
+         !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kFinalFlushMs)) {
+    ServeAndRecord(db);
+    WaitOnLatch(kErrorBackoffMs);
+  }
+  ServeAndRecord(db);
+}
+
+}  // namespace
+
+DatabaseSlot* EnsureFlusher() {
+  DatabaseSlot* slot = my_slot;
+  if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0) return slot;
+
+  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
+  slot = SlotFor(MyDatabaseId);
+  bool start = false;
+  if (slot != nullptr && slot->worker_pid == 0) {
+    TimestampTz now = GetCurrentTimestamp();
+    start = slot->start_requested == 0 ||
+            TimestampDifferenceExceeds(slot->start_requested, now, kStartRetryMs);
+    if (start) slot->start_requested = now;
+  }
+  LWLockRelease(shared->slots_lock);
+  if (slot == nullptr)
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("too many databases use slotted_counter"),
+                    errdetail("Each database that uses it needs one of the %d flusher slots.",
+                              shared->max_databases),
+                    errhint("Raise slotted_counter.max_databases and restart the server.")));
+  if (start && !RegisterFlusher(MyDatabaseId)) {
+    LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
+    slot->start_requested = 0;
+    LWLockRelease(shared->slots_lock);
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("could not start the slotted_counter flusher"),
+                    errhint("Raise max_worker_processes and restart the server.")));
+  }
+  my_slot = slot;
+  return slot;
+}
+
+void WakeFlusher(DatabaseSlot* slot) {
+  Latch* latch = *reinterpret_cast<Latch* volatile*>(&slot->worker_latch);
+  if (latch != nullptr) SetLatch(latch);
+}
+
+int64 RequestFlush(DatabaseSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  uint64 ticket = ++slot->flush_requested;
+  SpinLockRelease(&slot->mutex);
+  ConditionVariablePrepareToSleep(&slot->done_cv);
+  int64 rows;
+  for (;;) {
+    SpinLockAcquire(&slot->mutex);
+    bool done = slot->flush_done >= ticket;
+    rows = slot->last_flush_rows;
+    SpinLockRelease(&slot->mutex);
+    if (done) break;
+    EnsureFlusher();
+    WakeFlusher(slot);
+    ConditionVariableTimedSleep(&slot->done_cv, 1000, PG_WAIT_EXTENSION);
+  }
+  ConditionVariableCancelSleep();
+  return rows;
+}
+
+}  // namespace sc
+
+void slotted_counter_flusher_main(Datum arg) {
+  using namespace sc;
+  Oid db = DatumGetObjectId(arg);
+  pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  BackgroundWorkerUnblockSignals();
+  BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
+
+  if (!ClaimSlot(db)) proc_exit(0);
+  before_shmem_exit(LeaveSlot, 0);
+  if (!ExtensionInstalled()) {
+    FreeSlot();
+    proc_exit(0);
+  }
+  // A flush that meets a user's lock gives up after a second and tries again later, so that
+  // write-throughs and shutdown are never stuck behind it.
+  SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
+  SetWorkerState(kWorkerIdle);
+  ConditionVariableBroadcast(&my_slot->done_cv);
+
+  TimestampTz last_flush = GetCurrentTimestamp();
+  bool failing = false;
+  while (!ShutdownRequestPending) {
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+    }
+    SetWorkerState(kWorkerServing);
+    bool ok = ServeAndRecord(db);
+    SetWorkerState(kWorkerIdle);
+
+    TimestampTz now = GetCurrentTimestamp();
+    int interval = settings.flush_interval;
+    bool due = interval > 0 && TimestampDifferenceExceeds(last_flush, now, interval);
+    if (due || FlushRequested()) {
+      if (!ExtensionInstalled()) {
+        FreeSlot();
+        proc_exit(0);
+      }
+      ok = FlushAndRecord(db) && ok;
+      last_flush = now;
+    }
+    failing = !ok;
+
+    long timeout = -1;
+    if (failing)
+      timeout = kErrorBackoffMs;
+    else if (interval > 0)
+      timeout = Max(0L, long(interval) - long((GetCurrentTimestamp() - last_flush) / 1000));
+    WaitOnLatch(timeout);
+  }
+  ShutDown(db);
+  proc_exit(1);
+}

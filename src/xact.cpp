@@ -1,0 +1,127 @@
+// xact.cpp: end-of-transaction work (transaction and subtransaction callbacks, object access hook).
+//
+// Creating and dropping counters is transactional, like any DDL; the buffer is not. So the buffer
+// hears of it only at the end: a committed drop (or DROP EXTENSION) and an aborted create remove
+// the counter's entries from the buffer, after bumping shared->catalog_epoch so that no backend
+// goes on using a cached definition (and no loader links an entry for it: buffer.cpp re-checks
+// the epoch under the partition lock). A transaction that did either cannot be prepared.
+#include "xact.hpp"
+
+#include "buffer.hpp"
+#include "catalog.hpp"
+#include "shmem.hpp"
+
+namespace sc {
+
+namespace {
+
+enum class Change : uint8 { kCreated, kDropped, kExtensionDropped };
+
+struct Noted {
+  int32 id;
+  Change change;
+  int level;  // transaction nesting level that did it
+};
+
+Noted* noted = nullptr;
+int noted_count = 0;
+int noted_space = 0;
+
+object_access_hook_type prev_object_access_hook = nullptr;
+
+void Note(int32 id, Change change) {
+  if (noted_count == noted_space) {
+    noted_space = noted_space == 0 ? 8 : noted_space * 2;
+    noted = noted == nullptr
+                ? static_cast<Noted*>(MemoryContextAlloc(TopMemoryContext,
+                                                         noted_space * sizeof(Noted)))
+                : static_cast<Noted*>(repalloc(noted, noted_space * sizeof(Noted)));
+  }
+  noted[noted_count++] = Noted{id, change, GetCurrentTransactionNestLevel()};
+}
+
+// Removes from the buffer what the ended (sub)transaction made obsolete. Runs in a commit or
+// abort callback: takes only LWLocks and cannot fail.
+void Settle(bool committed, int level) {
+  bool bumped = false;
+  int kept = 0;
+  for (int i = 0; i < noted_count; i++) {
+    Noted n = noted[i];
+    if (n.level < level) {
+      noted[kept++] = n;
+      continue;
+    }
+    bool purge = committed ? n.change != Change::kCreated : n.change == Change::kCreated;
+    if (purge) {
+      if (!bumped) pg_atomic_fetch_add_u64(&shared->catalog_epoch, 1);
+      bumped = true;
+      if (n.change == Change::kExtensionDropped)
+        PurgeDatabase(MyDatabaseId);
+      else
+        PurgeCounter(MyDatabaseId, n.id);
+    }
+  }
+  noted_count = kept;
+  ForgetCachedCounters();
+}
+
+void OnXactEvent(XactEvent event, void*) {
+  if (noted_count == 0) return;
+  switch (event) {
+    case XACT_EVENT_PRE_PREPARE:
+      ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                      errmsg("cannot PREPARE a transaction that created or dropped counters")));
+      break;
+    case XACT_EVENT_COMMIT:
+    case XACT_EVENT_PARALLEL_COMMIT:
+      Settle(true, 0);
+      break;
+    case XACT_EVENT_ABORT:
+    case XACT_EVENT_PARALLEL_ABORT:
+      Settle(false, 0);
+      break;
+    default:
+      break;
+  }
+}
+
+void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+  if (noted_count == 0) return;
+  int level = GetCurrentTransactionNestLevel();
+  if (event == SUBXACT_EVENT_ABORT_SUB) {
+    // What an aborted subtransaction created is gone; what it dropped is back.
+    for (int i = 0; i < noted_count; i++)
+      if (noted[i].level >= level && noted[i].change != Change::kCreated)
+        noted[i].level = -1;
+    int kept = 0;
+    for (int i = 0; i < noted_count; i++)
+      if (noted[i].level != -1) noted[kept++] = noted[i];
+    noted_count = kept;
+    Settle(false, level);
+  } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+    for (int i = 0; i < noted_count; i++)
+      if (noted[i].level >= level) noted[i].level = level - 1;
+  }
+}
+
+void OnObjectAccess(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
+                    void* arg) {
+  if (prev_object_access_hook) prev_object_access_hook(access, class_id, object_id, sub_id, arg);
+  if (access != OAT_DROP || class_id != ExtensionRelationId) return;
+  char* name = get_extension_name(object_id);
+  if (name != nullptr && strcmp(name, "slotted_counter") == 0) Note(0, Change::kExtensionDropped);
+}
+
+}  // namespace
+
+void InstallTransactionHooks() {
+  RegisterXactCallback(OnXactEvent, nullptr);
+  RegisterSubXactCallback(OnSubXactEvent, nullptr);
+  prev_object_access_hook = object_access_hook;
+  object_access_hook = OnObjectAccess;
+}
+
+void NoteCounterCreated(int32 id) { Note(id, Change::kCreated); }
+void NoteCounterDropped(int32 id) { Note(id, Change::kDropped); }
+
+}  // namespace sc

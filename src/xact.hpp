@@ -1,0 +1,15 @@
+// xact.hpp: what slotted_counter does at the end of a transaction.
+#pragma once
+
+#include "pg.hpp"
+
+namespace sc {
+
+void InstallTransactionHooks();
+
+// sc_create and sc_drop record what the current (sub)transaction did, so that its commit or abort
+// can tell the buffer and every backend's cache.
+void NoteCounterCreated(int32 id);
+void NoteCounterDropped(int32 id);
+
+}  // namespace sc
