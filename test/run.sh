@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs every test of slotted_counter: installs what it needs (apt), builds and installs the
+# extension, then runs, as an unprivileged user (PostgreSQL refuses root) in a scratch copy of
+# the tree: pg_regress, the isolation tests and the TAP tests (each against temporary instances
+# with the library preloaded), and the unit tests of the C++ core.
+# Works as root or as a sudo user, with no standard input. Exits non-zero if anything failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+packages=(build-essential postgresql-15 postgresql-server-dev-15 postgresql-contrib-15
+          libipc-run-perl cmake libgtest-dev)
+if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}" </dev/null
+fi
+export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+export PATH=/usr/lib/postgresql/15/bin:$PATH
+
+make -s -j2 PG_CONFIG="$PG_CONFIG"
+"${sudo[@]}" make -s install PG_CONFIG="$PG_CONFIG"
+
+# The database tests run as postgres when we are root, else as ourselves, in a copy they own.
+work=$(mktemp -d /tmp/slotted_counter_test.XXXXXX)
+cp -a "$top/." "$work/"
+run=()
+if [ "$(id -u)" -eq 0 ]; then
+  chown -R postgres "$work"
+  chmod 755 "$work"
+  run=(runuser -u postgres --)
+fi
+
+passed=0
+failed=0
+suite() {
+  local name=$1; shift
+  echo "=== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "=== $name FAILED"
+    find "$work" -name regression.diffs -exec cat {} + 2>/dev/null | head -200 || true
+    for f in "$work"/tmp_check/log/regress_log_*; do
+      [ -f "$f" ] && { echo "--- $f"; tail -60 "$f"; }
+    done
+  fi
+}
+check() { "${run[@]}" make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" "$@"; }
+
+suite "pg_regress" check ISOLATION= TAP_TESTS=
+suite "isolation" check REGRESS= TAP_TESTS=
+suite "tap" check REGRESS= ISOLATION=
+suite "unit" bash "$top/test/unit/run.sh"
+
+rm -rf "$work"
+echo "suites: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
