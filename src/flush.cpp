@@ -31,6 +31,10 @@ struct FlushItem {
   int64 delta;
 };
 
+// Outlives each flush's transaction (SPI_finish frees what was allocated inside it); reset at
+// the start of every round.
+MemoryContext work_context = nullptr;
+
 SPIPlanPtr plan_flush = nullptr;
 SPIPlanPtr plan_write_through = nullptr;
 
@@ -88,12 +92,20 @@ int32* LockLiveCounters(int* count) {
   return ids;
 }
 
+MemoryContext WorkContext() {
+  if (work_context == nullptr)
+    work_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter flush",
+                                         ALLOCSET_DEFAULT_SIZES);
+  MemoryContextReset(work_context);
+  return work_context;
+}
+
 // Reads the dirty entries of db whose counter is in ids, marking them in_flush.
 FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
   CounterTable* t = shared->table;
   int64 space = int64(t->used()) + 1;
   auto* items = static_cast<FlushItem*>(
-      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(FlushItem) * space));
+      MemoryContextAllocHuge(work_context, sizeof(FlushItem) * space));
   int64 n = 0;
   for (uint32 p = 0; p < kPartitions && n < space; p++) {
     LWLock* lock = &shared->partition_locks[p].lock;
@@ -170,6 +182,7 @@ bool ItemOrder(const FlushItem& a, const FlushItem& b) {
 }  // namespace
 
 int64 FlushDatabase(Oid db) {
+  WorkContext();
   BeginWork();
   int nids;
   int32* ids = LockLiveCounters(&nids);
@@ -188,12 +201,12 @@ int64 FlushDatabase(Oid db) {
   }
   PG_END_TRY();
   Settle(items, n, true);
-  pfree(items);
   return n;
 }
 
 int ServeWriteThroughs(Oid db) {
   if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return 0;
+  MemoryContext caller = MemoryContextSwitchTo(WorkContext());
   auto* mine = static_cast<int*>(palloc(sizeof(int) * shared->max_requests));
   int n = 0;
   for (int i = 0; i < shared->max_requests; i++) {
@@ -206,7 +219,7 @@ int ServeWriteThroughs(Oid db) {
     SpinLockRelease(&r->mutex);
   }
   if (n == 0) {
-    pfree(mine);
+    MemoryContextSwitchTo(caller);
     return 0;
   }
   // Outcome per request: kRequestDone, kRequestFailed, or kRequestPending to retry later.
@@ -289,10 +302,7 @@ int ServeWriteThroughs(Oid db) {
       served++;
     }
   }
-  pfree(mine);
-  pfree(outcome);
-  pfree(result);
-  pfree(code);
+  MemoryContextSwitchTo(caller);
   return served;
 }
 

@@ -1,8 +1,8 @@
 // module.cpp: the module's entry point: settings, and the hooks that create the shared state.
 //
 // Everything that needs shared memory is installed only while shared_preload_libraries is being
-// processed; loaded any other way the module defines its settings and every SQL function fails
-// with 55000 (shmem.cpp, RequireShared).
+// processed; loaded any other way the module defines nothing and every SQL function fails with
+// 55000 (shmem.cpp, RequireShared).
 #include "pg.hpp"
 #include "settings.hpp"
 #include "shmem.hpp"
@@ -55,8 +55,9 @@ void DefineSettings() {
 }  // namespace sc
 
 void _PG_init(void) {
-  sc::DefineSettings();
+  // Loaded any other way, define nothing: postmaster settings cannot be created after startup.
   if (!process_shared_preload_libraries_in_progress) return;
+  sc::DefineSettings();
   sc::prev_shmem_request_hook = shmem_request_hook;
   shmem_request_hook = sc::ShmemRequest;
   sc::prev_shmem_startup_hook = shmem_startup_hook;

@@ -224,8 +224,12 @@ void ShutDown(Oid db) {
 }  // namespace
 
 DatabaseSlot* EnsureFlusher() {
+  // Unlocked fast path: a slot is reassigned only after its flusher left (DROP EXTENSION), so
+  // a live flusher in a slot that still names this database is this database's flusher.
   DatabaseSlot* slot = my_slot;
-  if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0) return slot;
+  if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
+      *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId)
+    return slot;
 
   LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
   slot = SlotFor(MyDatabaseId);
