@@ -36,3 +36,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 BITCODE_CXXFLAGS += -std=c++17 -Wno-register
+
+# Every object depends on the headers (the shared-memory layout lives in them): a stale object
+# with an old layout would corrupt shared memory.
+$(OBJS): $(wildcard src/*.hpp)

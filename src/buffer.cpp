@@ -59,11 +59,17 @@ void ReportOverflow(const CounterDef& def, int64 key, int64 value, int64 delta) 
                             (long long)key, (long long)value, (long long)delta)));
 }
 
-// Another backend is loading the entry: an index lookup away.
-void WaitForLoad() {
-  pg_usleep(20);
+// Another backend is loading the entry: usually an index lookup away, but a load can wait for a
+// user's lock on the values table, so back off up to a millisecond.
+void WaitForLoad(int* waits) {
+  pg_usleep(Min(1000L, 20L << Min(*waits, 6)));
+  (*waits)++;
   CHECK_FOR_INTERRUPTS();
 }
+
+// How many entries one miss may look at for a clean one before writing through; the clock hand
+// moves on, so the next miss goes on from there.
+constexpr uint32 kSweepLimit = 1024;
 
 bool WriteThroughPendingFor(const CounterKey& k) {
   if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return false;
@@ -82,7 +88,7 @@ uint32 TakeEntry() {
   CounterTable* t = shared->table;
   uint32 index = t->Allocate();
   if (index != kNil) return index;
-  for (uint32 n = 0; n < 2 * t->capacity(); n++) {
+  for (uint32 n = 0; n < Min(kSweepLimit, t->capacity()); n++) {
     uint32 i = t->ClockNext();
     Entry& e = t->at(i);
     if (e.state.load(std::memory_order_relaxed) != kResident) continue;
@@ -129,7 +135,6 @@ LoadResult Load(const CounterKey& k, uint32 hash) {
   if (refused != LoadResult::kLoaded) {
     LWLockRelease(lock);
     t->Release(index);
-    if (refused == LoadResult::kRetry) WaitForLoad();
     return refused;
   }
   e.state.store(kLoading, std::memory_order_release);
@@ -165,8 +170,7 @@ LoadResult Load(const CounterKey& k, uint32 hash) {
   return stale ? LoadResult::kStale : LoadResult::kLoaded;
 }
 
-// Waits until the flusher has served request r (or r is free); false if the caller should
-// retry because r was still busy with an earlier, abandoned request.
+// Waits until the flusher has answered request r, or r holds no request, and reports its outcome.
 void AwaitRequest(WriteThroughRequest* r, DatabaseSlot* slot, RequestState* state, int64* result,
                   int* sqlerrcode) {
   ConditionVariablePrepareToSleep(&slot->done_cv);
@@ -177,6 +181,7 @@ void AwaitRequest(WriteThroughRequest* r, DatabaseSlot* slot, RequestState* stat
     *sqlerrcode = r->sqlerrcode;
     SpinLockRelease(&r->mutex);
     if (*state != kRequestPending && *state != kRequestTaken) break;
+    slot = EnsureFlusher();  // the flusher may have left since the request was made
     WakeFlusher(slot);
     ConditionVariableTimedSleep(&slot->done_cv, 1000, PG_WAIT_EXTENSION);
   }
@@ -231,6 +236,7 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   LWLock* lock = PartitionLock(hash);
+  int waits = 0;
   for (;;) {
     LWLockAcquire(lock, LW_SHARED);
     uint32 index = t->Find(k, hash);
@@ -245,13 +251,15 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
         return value;
       }
       LWLockRelease(lock);
-      WaitForLoad();
+      WaitForLoad(&waits);
       continue;
     }
     LWLockRelease(lock);
     switch (Load(k, hash)) {
       case LoadResult::kLoaded:
+        break;
       case LoadResult::kRetry:
+        WaitForLoad(&waits);
         break;
       case LoadResult::kStale:
         def = *GetCounter(def.id);
@@ -271,6 +279,7 @@ int64 BufferRead(const CounterDef& def, int64 key, int64 bucket) {
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   LWLock* lock = PartitionLock(hash);
+  int waits = 0;
   for (;;) {
     LWLockAcquire(lock, LW_SHARED);
     uint32 index = t->Find(k, hash);
@@ -279,7 +288,7 @@ int64 BufferRead(const CounterDef& def, int64 key, int64 bucket) {
     LWLockRelease(lock);
     if (state == kResident) return value;
     if (index == kNil) return ReadStoredValue(k);
-    WaitForLoad();
+    WaitForLoad(&waits);
   }
 }
 

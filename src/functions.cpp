@@ -151,7 +151,9 @@ Datum sc_incr(PG_FUNCTION_ARGS) {
   RequireArguments(fcinfo, names);
   CounterDef def = WritableCounter(fcinfo);
   EnsureFlusher();
-  PG_RETURN_INT64(BufferIncrement(def, PG_GETARG_INT64(1), kNoBucket, PG_GETARG_INT64(2)));
+  int64 value = BufferIncrement(def, PG_GETARG_INT64(1), kNoBucket, PG_GETARG_INT64(2));
+  EnsureFlusher(true);
+  PG_RETURN_INT64(value);
 }
 
 Datum sc_sum(PG_FUNCTION_ARGS) {

@@ -41,6 +41,9 @@ struct DatabaseSlot {
   uint32 worker_state;           // WorkerState
   uint64 flush_requested;        // sc_rollup tickets handed out
   uint64 flush_done;             // the highest ticket served by a committed flush
+  uint64 flush_failed;           // the highest ticket whose flush failed
+  int flush_error_code;          // the failure's SQLSTATE, and its message
+  char flush_error[256];
   int64 last_flush_rows;
   uint64 flushes;
   uint64 rows_written;

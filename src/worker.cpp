@@ -1,13 +1,19 @@
 // worker.cpp: the flusher, one background worker per database that uses slotted_counter.
 //
-// No per-database setting starts it: the first slotted_counter call in a database registers a
-// dynamic worker for it (EnsureFlusher), and the postmaster restarts it after a crash. The worker
+// No per-database setting starts it: every write (sc_incr, sc_create, sc_rollup) makes sure its
+// database has one (EnsureFlusher), registering a dynamic worker when there is none. The worker
 // claims its database's DatabaseSlot (slots_lock), then loops: answer write-through requests,
-// flush every flush_interval or when sc_rollup() asks, sleep on its latch. On SIGTERM
-// (shutdown, or pg_terminate_backend) it keeps answering write-throughs until no client of its
-// database is left (5 s at most), then flushes one last time, so a clean shutdown loses nothing;
-// it exits with code 1, so that outside a shutdown the postmaster starts it again.
-// When the extension has been dropped from its database, it frees the slot and exits for good.
+// flush every flush_interval or when sc_rollup() asks, sleep on its latch.
+//
+// On SIGTERM (shutdown, pg_terminate_backend, DROP DATABASE ... WITH (FORCE)) it keeps answering
+// write-throughs until no client of its database is left (5 s at most), gives up its slot, then
+// flushes one last time and exits with code 0, so the postmaster never restarts it: the next write
+// starts a new one. The hand-over is Dekker-style: the flusher clears worker_pid, then (after a
+// barrier) reads the buffer for its last flush; a writer adds to the buffer, then (after a
+// barrier) reads worker_pid. So a write either is seen by that last flush, or sees no flusher
+// and starts one. Two flushers of one database may overlap for a moment; in_flush marks and the
+// atomic take of write-through requests keep them from doing the same work twice.
+// When the extension has been dropped from its database, it frees the slot and exits.
 #include "worker.hpp"
 
 #include "flush.hpp"
@@ -47,7 +53,9 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->start_requested = 0;
     SpinLockAcquire(&free_slot->mutex);
     free_slot->worker_state = kWorkerNone;
-    free_slot->flush_requested = free_slot->flush_done = 0;
+    free_slot->flush_requested = free_slot->flush_done = free_slot->flush_failed = 0;
+    free_slot->flush_error_code = 0;
+    free_slot->flush_error[0] = '\0';
     free_slot->last_flush_rows = 0;
     free_slot->flushes = free_slot->rows_written = free_slot->write_throughs = 0;
     free_slot->last_flush_at = 0;
@@ -62,7 +70,7 @@ bool RegisterFlusher(Oid db) {
   memset(&worker, 0, sizeof(worker));
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
   worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-  worker.bgw_restart_time = 1;
+  worker.bgw_restart_time = BGW_NEVER_RESTART;
   strlcpy(worker.bgw_library_name, "slotted_counter", BGW_MAXLEN);
   strlcpy(worker.bgw_function_name, "slotted_counter_flusher_main", BGW_MAXLEN);
   snprintf(worker.bgw_name, BGW_MAXLEN, "slotted_counter flusher for database %u", db);
@@ -78,15 +86,17 @@ void SetWorkerState(WorkerState state) {
   SpinLockRelease(&my_slot->mutex);
 }
 
+// Gives up the slot, if this process still holds it; new writers then start a new flusher.
 void LeaveSlot(int, Datum) {
   LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  if (my_slot->worker_pid == MyProcPid) {
+  bool owned = my_slot->worker_pid == MyProcPid;
+  if (owned) {
     my_slot->worker_pid = 0;
     my_slot->worker_latch = nullptr;
     my_slot->start_requested = 0;
   }
   LWLockRelease(shared->slots_lock);
-  SetWorkerState(kWorkerNone);
+  if (owned) SetWorkerState(kWorkerNone);
   ConditionVariableBroadcast(&my_slot->done_cv);
 }
 
@@ -131,6 +141,8 @@ bool FlushAndRecord(Oid db) {
   TimestampTz start = GetCurrentTimestamp();
   MemoryContext context = CurrentMemoryContext;
   int64 rows = -1;
+  int error_code = 0;
+  char error[sizeof(my_slot->flush_error)];
   PG_TRY();
   {
     rows = FlushDatabase(db);
@@ -138,6 +150,10 @@ bool FlushAndRecord(Oid db) {
   PG_CATCH();
   {
     MemoryContextSwitchTo(context);
+    ErrorData* edata = CopyErrorData();
+    error_code = edata->sqlerrcode;
+    strlcpy(error, edata->message != nullptr ? edata->message : "unknown error", sizeof(error));
+    FreeErrorData(edata);
     EmitErrorReport();
     FlushErrorState();
     AbortCurrentTransaction();
@@ -156,9 +172,13 @@ bool FlushAndRecord(Oid db) {
     my_slot->rows_written += uint64(rows);
     my_slot->last_flush_at = end;
     my_slot->last_flush_ms = double(end - start) / 1000.0;
+  } else {
+    my_slot->flush_failed = ticket;
+    my_slot->flush_error_code = error_code;
+    memcpy(my_slot->flush_error, error, sizeof(error));
   }
   SpinLockRelease(&my_slot->mutex);
-  if (rows >= 0) ConditionVariableBroadcast(&my_slot->done_cv);
+  ConditionVariableBroadcast(&my_slot->done_cv);
   return rows >= 0;
 }
 
@@ -204,7 +224,8 @@ void WaitOnLatch(long timeout_ms) {
   CHECK_FOR_INTERRUPTS();
 }
 
-// After SIGTERM: serve the clients still connected, then flush until a flush succeeds.
+// After SIGTERM: serve the clients still connected, leave the slot, then flush until a flush
+// succeeds (see the hand-over at the top of this file).
 void ShutDown(Oid db) {
   SetWorkerState(kWorkerStopping);
   TimestampTz start = GetCurrentTimestamp();
@@ -213,6 +234,8 @@ void ShutDown(Oid db) {
     ServeAndRecord(db);
     WaitOnLatch(10);
   }
+  LeaveSlot(0, 0);
+  pg_memory_barrier();
   while (!FlushAndRecord(db) &&
          !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kFinalFlushMs)) {
     ServeAndRecord(db);
@@ -223,9 +246,10 @@ void ShutDown(Oid db) {
 
 }  // namespace
 
-DatabaseSlot* EnsureFlusher() {
+DatabaseSlot* EnsureFlusher(bool after_write) {
   // Unlocked fast path: a slot is reassigned only after its flusher left (DROP EXTENSION), so
   // a live flusher in a slot that still names this database is this database's flusher.
+  if (after_write) pg_memory_barrier();
   DatabaseSlot* slot = my_slot;
   if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
       *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId)
@@ -241,21 +265,23 @@ DatabaseSlot* EnsureFlusher() {
     if (start) slot->start_requested = now;
   }
   LWLockRelease(shared->slots_lock);
+  // After a write, fail softly: the write is done, and the next write tries again.
+  int elevel = after_write ? WARNING : ERROR;
   if (slot == nullptr)
-    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                    errmsg("too many databases use slotted_counter"),
-                    errdetail("Each database that uses it needs one of the %d flusher slots.",
-                              shared->max_databases),
-                    errhint("Raise slotted_counter.max_databases and restart the server.")));
+    ereport(elevel, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                     errmsg("too many databases use slotted_counter"),
+                     errdetail("Each database that uses it needs one of the %d flusher slots.",
+                               shared->max_databases),
+                     errhint("Raise slotted_counter.max_databases and restart the server.")));
   if (start && !RegisterFlusher(MyDatabaseId)) {
     LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
     slot->start_requested = 0;
     LWLockRelease(shared->slots_lock);
-    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                    errmsg("could not start the slotted_counter flusher"),
-                    errhint("Raise max_worker_processes and restart the server.")));
+    ereport(elevel, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                     errmsg("could not start the slotted_counter flusher"),
+                     errhint("Raise max_worker_processes and restart the server.")));
   }
-  my_slot = slot;
+  if (slot != nullptr) my_slot = slot;
   return slot;
 }
 
@@ -270,17 +296,28 @@ int64 RequestFlush(DatabaseSlot* slot) {
   SpinLockRelease(&slot->mutex);
   ConditionVariablePrepareToSleep(&slot->done_cv);
   int64 rows;
+  bool failed;
+  int error_code;
+  char error[sizeof(slot->flush_error)];
   for (;;) {
     SpinLockAcquire(&slot->mutex);
     bool done = slot->flush_done >= ticket;
+    failed = !done && slot->flush_failed >= ticket;
     rows = slot->last_flush_rows;
+    error_code = slot->flush_error_code;
+    memcpy(error, slot->flush_error, sizeof(error));
     SpinLockRelease(&slot->mutex);
-    if (done) break;
-    EnsureFlusher();
+    if (done || failed) break;
+    EnsureFlusher(false);
     WakeFlusher(slot);
     ConditionVariableTimedSleep(&slot->done_cv, 1000, PG_WAIT_EXTENSION);
   }
   ConditionVariableCancelSleep();
+  if (failed)
+    ereport(ERROR, (errcode(error_code),
+                    errmsg("could not flush counters: %s", error),
+                    errdetail("Nothing was lost: the flusher keeps the values and tries again."),
+                    errhint("The server log has the flusher's full error.")));
   return rows;
 }
 
@@ -338,5 +375,5 @@ void slotted_counter_flusher_main(Datum arg) {
     WaitOnLatch(timeout);
   }
   ShutDown(db);
-  proc_exit(1);
+  proc_exit(0);
 }
