@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# demo.sh: the README's first command. On a fresh Debian 12 machine, as root or as a sudo user:
+# installs the build dependencies (apt), builds and installs slotted_counter, starts a throwaway
+# PostgreSQL 15 server under ./demo with the library preloaded, and runs one concurrent pgbench
+# load twice, side by side: a hot-row UPDATE and a buffered sc_incr on one key. It prints the
+# throughput of each and the final counts next to the transactions pgbench reports, then how to
+# connect and how to stop. Running it again stops the previous demo server and starts afresh.
+#
+# Knobs (environment): CLIENTS (32), JOBS (2), DURATION (10 seconds), PORT (5433, or the next
+# free one).
+set -euo pipefail
+
+PGBIN=/usr/lib/postgresql/15/bin
+PG_CONFIG=$PGBIN/pg_config
+CLIENTS=${CLIENTS:-32}
+JOBS=${JOBS:-2}
+DURATION=${DURATION:-10}
+DB=demo
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DEMO=$ROOT/demo
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf 'demo.sh: %s\n' "$*" >&2; exit 1; }
+
+# PostgreSQL refuses to run as root: as root, the server and its clients run as "postgres".
+if [[ $(id -u) -eq 0 ]]; then
+    SUDO=()
+    AS_ROOT=1
+    RUN_AS=postgres
+    as_pg() { runuser -u postgres -- "$@"; }
+else
+    command -v sudo >/dev/null || die "run as root, or as a user who may use sudo"
+    SUDO=(sudo)
+    AS_ROOT=0
+    RUN_AS=$(id -un)
+    as_pg() { "$@"; }
+fi
+
+# ---- 1. packages ---------------------------------------------------------------------------
+# postgresql-contrib-15 is provided by postgresql-15 on Debian 12; ask apt only when a real
+# package is missing, so a second run does not need the network.
+need_apt=0
+for pkg in postgresql-15 postgresql-server-dev-15 libipc-run-perl build-essential; do
+    if [[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true) != "install ok installed" ]]; then
+        need_apt=1
+    fi
+done
+if [[ $need_apt -eq 1 ]]; then
+    say "installing PostgreSQL 15 and the build tools (apt)"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        postgresql-15 postgresql-server-dev-15 postgresql-contrib-15 libipc-run-perl build-essential
+else
+    say "PostgreSQL 15 and the build tools are installed"
+fi
+[[ -x $PGBIN/postgres && -x $PG_CONFIG ]] || die "PostgreSQL 15 is not under $PGBIN"
+
+# ---- 2. build and install ------------------------------------------------------------------
+say "building slotted_counter"
+make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG"
+say "installing slotted_counter into $("$PG_CONFIG" --pkglibdir)"
+"${SUDO[@]}" make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG" install
+
+# ---- 3. a throwaway server under ./demo ----------------------------------------------------
+# The server user must be able to reach ./demo (a checkout under /root is not reachable by
+# "postgres"), and a unix socket path is limited to 107 bytes: otherwise the demo lives in /tmp.
+mkdir -p "$DEMO"
+[[ $AS_ROOT -eq 1 ]] && chown postgres: "$DEMO"
+RUN=$DEMO
+if ! as_pg test -w "$DEMO" -a -x "$DEMO" || (( ${#DEMO} > 80 )); then
+    RUN=/tmp/slotted_counter-demo-$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
+    mkdir -p "$RUN"
+    [[ $AS_ROOT -eq 1 ]] && chown postgres: "$RUN"
+    printf 'note: %s is not usable by the server user "%s" (or its path is too long for a socket);\n' \
+        "$DEMO" "$RUN_AS"
+    printf '      the demo server lives in %s instead\n' "$RUN"
+fi
+DATA=$RUN/data
+cd "$RUN"   # the server user must be able to stat its working directory
+
+if [[ -f $DATA/postmaster.pid ]]; then
+    say "stopping the previous demo server"
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null 2>&1 || true
+fi
+rm -rf "$DATA" "$RUN/server.log" "$RUN/pgbench"
+
+port_in_use() {
+    [[ -e $RUN/.s.PGSQL.$1.lock ]] && return 0
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+PORT=${PORT:-5433}
+while port_in_use "$PORT"; do PORT=$((PORT + 1)); done
+
+say "starting a throwaway server: data in $DATA, port $PORT, socket in $RUN"
+as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$RUN/initdb.log" 2>&1 ||
+    { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
+cat >>"$DATA/postgresql.conf" <<EOF
+
+# slotted_counter demo
+port = $PORT
+listen_addresses = 'localhost'
+unix_socket_directories = '$RUN'
+shared_preload_libraries = 'slotted_counter'
+max_connections = $((CLIENTS + 20))
+EOF
+if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$RUN/server.log" -w -t 60 start >/dev/null; then
+    tail -n 30 "$RUN/server.log" >&2 || true
+    die "the server did not start; its log is $RUN/server.log"
+fi
+
+# No psql step of the demo should take long; a bounded wait turns a hang into an error.
+PSQL=(as_pg env PGOPTIONS="-c statement_timeout=120s" "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$RUN" -p "$PORT" -U postgres)
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE $DB"
+"${PSQL[@]}" -d "$DB" >/dev/null <<'SQL'
+CREATE EXTENSION slotted_counter;
+CREATE TABLE hot (id integer PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO hot VALUES (1, 0);
+SELECT sc_create('hits', 'buffered');
+SQL
+q() { "${PSQL[@]}" -d "$DB" -At -c "$1"; }
+
+# ---- 4. the same load, twice ---------------------------------------------------------------
+mkdir -p "$RUN/pgbench"
+echo 'UPDATE hot SET n = n + 1 WHERE id = 1;' >"$RUN/pgbench/update.sql"
+echo "SELECT sc_incr('hits', 0, 1);" >"$RUN/pgbench/sc_incr.sql"
+chmod -R a+rX "$RUN/pgbench"
+
+# run_load NAME: pgbench with one script; leaves its output in $RUN/pgbench/NAME.out
+run_load() {
+    local out=$RUN/pgbench/$1.out
+    if ! as_pg "$PGBIN/pgbench" -n -h "$RUN" -p "$PORT" -U postgres -c "$CLIENTS" -j "$JOBS" \
+            -T "$DURATION" -M prepared -f "$RUN/pgbench/$1.sql" "$DB" >"$out" 2>&1; then
+        cat "$out" >&2
+        die "pgbench $1 failed"
+    fi
+}
+field() { sed -n "s/^$2//p" "$RUN/pgbench/$1.out" | awk '{print $1}' | head -n 1; }
+group() { awk '{ n = sprintf("%.0f", $1); s = ""
+                 while (length(n) > 3) { s = "," substr(n, length(n) - 2) s; n = substr(n, 1, length(n) - 3) }
+                 print n s }' <<<"$1"; }
+
+LOAD="pgbench -c $CLIENTS -j $JOBS -T $DURATION -M prepared"
+say "hot-row UPDATE hot SET n = n + 1 WHERE id = 1   ($LOAD)"
+run_load update
+say "SELECT sc_incr('hits', 0, 1)                    ($LOAD)"
+run_load sc_incr
+
+upd_tps=$(field update 'tps = ')
+upd_tx=$(field update 'number of transactions actually processed: ')
+upd_failed=$(field update 'number of failed transactions: ')
+inc_tps=$(field sc_incr 'tps = ')
+inc_tx=$(field sc_incr 'number of transactions actually processed: ')
+inc_failed=$(field sc_incr 'number of failed transactions: ')
+row_n=$(q 'SELECT n FROM hot WHERE id = 1')
+sc_sum=$(q "SELECT sc_sum('hits', 0)")
+verdict() { [[ $1 == "$2" ]] && echo "yes, exactly" || echo "NO"; }
+speedup=$(awk -v a="$inc_tps" -v b="$upd_tps" 'BEGIN { printf "%.1f", a / b }')
+
+say "results ($CLIENTS clients, $DURATION s each, same server)"
+printf '\n  %-34s %22s %22s\n' "" "hot-row UPDATE" "sc_incr (buffered)"
+printf '  %-34s %22s %22s\n' "throughput (transactions/s)" "$(group "$upd_tps")" "$(group "$inc_tps")"
+printf '  %-34s %22s %22s\n' "transactions pgbench reports" "$(group "$upd_tx")" "$(group "$inc_tx")"
+printf '  %-34s %22s %22s\n' "failed transactions" "${upd_failed:-0}" "${inc_failed:-0}"
+printf '  %-34s %22s %22s\n' "final count (row's n / sc_sum)" "$(group "$row_n")" "$(group "$sc_sum")"
+printf '  %-34s %22s %22s\n' "count = transactions?" "$(verdict "$row_n" "$upd_tx")" "$(verdict "$sc_sum" "$inc_tx")"
+printf '\n  sc_incr ran %s times the UPDATE throughput, without a row lock.\n' "$speedup"
+
+# The lagged values: sc_rollup() flushes the buffer to slotted_counter.totals now (the
+# background worker does the same every slotted_counter.flush_interval).
+say "SELECT sc_rollup(); then the lagged value in slotted_counter.totals and the buffer's stats"
+"${PSQL[@]}" -d "$DB" <<'SQL'
+SELECT sc_rollup() AS rows_written;
+SELECT c.name, t.key, t.value, t.updated_at
+  FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+ WHERE c.name = 'hits';
+\x on
+SELECT * FROM slotted_counter.stats WHERE datname = current_database();
+SQL
+
+# ---- 5. what next --------------------------------------------------------------------------
+if [[ $AS_ROOT -eq 1 ]]; then STOP_AS="runuser -u postgres -- "; else STOP_AS=""; fi
+rm_target=$DEMO
+[[ $RUN != "$DEMO" ]] && rm_target="$DEMO $RUN"
+cat <<EOF
+
+==> the demo server is still running
+  connect:  $PGBIN/psql -h $RUN -p $PORT -U postgres $DB
+            (try: SELECT sc_incr('hits'); SELECT sc_sum('hits'); SELECT * FROM slotted_counter.stats;)
+  stop:     ${STOP_AS}$PGBIN/pg_ctl -D $DATA stop && rm -rf $rm_target
+  log:      $RUN/server.log
+EOF

@@ -1,0 +1,1 @@
+SELECT sc_incr('hot', 0, 1);

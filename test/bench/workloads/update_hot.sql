@@ -1,0 +1,1 @@
+UPDATE hot SET n = n + 1 WHERE id = 1;
