@@ -17,6 +17,18 @@ PREPARE bump(slotted_counter, bigint) AS SELECT sc_incr($1, $2, 1);
 EXECUTE bump('page_views', 1);
 EXECUTE bump('page_views', 1);
 EXECUTE bump('page_views', 2);
+-- ... and looks the name up once per session, not once per call: the catalog is not scanned
+SELECT pg_stat_force_next_flush();
+SELECT seq_scan + coalesce(idx_scan, 0) AS scans_before FROM pg_stat_user_tables
+  WHERE relid = 'slotted_counter.counters'::regclass \gset
+SELECT pg_stat_clear_snapshot();
+EXECUTE bump('page_views', 3);
+EXECUTE bump('page_views', 3);
+EXECUTE bump('page_views', 3);
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS catalog_scans_for_three_calls
+  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.counters'::regclass;
 -- a stored reference to a dropped counter prints as its id
 CREATE TABLE refs (c slotted_counter);
 INSERT INTO refs VALUES ('page_views');
