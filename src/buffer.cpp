@@ -228,33 +228,50 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
   return result;
 }
 
+enum class Probe { kFound, kMissing, kLoading };
+
+// The hot path: under the key's partition lock SHARED, find its entry and, if it is resident,
+// read its value or (add) add delta to it. *overflow: the add was refused, *value holds the
+// unchanged value.
+inline Probe ProbeResident(const CounterKey& k, uint32 hash, bool add, int64 delta, int64* value,
+                           bool* overflow) {
+  CounterTable* t = shared->table;
+  LWLock* lock = PartitionLock(hash);
+  LWLockAcquire(lock, LW_SHARED);
+  uint32 index = t->Find(k, hash);
+  Probe probe = Probe::kMissing;
+  *overflow = false;
+  if (index != kNil) {
+    Entry& e = t->at(index);
+    probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
+    if (probe == Probe::kFound) {
+      *overflow = add && !CounterTable::Add(e, delta, value);
+      if (!add || *overflow) *value = e.value.load(std::memory_order_acquire);
+    }
+  }
+  LWLockRelease(lock);
+  return probe;
+}
+
 }  // namespace
 
 int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
   CounterDef def = counter;
-  CounterTable* t = shared->table;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
-  LWLock* lock = PartitionLock(hash);
   int waits = 0;
   for (;;) {
-    LWLockAcquire(lock, LW_SHARED);
-    uint32 index = t->Find(k, hash);
-    if (index != kNil) {
-      Entry& e = t->at(index);
-      if (e.state.load(std::memory_order_acquire) == kResident) {
-        int64 value;
-        bool ok = CounterTable::Add(e, delta, &value);
-        int64 held = e.value.load(std::memory_order_relaxed);
-        LWLockRelease(lock);
-        if (!ok) ReportOverflow(def, key, held, delta);
-        return value;
-      }
-      LWLockRelease(lock);
+    int64 value;
+    bool overflow;
+    Probe probe = ProbeResident(k, hash, true, delta, &value, &overflow);
+    if (probe == Probe::kFound) {
+      if (overflow) ReportOverflow(def, key, value, delta);
+      return value;
+    }
+    if (probe == Probe::kLoading) {
       WaitForLoad(&waits);
       continue;
     }
-    LWLockRelease(lock);
     switch (Load(k, hash)) {
       case LoadResult::kLoaded:
         break;
@@ -266,7 +283,7 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
         break;
       case LoadResult::kNoRoom: {
         bool retry;
-        int64 value = WriteThrough(def, k, hash, delta, &retry);
+        value = WriteThrough(def, k, hash, delta, &retry);
         if (!retry) return value;
         break;
       }
@@ -275,19 +292,15 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
 }
 
 int64 BufferRead(const CounterDef& def, int64 key, int64 bucket) {
-  CounterTable* t = shared->table;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
-  LWLock* lock = PartitionLock(hash);
   int waits = 0;
   for (;;) {
-    LWLockAcquire(lock, LW_SHARED);
-    uint32 index = t->Find(k, hash);
-    uint32 state = index == kNil ? kFree : t->at(index).state.load(std::memory_order_acquire);
-    int64 value = state == kResident ? t->at(index).value.load(std::memory_order_acquire) : 0;
-    LWLockRelease(lock);
-    if (state == kResident) return value;
-    if (index == kNil) return ReadStoredValue(k);
+    int64 value;
+    bool overflow;
+    Probe probe = ProbeResident(k, hash, false, 0, &value, &overflow);
+    if (probe == Probe::kFound) return value;
+    if (probe == Probe::kMissing) return ReadStoredValue(k);
     WaitForLoad(&waits);
   }
 }

@@ -140,7 +140,7 @@ bool FlushAndRecord(Oid db) {
 
   TimestampTz start = GetCurrentTimestamp();
   MemoryContext context = CurrentMemoryContext;
-  int64 rows = -1;
+  volatile int64 rows = -1;
   int error_code = 0;
   char error[sizeof(my_slot->flush_error)];
   PG_TRY();
@@ -185,7 +185,7 @@ bool FlushAndRecord(Oid db) {
 // Answers pending write-throughs; false if that failed (already logged).
 bool ServeAndRecord(Oid db) {
   MemoryContext context = CurrentMemoryContext;
-  int served = 0;
+  volatile int served = 0;
   bool ok = true;
   PG_TRY();
   {
