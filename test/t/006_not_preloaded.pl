@@ -6,6 +6,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# A statement that hangs fails the test instead of hanging it.
+$ENV{PGOPTIONS} = '-c statement_timeout=30s';
+
 my $node = PostgreSQL::Test::Cluster->new('not_preloaded');
 $node->init;
 $node->start;
