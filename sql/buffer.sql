@@ -16,4 +16,24 @@ SELECT sc_incr('hits', 5, 1000);
 SELECT pg_sleep(1);
 SELECT value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
   WHERE c.name = 'hits' AND key = 5;
+-- the flusher reports its writes to the statistics that autovacuum reads
+SELECT pg_stat_clear_snapshot();
+SELECT n_tup_ins >= 100 AND n_tup_upd >= 1 AS flusher_writes_counted
+  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.totals'::regclass;
+-- sc_sum of a resident key reads shared memory only: the values table is not scanned
+SELECT pg_stat_force_next_flush();
+SELECT seq_scan + coalesce(idx_scan, 0) AS scans_before FROM pg_stat_user_tables
+  WHERE relid = 'slotted_counter.totals'::regclass \gset
+SELECT pg_stat_clear_snapshot();
+SELECT sc_sum('hits', 5), sc_sum('hits', 5), sc_sum('hits', 6);
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS totals_scans_for_three_reads
+  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.totals'::regclass;
+-- a key that is not resident is read from the table
+SELECT sc_sum('hits', 123456);
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS totals_scans_after_a_miss
+  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.totals'::regclass;
 SELECT sc_drop('hits');

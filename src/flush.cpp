@@ -76,6 +76,9 @@ void EndWork() {
   SPI_finish();
   PopActiveSnapshot();
   CommitTransactionCommand();
+  // A background worker reports its statistics itself; autovacuum needs them to vacuum the
+  // dead versions each flush leaves in the values table.
+  pgstat_report_stat(true);
 }
 
 // The ids of this database's counters, sorted, each locked FOR KEY SHARE.
