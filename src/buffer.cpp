@@ -92,11 +92,12 @@ uint32 TakeEntry() {
     uint32 i = t->ClockNext();
     Entry& e = t->at(i);
     if (e.state.load(std::memory_order_relaxed) != kResident) continue;
-    uint32 partition = CounterTable::PartitionOf(e.hash);
+    uint32 partition = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
     LWLock* lock = &shared->partition_locks[partition].lock;
     if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE)) continue;
-    bool evict = CounterTable::PartitionOf(e.hash) == partition &&
-                 CounterTable::AgeAndTestEvictable(e);
+    bool evict =
+        CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == partition &&
+        CounterTable::AgeAndTestEvictable(e);
     if (evict) t->Unlink(i);
     LWLockRelease(lock);
     if (evict) {
@@ -122,7 +123,7 @@ LoadResult Load(const CounterKey& k, uint32 hash) {
   if (index == kNil) return LoadResult::kNoRoom;
   Entry& e = t->at(index);
   e.id = k;
-  e.hash = hash;
+  e.hash.store(hash, std::memory_order_release);
   e.value.store(0, std::memory_order_relaxed);
   e.flushed.store(0, std::memory_order_relaxed);
 

@@ -72,7 +72,7 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
     e.state.store(kFree, std::memory_order_relaxed);
     e.generation.store(0, std::memory_order_relaxed);
     e.next.store(i + 1 < capacity ? i + 1 : kNil, std::memory_order_relaxed);
-    e.hash = 0;
+    e.hash.store(0, std::memory_order_relaxed);
     e.usage.store(0, std::memory_order_relaxed);
     e.in_flush.store(0, std::memory_order_relaxed);
   }
@@ -84,25 +84,27 @@ uint32_t CounterTable::Find(const CounterKey& k, uint32_t hash) const noexcept {
   const Entry* es = entries();
   for (uint32_t i = heads()[hash & (nbuckets_ - 1)].load(std::memory_order_acquire); i != kNil;
        i = es[i].next.load(std::memory_order_relaxed)) {
-    if (es[i].hash == hash && es[i].id == k) return i;
+    if (es[i].hash.load(std::memory_order_relaxed) == hash && es[i].id == k) return i;
   }
   return kNil;
 }
 
 void CounterTable::Link(uint32_t index) noexcept {
   Entry& e = at(index);
-  std::atomic<uint32_t>& head = heads()[e.hash & (nbuckets_ - 1)];
+  std::atomic<uint32_t>& head = heads()[e.hash.load(std::memory_order_relaxed) & (nbuckets_ - 1)];
   e.next.store(head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   head.store(index, std::memory_order_release);
 }
 
 void CounterTable::Unlink(uint32_t index) noexcept {
   Entry* es = entries();
-  std::atomic<uint32_t>* link = &heads()[es[index].hash & (nbuckets_ - 1)];
+  std::atomic<uint32_t>* link =
+      &heads()[es[index].hash.load(std::memory_order_relaxed) & (nbuckets_ - 1)];
   for (uint32_t i = link->load(std::memory_order_relaxed); i != kNil;
        link = &es[i].next, i = link->load(std::memory_order_relaxed)) {
     if (i == index) {
       link->store(es[index].next.load(std::memory_order_relaxed), std::memory_order_release);
+      es[index].state.store(kOwned, std::memory_order_release);
       return;
     }
   }
@@ -143,6 +145,7 @@ void CounterTable::Release(uint32_t index) noexcept {
 }
 
 uint32_t CounterTable::ClockNext() noexcept {
+  if (capacity_ == 0) return kNil;
   return uint32_t(clock_hand_.fetch_add(1, std::memory_order_relaxed) % capacity_);
 }
 

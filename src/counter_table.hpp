@@ -11,7 +11,11 @@
 // Protocol (what the caller must hold):
 //   - Find: the entry's partition lock, shared or exclusive. Link/Unlink: that lock, exclusive.
 //     So an entry found under a shared lock stays linked, with the same id, until that lock is
-//     released; `id`, `hash` and the chain links change only under the exclusive lock.
+//     released. `id` and `hash` are written only by the entry's owner (kOwned, not linked); the
+//     clock sweep reads `hash` without a lock, then re-checks it and the state under the lock of
+//     the partition it names: an entry becomes resident in a partition only by a Link under that
+//     partition's lock. Unlink hands the entry to its caller (kOwned), so no second sweep can
+//     evict an entry that one sweep has already taken.
 //   - Entry::value and Entry::flushed are atomics: incrementers add to value under the shared
 //     lock (Add); only the flusher of the entry's database advances flushed. An entry is clean
 //     when value == flushed, and only clean resident entries that no flush is writing
@@ -61,7 +65,7 @@ struct Entry {
   std::atomic<uint32_t> state;       // EntryState
   std::atomic<uint32_t> generation;  // bumped each time the slot is freed
   std::atomic<uint32_t> next;        // chain link, or free-list link while kFree
-  uint32_t hash;
+  std::atomic<uint32_t> hash;        // of id; written by the owner before Link
   std::atomic<uint8_t> usage;        // clock-sweep reference bit
   std::atomic<uint8_t> in_flush;     // 1 while a flush that read this entry has not settled it
   uint8_t pad[6];

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds and runs the unit tests of the pure C++ core (src/counter_table.*, src/checked_math.hpp):
+#   1. a normal build in test/unit/build/normal, run with ctest;
+#   2. the threaded tests again, built with -fsanitize=thread in test/unit/build/tsan.
+# Exits non-zero on any failure. Extra arguments are passed to cmake at configure time (e.g.
+# -DSC_SRC_DIR=/some/copy/of/src to test another version of the core; the default is reset on
+# every run, since the build directories keep their cache).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="$here/build"
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+echo "== normal build =="
+src_default=(-DSC_SRC_DIR="$(cd "$here/../../src" && pwd)")
+cmake -S "$here" -B "$build/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${src_default[@]}" "$@" >/dev/null
+cmake --build "$build/normal" -j "$jobs"
+echo "== ctest =="
+# Serial: the threaded tests already use every core.
+(cd "$build/normal" && ctest --output-on-failure)
+
+echo "== ThreadSanitizer build =="
+cmake -S "$here" -B "$build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSC_TSAN=ON "${src_default[@]}" "$@" \
+  >/dev/null
+cmake --build "$build/tsan" -j "$jobs" --target sc_thread_tests
+
+bin="$build/tsan/sc_thread_tests"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 exitcode=66 second_deadlock_stack=1}"
+# TSan can fail to start when the kernel randomises mmap too much ("unexpected memory mapping");
+# then run it with address-space randomisation off.
+runner=()
+if ! "$bin" --gtest_list_tests >/dev/null 2>"$build/tsan/probe.err"; then
+  echo "ThreadSanitizer did not start normally:"
+  sed -n 1,5p "$build/tsan/probe.err"
+  echo "retrying with setarch -R (ASLR off)"
+  runner=(setarch "$(uname -m)" -R)
+  "${runner[@]}" "$bin" --gtest_list_tests >/dev/null
+fi
+echo "== threaded tests under ThreadSanitizer =="
+"${runner[@]}" "$bin" --gtest_brief=0
+echo "== all unit tests passed =="
