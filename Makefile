@@ -13,7 +13,9 @@ OBJS = \
 	src/flush.o \
 	src/worker.o \
 	src/stats.o \
-	src/xact.o
+	src/xact.o \
+	src/transactional.o \
+	src/key_arrays.o
 
 EXTENSION = slotted_counter
 DATA = sql/slotted_counter--0.1.sql

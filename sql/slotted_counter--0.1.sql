@@ -29,7 +29,19 @@ CREATE TABLE slotted_counter.totals (
     CONSTRAINT totals_counter_key_bucket UNIQUE NULLS NOT DISTINCT (counter, key, bucket)
 );
 
+-- Committed increments of transactional counters not yet folded into totals: one row per
+-- counter, key and bucket per committing transaction, inserted by that transaction as it commits
+-- (append-only: concurrent committers never lock each other's rows). The flusher folds the rows
+-- into totals and deletes them. A counter's durable value is its totals row plus its deltas.
+CREATE TABLE slotted_counter.deltas (
+    counter integer NOT NULL,
+    key     bigint  NOT NULL,
+    bucket  timestamptz,
+    delta   bigint  NOT NULL
+);
+
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals', '');
 
@@ -97,4 +109,5 @@ CREATE FUNCTION slotted_counter.sc_stats(
 CREATE VIEW slotted_counter.stats AS SELECT * FROM slotted_counter.sc_stats();
 
 GRANT USAGE ON SCHEMA slotted_counter TO PUBLIC;
-GRANT SELECT ON slotted_counter.counters, slotted_counter.totals, slotted_counter.stats TO PUBLIC;
+GRANT SELECT ON slotted_counter.counters, slotted_counter.totals, slotted_counter.deltas,
+    slotted_counter.stats TO PUBLIC;

@@ -9,6 +9,7 @@
 // no loader can link it while the request is pending.
 #include "buffer.hpp"
 
+#include "checked_math.hpp"
 #include "shmem.hpp"
 #include "worker.hpp"
 
@@ -16,32 +17,43 @@ namespace sc {
 
 namespace {
 
-SPIPlanPtr plan_stored_unbucketed = nullptr;
-SPIPlanPtr plan_stored_bucketed = nullptr;
+// [transactional][bucketed]
+SPIPlanPtr plan_stored[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
 
-SPIPlanPtr PrepareStored(const char* query, int nargs) {
-  Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
-  SPIPlanPtr plan = SPI_prepare(query, nargs, types);
-  if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-  SPI_keepplan(plan);
-  return plan;
-}
+const char* const kStoredSql[2][2] = {
+    {"SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL",
+     "SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3"},
+    // A transactional value is its totals row plus its committed, not yet folded deltas, read
+    // in one snapshot (a fold moves rows from one to the other in one transaction).
+    {"SELECT (COALESCE((SELECT value FROM slotted_counter.totals "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
+     "AND bucket IS NULL), 0) OPERATOR(pg_catalog.+) COALESCE((SELECT pg_catalog.sum(delta) "
+     "FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL), 0))::pg_catalog.int8",
+     "SELECT (COALESCE((SELECT value FROM slotted_counter.totals "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
+     "AND bucket OPERATOR(pg_catalog.=) $3), 0) OPERATOR(pg_catalog.+) "
+     "COALESCE((SELECT pg_catalog.sum(delta) FROM slotted_counter.deltas "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
+     "AND bucket OPERATOR(pg_catalog.=) $3), 0))::pg_catalog.int8"}};
 
-// The value the values table holds for k, as of the latest committed flush; 0 if none.
-int64 ReadStoredValue(const CounterKey& k) {
+// The value the tables hold for k, as of the latest commit; 0 if none.
+int64 ReadStoredValue(const CounterKey& k, bool transactional) {
   SPI_connect();
-  if (plan_stored_unbucketed == nullptr) {
-    plan_stored_unbucketed = PrepareStored(
-        "SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-        "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL", 2);
-    plan_stored_bucketed = PrepareStored(
-        "SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-        "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3", 3);
+  bool bucketed = k.bucket != kNoBucket;
+  SPIPlanPtr& plan = plan_stored[transactional][bucketed];
+  if (plan == nullptr) {
+    Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
+    plan = SPI_prepare(kStoredSql[transactional][bucketed], bucketed ? 3 : 2, types);
+    if (plan == nullptr)
+      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan);
   }
   Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
-  bool bucketed = k.bucket != kNoBucket;
-  int rc = SPI_execute_snapshot(bucketed ? plan_stored_bucketed : plan_stored_unbucketed, args,
-                                nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                false, 1);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
   int64 value = 0;
   if (SPI_processed == 1) {
@@ -115,7 +127,7 @@ enum class LoadResult { kLoaded, kRetry, kStale, kNoRoom };
 
 // Makes k resident with its stored value. kStale: a counter was dropped meanwhile, so the
 // caller's definition must be looked up again before retrying.
-LoadResult Load(const CounterKey& k, uint32 hash) {
+LoadResult Load(const CounterKey& k, uint32 hash, bool transactional) {
   CounterTable* t = shared->table;
   LWLock* lock = PartitionLock(hash);
   uint64 epoch = CachedCatalogEpoch();
@@ -145,7 +157,7 @@ LoadResult Load(const CounterKey& k, uint32 hash) {
   int64 stored = 0;
   PG_TRY();
   {
-    stored = ReadStoredValue(k);
+    stored = ReadStoredValue(k, transactional);
   }
   PG_CATCH();
   {
@@ -223,7 +235,7 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
   SpinLockRelease(&r->mutex);
   if (state == kRequestFailed) {
     if (sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
-      ReportOverflow(def, k.key, BufferRead(def, k.key, k.bucket), delta);
+      ReportOverflow(def, k.key, BufferRead(def, k.key, k.bucket, false), delta);
     ReportUnknownCounter(def.name);
   }
   return result;
@@ -273,7 +285,7 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
       WaitForLoad(&waits);
       continue;
     }
-    switch (Load(k, hash)) {
+    switch (Load(k, hash, false)) {
       case LoadResult::kLoaded:
         break;
       case LoadResult::kRetry:
@@ -292,18 +304,102 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
   }
 }
 
-int64 BufferRead(const CounterDef& def, int64 key, int64 bucket) {
+int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load) {
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
+  bool transactional = def.durability == Durability::kTransactional;
   int waits = 0;
   for (;;) {
     int64 value;
     bool overflow;
     Probe probe = ProbeResident(k, hash, false, 0, &value, &overflow);
     if (probe == Probe::kFound) return value;
-    if (probe == Probe::kMissing) return ReadStoredValue(k);
-    WaitForLoad(&waits);
+    if (probe == Probe::kLoading) {
+      WaitForLoad(&waits);
+      continue;
+    }
+    if (!load) return ReadStoredValue(k, transactional);
+    switch (Load(k, hash, transactional)) {
+      case LoadResult::kLoaded:
+        break;
+      case LoadResult::kRetry:
+        WaitForLoad(&waits);
+        break;
+      case LoadResult::kStale:
+        (void)GetCounter(def.id);
+        break;
+      case LoadResult::kNoRoom:
+        return ReadStoredValue(k, transactional);
+    }
   }
+}
+
+void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                   Reservation* out) {
+  CounterTable* t = shared->table;
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  LWLock* lock = PartitionLock(hash);
+  int waits = 0;
+  for (;;) {
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    uint32 index = t->Find(k, hash);
+    bool resident = index != kNil &&
+                    t->at(index).state.load(std::memory_order_acquire) == kResident;
+    if (resident) {
+      Entry& e = t->at(index);
+      int64 committed = e.value.load(std::memory_order_relaxed);
+      int64 reserved = e.reserved.load(std::memory_order_relaxed);
+      int64 sum;
+      bool fits = CheckedAdd(reserved, delta, &sum) && CheckedAdd(committed, sum, &sum);
+      if (fits) {
+        e.reserved.store(reserved + delta, std::memory_order_relaxed);
+        e.pins.fetch_add(1, std::memory_order_relaxed);
+        *out = Reservation{index, e.generation.load(std::memory_order_relaxed),
+                           CounterTable::PartitionOf(hash), delta};
+      }
+      LWLockRelease(lock);
+      if (!fits) ReportOverflow(def, key, committed, delta);
+      return;
+    }
+    LWLockRelease(lock);
+    if (index != kNil) {
+      WaitForLoad(&waits);
+      continue;
+    }
+    switch (Load(k, hash, true)) {
+      case LoadResult::kLoaded:
+        break;
+      case LoadResult::kStale:
+        (void)GetCounter(def.id);
+        break;
+      case LoadResult::kRetry:
+        WaitForLoad(&waits);
+        break;
+      case LoadResult::kNoRoom:
+        // Every entry is dirty or pinned: the flusher makes buffered entries clean.
+        WakeFlusher(EnsureFlusher());
+        WaitForLoad(&waits);
+        break;
+    }
+  }
+}
+
+void BufferSettle(const Reservation& r, bool committed) {
+  LWLock* lock = &shared->partition_locks[r.partition].lock;
+  LWLockAcquire(lock, LW_EXCLUSIVE);
+  Entry& e = shared->table->at(r.index);
+  if (e.generation.load(std::memory_order_relaxed) == r.generation &&
+      e.state.load(std::memory_order_relaxed) == kResident) {
+    if (committed)
+      e.value.store(e.value.load(std::memory_order_relaxed) + r.delta, std::memory_order_release);
+    e.reserved.store(e.reserved.load(std::memory_order_relaxed) - r.delta,
+                     std::memory_order_relaxed);
+    e.pins.fetch_sub(1, std::memory_order_relaxed);
+    // A transactional value is durable in the tables: the entry stays clean.
+    e.flushed.store(e.value.load(std::memory_order_relaxed), std::memory_order_release);
+  }
+  LWLockRelease(lock);
 }
 
 void PurgeCounter(Oid db, int32 counter) {

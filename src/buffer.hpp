@@ -11,8 +11,25 @@ namespace sc {
 // Fails with 22003, changing nothing, if the value would leave the bigint range.
 int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);
 
-// The current value of (counter, key, bucket); 0 for a key never counted.
-int64 BufferRead(const CounterDef& def, int64 key, int64 bucket);
+// The current value of (counter, key, bucket) (for a transactional counter: its committed value);
+// 0 for a key never counted. With load, a key not in the buffer is loaded into it.
+int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load);
+
+// A committing transaction's hold on one entry of a transactional counter.
+struct Reservation {
+  uint32 index;
+  uint32 generation;
+  uint32 partition;
+  int64 delta;
+};
+
+// At pre-commit: makes the key resident, checks that its value plus every reserved delta plus
+// delta fits in a bigint (22003 if not), reserves delta and pins the entry, so that it is not
+// evicted (and so not reloaded from tables that already hold this delta) before BufferSettle.
+void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                   Reservation* out);
+// At commit (adds the delta to the value) or abort; cannot fail.
+void BufferSettle(const Reservation& r, bool committed);
 
 // Removes every entry of one counter (or of a whole database) from the buffer.
 // Used when a drop commits; takes only LWLocks and cannot fail.

@@ -75,6 +75,8 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
     e.hash.store(0, std::memory_order_relaxed);
     e.usage.store(0, std::memory_order_relaxed);
     e.in_flush.store(0, std::memory_order_relaxed);
+    e.reserved.store(0, std::memory_order_relaxed);
+    e.pins.store(0, std::memory_order_relaxed);
   }
   t->free_head_.store(capacity > 0 ? 0 : kNil, std::memory_order_release);
   return t;
@@ -123,6 +125,8 @@ uint32_t CounterTable::Allocate() noexcept {
       e.state.store(kOwned, std::memory_order_relaxed);
       e.usage.store(1, std::memory_order_relaxed);
       e.in_flush.store(0, std::memory_order_relaxed);
+      e.reserved.store(0, std::memory_order_relaxed);
+      e.pins.store(0, std::memory_order_relaxed);
       used_.fetch_add(1, std::memory_order_relaxed);
       return index;
     }
@@ -152,6 +156,7 @@ uint32_t CounterTable::ClockNext() noexcept {
 bool CounterTable::AgeAndTestEvictable(Entry& e) noexcept {
   if (e.state.load(std::memory_order_acquire) != kResident) return false;
   if (e.in_flush.load(std::memory_order_acquire) != 0) return false;
+  if (e.pins.load(std::memory_order_acquire) != 0) return false;
   if (e.usage.load(std::memory_order_relaxed) != 0) {
     e.usage.store(0, std::memory_order_relaxed);
     return false;

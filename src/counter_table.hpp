@@ -4,7 +4,7 @@
 // tests (test/unit) drive the same code from threads with std::shared_mutex standing in for them.
 // Nothing here allocates or throws: every function is noexcept.
 //
-// Layout: a CounterTable header, then `nbuckets` chain heads, then `capacity` 64-byte entries.
+// Layout: a CounterTable header, then `nbuckets` chain heads, then `capacity` 80-byte entries.
 // The hash space is split into kPartitions partitions (partition = hash % kPartitions, and every
 // bucket belongs to exactly one partition), each guarded by one reader-writer lock of the caller's.
 //
@@ -19,8 +19,11 @@
 //   - Entry::value and Entry::flushed are atomics: incrementers add to value under the shared
 //     lock (Add); only the flusher of the entry's database advances flushed. An entry is clean
 //     when value == flushed, and only clean resident entries that no flush is writing
-//     (in_flush == 0) are evicted: a value that went up and back down during a flush is
-//     clean by value while the table is about to receive the flush's delta.
+//     (in_flush == 0) and no committing transaction holds (pins == 0) are evicted: a value that
+//     went up and back down during a flush is clean by value while the table is about to receive
+//     the flush's delta, and a pinned entry is about to receive a committed delta.
+//   - Entry::reserved and Entry::pins belong to transactional counters and change only under
+//     the partition lock EXCLUSIVE (pre-commit reserves and pins, commit or abort settles).
 //   - The free list is a lock-free stack (tagged head, so a popped-and-pushed slot cannot be
 //     mistaken for the one read); an allocated entry belongs to its allocator until linked.
 //   - generation changes each time a slot returns to the free list, so code that remembered
@@ -69,8 +72,13 @@ struct Entry {
   std::atomic<uint8_t> usage;        // clock-sweep reference bit
   std::atomic<uint8_t> in_flush;     // 1 while a flush that read this entry has not settled it
   uint8_t pad[6];
+  // Transactional counters: the deltas of transactions between their pre-commit and their end,
+  // and how many such transactions hold the entry. Changed only under the exclusive lock.
+  std::atomic<int64_t> reserved;
+  std::atomic<uint32_t> pins;
+  uint32_t pad2;
 };
-static_assert(sizeof(Entry) == 64, "an entry is one cache line");
+static_assert(sizeof(Entry) == 80, "an entry is 80 bytes");
 
 class CounterTable {
  public:
@@ -99,7 +107,8 @@ class CounterTable {
   // The next entry the clock sweep looks at.
   uint32_t ClockNext() noexcept;
   // Clock-sweep test, under the entry's exclusive partition lock: a recently used entry gets a
-  // second chance; otherwise true if the entry is resident, clean and not being flushed.
+  // second chance; otherwise true if the entry is resident, clean, not being flushed and not
+  // pinned.
   static bool AgeAndTestEvictable(Entry& e) noexcept;
 
   // Calls fn(index, entry) for every linked entry of partition p; the caller holds its lock.

@@ -7,12 +7,17 @@
 // advances nothing, so it loses nothing and counts nothing twice; a crash before the advance
 // resets the buffer with everything else in shared memory.
 //
+// In the same transaction it folds the committed deltas of transactional counters
+// (slotted_counter.deltas) into totals, which bounds their storage; a value read from the tables
+// is totals plus deltas in one snapshot, so the fold changes no value.
+//
 // The counters being flushed are locked FOR KEY SHARE (skipping those a transaction is dropping),
 // so a drop waits for the flush that writes its keys, and its DELETE of their rows sees them.
 #include "flush.hpp"
 
 #include <algorithm>
 
+#include "key_arrays.hpp"
 #include "shmem.hpp"
 
 namespace sc {
@@ -36,6 +41,7 @@ struct FlushItem {
 MemoryContext work_context = nullptr;
 
 SPIPlanPtr plan_flush = nullptr;
+SPIPlanPtr plan_fold = nullptr;
 SPIPlanPtr plan_write_through = nullptr;
 
 const char* const kFlushSql =
@@ -45,6 +51,23 @@ const char* const kFlushSql =
     "pg_catalog.unnest($4::pg_catalog.int8[])) "
     "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
     "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now()";
+
+// One transaction's deltas may touch a key that another's also touched: sum them per key.
+const char* const kFoldSql =
+    "WITH folded AS (DELETE FROM slotted_counter.deltas "
+    "WHERE counter OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int4[]) "
+    "RETURNING counter, key, bucket, delta) "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
+    "SELECT counter, key, bucket, pg_catalog.sum(delta)::pg_catalog.int8 FROM folded "
+    "GROUP BY counter, key, bucket "
+    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now()";
+
+// Deltas of a counter whose drop committed. (A counter being dropped is still visible, and the
+// deltas of a counter created by an uncommitted transaction are uncommitted too.)
+const char* const kOrphanSql =
+    "DELETE FROM slotted_counter.deltas d WHERE NOT EXISTS (SELECT FROM slotted_counter.counters c "
+    "WHERE c.id OPERATOR(pg_catalog.=) d.counter)";
 
 const char* const kWriteThroughSql =
     "WITH live AS (SELECT id FROM slotted_counter.counters "
@@ -149,31 +172,39 @@ void Settle(const FlushItem* items, int64 n, bool committed) {
 }
 
 void WriteBatch(const FlushItem* items, int64 n) {
-  static const Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, 1185 /* timestamptz[] */,
-                               INT8ARRAYOID};
-  SPIPlanPtr plan = Prepare(&plan_flush, kFlushSql, 4, types);
-  auto* counters = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  auto* keys = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  auto* buckets = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  auto* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
-  auto* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  if (plan_flush == nullptr) plan_flush = PrepareKeyArrayPlan(kFlushSql);
+  auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
+  auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* deltas = static_cast<int64*>(palloc(sizeof(int64) * n));
   for (int64 i = 0; i < n; i++) {
-    counters[i] = Int32GetDatum(items[i].counter);
-    keys[i] = Int64GetDatum(items[i].key);
-    buckets[i] = TimestampTzGetDatum(items[i].bucket);
-    bucket_nulls[i] = items[i].bucket == kNoBucket;
-    deltas[i] = Int64GetDatum(items[i].delta);
+    counters[i] = items[i].counter;
+    keys[i] = items[i].key;
+    buckets[i] = items[i].bucket;
+    deltas[i] = items[i].delta;
   }
-  int dims[1] = {int(n)};
-  int lbs[1] = {1};
-  Datum args[4] = {
-      PointerGetDatum(construct_array(counters, int(n), INT4OID, 4, true, TYPALIGN_INT)),
-      PointerGetDatum(construct_array(keys, int(n), INT8OID, 8, true, TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_md_array(buckets, bucket_nulls, 1, dims, lbs, TIMESTAMPTZOID, 8,
-                                         true, TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_array(deltas, int(n), INT8OID, 8, true, TYPALIGN_DOUBLE))};
-  int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
-  if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.totals failed: %d", rc);
+  ExecuteKeyArrays(plan_flush, SPI_OK_INSERT, int(n), counters, keys, buckets, deltas);
+}
+
+// Moves the committed deltas of the locked live counters into totals, and deletes the deltas of
+// counters that no longer exist; returns the number of totals rows written.
+int64 FoldDeltas(const int32* ids, int nids) {
+  if (plan_fold == nullptr) {
+    Oid type = INT4ARRAYOID;
+    plan_fold = SPI_prepare(kFoldSql, 1, &type);
+    if (plan_fold == nullptr)
+      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan_fold);
+  }
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (nids + 1)));
+  for (int i = 0; i < nids; i++) datums[i] = Int32GetDatum(ids[i]);
+  Datum arg = PointerGetDatum(construct_array(datums, nids, INT4OID, 4, true, TYPALIGN_INT));
+  int rc = SPI_execute_plan(plan_fold, &arg, nullptr, false, 0);
+  if (rc != SPI_OK_INSERT) elog(ERROR, "folding slotted_counter.deltas failed: %d", rc);
+  int64 rows = int64(SPI_processed);
+  rc = SPI_execute(kOrphanSql, false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting orphan deltas failed: %d", rc);
+  return rows;
 }
 
 bool ItemOrder(const FlushItem& a, const FlushItem& b) {
@@ -191,10 +222,12 @@ int64 FlushDatabase(Oid db) {
   int32* ids = LockLiveCounters(&nids);
   int64 n;
   FlushItem* items = CollectDirty(db, ids, nids, &n);
+  int64 folded = 0;
   PG_TRY();
   {
     std::sort(items, items + n, ItemOrder);
     for (int64 i = 0; i < n; i += kBatch) WriteBatch(items + i, std::min<int64>(kBatch, n - i));
+    folded = FoldDeltas(ids, nids);
     EndWork();
   }
   PG_CATCH();
@@ -204,7 +237,7 @@ int64 FlushDatabase(Oid db) {
   }
   PG_END_TRY();
   Settle(items, n, true);
-  return n;
+  return n + folded;
 }
 
 int ServeWriteThroughs(Oid db) {

@@ -5,6 +5,7 @@
 #include "buffer.hpp"
 #include "catalog.hpp"
 #include "shmem.hpp"
+#include "transactional.hpp"
 #include "worker.hpp"
 #include "xact.hpp"
 
@@ -42,13 +43,11 @@ void CheckCounterName(const char* name) {
                     errdetail("A name of digits only would read as a counter id.")));
 }
 
-Durability ParseDurability(const char* text) {
-  if (strcmp(text, "buffered") == 0) return Durability::kBuffered;
-  if (strcmp(text, "transactional") != 0)
+void CheckDurability(const char* text) {
+  if (strcmp(text, "buffered") != 0 && strcmp(text, "transactional") != 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("invalid durability \"%s\"", text),
                     errhint("Use 'transactional' or 'buffered'.")));
-  return Durability::kTransactional;
 }
 
 void CheckBucketWidth(const Interval* width) {
@@ -64,10 +63,11 @@ CounterDef WritableCounter(FunctionCallInfo fcinfo) {
   RequireShared();
   PreventCommandDuringRecovery("sc_incr()");
   CounterDef def = *GetCounter(PG_GETARG_INT32(0));
-  if (def.durability != Durability::kBuffered || def.bucketed)
+  if (def.bucketed)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("counter \"%s\" is transactional or bucketed, which this version "
-                           "cannot count", def.name)));
+                    errmsg("counter \"%s\" is bucketed, which this version cannot count",
+                           def.name)));
+  if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   return def;
 }
 
@@ -84,17 +84,13 @@ Datum sc_create(PG_FUNCTION_ARGS) {
   char* name = text_to_cstring(PG_GETARG_TEXT_PP(0));
   char* durability_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
   CheckCounterName(name);
-  Durability durability = ParseDurability(durability_text);
+  CheckDurability(durability_text);
   bool bucketed = !PG_ARGISNULL(2);
   if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
   if (bucketed)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("bucketed counters are not supported yet"),
                     errhint("Create the counter without a bucket width.")));
-  if (durability == Durability::kTransactional)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("transactional counters are not supported yet"),
-                    errhint("Create the counter with durability 'buffered'.")));
   DatabaseSlot* slot = EnsureFlusher();
   (void)slot;
 
@@ -135,10 +131,13 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
   if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter failed: %d", rc);
   bool deleted = SPI_processed == 1;
   if (deleted) {
-    rc = SPI_execute_with_args(
-        "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1", 1, &type,
-        &arg, nullptr, false, 0);
-    if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
+    static const char* const deletes[] = {
+        "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1"};
+    for (const char* sql : deletes) {
+      rc = SPI_execute_with_args(sql, 1, &type, &arg, nullptr, false, 0);
+      if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
+    }
   }
   SPI_finish();
   if (!deleted) ReportUnknownCounter(def.name);
@@ -151,6 +150,9 @@ Datum sc_incr(PG_FUNCTION_ARGS) {
   RequireArguments(fcinfo, names);
   CounterDef def = WritableCounter(fcinfo);
   EnsureFlusher();
+  if (def.durability == Durability::kTransactional)
+    PG_RETURN_INT64(
+        TransactionalIncrement(def, PG_GETARG_INT64(1), kNoBucket, PG_GETARG_INT64(2)));
   int64 value = BufferIncrement(def, PG_GETARG_INT64(1), kNoBucket, PG_GETARG_INT64(2));
   EnsureFlusher(true);
   PG_RETURN_INT64(value);
@@ -161,7 +163,13 @@ Datum sc_sum(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *GetCounter(PG_GETARG_INT32(0));
-  PG_RETURN_INT64(BufferRead(def, PG_GETARG_INT64(1), kNoBucket));
+  int64 key = PG_GETARG_INT64(1);
+  if (def.durability == Durability::kBuffered)
+    PG_RETURN_INT64(BufferRead(def, key, kNoBucket, false));
+  // The committed value plus this transaction's own pending delta. (The sum fits: sc_incr
+  // checked it, and reservations keep concurrent commits from pushing past it.)
+  int64 value = BufferRead(def, key, kNoBucket, !RecoveryInProgress());
+  PG_RETURN_INT64(value + TransactionalPending(def.id, key, kNoBucket));
 }
 
 Datum sc_rollup(PG_FUNCTION_ARGS) {

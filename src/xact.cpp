@@ -1,5 +1,6 @@
 // xact.cpp: end-of-transaction work (transaction and subtransaction callbacks, object access hook).
 //
+// Transactional increments are written at pre-commit and settled at the end (transactional.cpp).
 // Creating and dropping counters is transactional, like any DDL; the buffer is not. So the buffer
 // hears of it only at the end: a committed drop (or DROP EXTENSION) and an aborted create remove
 // the counter's entries from the buffer, after bumping shared->catalog_epoch so that no backend
@@ -10,6 +11,7 @@
 #include "buffer.hpp"
 #include "catalog.hpp"
 #include "shmem.hpp"
+#include "transactional.hpp"
 
 namespace sc {
 
@@ -66,19 +68,25 @@ void Settle(bool committed, int level) {
 }
 
 void OnXactEvent(XactEvent event, void*) {
-  if (noted_count == 0) return;
   switch (event) {
+    case XACT_EVENT_PRE_COMMIT:
+      TransactionalPreCommit();
+      break;
     case XACT_EVENT_PRE_PREPARE:
-      ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                      errmsg("cannot PREPARE a transaction that created or dropped counters")));
+      TransactionalPrePrepare();
+      if (noted_count > 0)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("cannot PREPARE a transaction that created or dropped counters")));
       break;
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
-      Settle(true, 0);
+      TransactionalEnd(true);
+      if (noted_count > 0) Settle(true, 0);
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
-      Settle(false, 0);
+      TransactionalEnd(false);
+      if (noted_count > 0) Settle(false, 0);
       break;
     default:
       break;
@@ -86,8 +94,10 @@ void OnXactEvent(XactEvent event, void*) {
 }
 
 void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
-  if (noted_count == 0) return;
   int level = GetCurrentTransactionNestLevel();
+  if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
+    TransactionalSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
+  if (noted_count == 0) return;
   if (event == SUBXACT_EVENT_ABORT_SUB) {
     // What an aborted subtransaction created is gone; what it dropped is back.
     for (int i = 0; i < noted_count; i++)

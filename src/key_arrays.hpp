@@ -1,0 +1,16 @@
+// key_arrays.hpp: running a statement over many (counter, key, bucket, value) rows at once.
+#pragma once
+
+#include "pg.hpp"
+
+namespace sc {
+
+// Prepares (and keeps) sql, whose $1..$4 are int4[], int8[], timestamptz[], int8[]. Inside SPI.
+SPIPlanPtr PrepareKeyArrayPlan(const char* sql);
+
+// Executes plan with the n rows as its four arrays (a bucket of kNoBucket becomes NULL); fails
+// unless SPI answers expected_rc. Inside SPI.
+void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
+                      const int64* keys, const int64* buckets, const int64* values);
+
+}  // namespace sc

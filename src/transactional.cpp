@@ -1,0 +1,229 @@
+// transactional.cpp: increments that belong to their transaction.
+//
+// An increment of a transactional counter stays in this backend until the transaction commits:
+// a hash table (in TopTransactionContext) of pending deltas by key and subtransaction level, so
+// ROLLBACK TO SAVEPOINT drops what the subtransaction added. sc_incr returns the committed value
+// (the buffer entry) plus the pending delta; nothing shared changes, and nobody waits.
+//
+// At pre-commit, for each key with a non-zero delta: BufferReserve makes the key resident,
+// checks for overflow against the value plus every other committing transaction's delta, and
+// pins the entry; then one INSERT writes one row per key into slotted_counter.deltas, so the
+// deltas become durable with the commit record. At commit each pinned entry receives its delta;
+// at abort the reservations are dropped. The pin keeps the entry from being evicted (and so
+// reloaded from tables that already show this commit) until the delta is in it.
+//
+// PREPARE TRANSACTION with pending increments is refused: COMMIT PREPARED runs in another session,
+// with none of this backend's state, so the buffer could not receive the delta.
+#include "transactional.hpp"
+
+#include "buffer.hpp"
+#include "checked_math.hpp"
+#include "key_arrays.hpp"
+#include "shmem.hpp"
+
+namespace sc {
+
+namespace {
+
+struct LevelKey {
+  CounterKey key;
+  int level;
+};
+
+struct PendingAtLevel {
+  LevelKey id;  // hash key
+  int64 delta;
+};
+
+struct PendingTotal {
+  CounterKey key;  // hash key
+  int64 delta;     // over all levels
+  char name[NAMEDATALEN];
+};
+
+HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level
+HTAB* totals = nullptr;    // CounterKey -> delta over all levels
+Reservation* reservations = nullptr;
+int reservation_count = 0;
+
+SPIPlanPtr plan_insert = nullptr;
+
+const char* const kInsertSql =
+    "INSERT INTO slotted_counter.deltas (counter, key, bucket, delta) "
+    "SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), "
+    "pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($3::pg_catalog.timestamptz[]), "
+    "pg_catalog.unnest($4::pg_catalog.int8[]))";
+
+void MakeTables() {
+  HASHCTL ctl;
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = sizeof(LevelKey);
+  ctl.entrysize = sizeof(PendingAtLevel);
+  ctl.hcxt = TopTransactionContext;
+  at_level = hash_create("slotted_counter pending by level", 16, &ctl,
+                         HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = sizeof(CounterKey);
+  ctl.entrysize = sizeof(PendingTotal);
+  ctl.hcxt = TopTransactionContext;
+  totals = hash_create("slotted_counter pending", 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+LevelKey MakeLevelKey(const CounterKey& k, int level) {
+  LevelKey lk;
+  memset(&lk, 0, sizeof(lk));  // padding is part of the hash key
+  lk.key = k;
+  lk.level = level;
+  return lk;
+}
+
+CounterKey MakeKey(int32 counter, int64 key, int64 bucket) {
+  CounterKey k;
+  memset(&k, 0, sizeof(k));
+  k.db = MyDatabaseId;
+  k.counter = counter;
+  k.key = key;
+  k.bucket = bucket;
+  return k;
+}
+
+void Forget() {
+  at_level = nullptr;  // their memory goes with TopTransactionContext
+  totals = nullptr;
+  reservations = nullptr;
+  reservation_count = 0;
+}
+
+// Writes one row per key with a non-zero delta, as the extension's owner (the caller may not
+// insert into slotted_counter.deltas itself).
+void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* buckets,
+                  const int64* deltas) {
+  Oid saved_user;
+  int saved_context;
+  GetUserIdAndSecContext(&saved_user, &saved_context);
+  SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, saved_context | SECURITY_LOCAL_USERID_CHANGE);
+  // Pre-commit runs after the portals closed: the insert needs a snapshot of its own.
+  PushActiveSnapshot(GetTransactionSnapshot());
+  SPI_connect();
+  if (plan_insert == nullptr) plan_insert = PrepareKeyArrayPlan(kInsertSql);
+  ExecuteKeyArrays(plan_insert, SPI_OK_INSERT, n, counters, keys, buckets, deltas);
+  SPI_finish();
+  PopActiveSnapshot();
+  SetUserIdAndSecContext(saved_user, saved_context);
+}
+
+}  // namespace
+
+int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
+  if (totals == nullptr) return 0;
+  CounterKey k = MakeKey(counter, key, bucket);
+  auto* p = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_FIND, nullptr));
+  return p != nullptr ? p->delta : 0;
+}
+
+int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
+  int64 committed = BufferRead(def, key, bucket, true);
+  int64 pending = TransactionalPending(def.id, key, bucket);
+  int64 new_pending, value;
+  if (!CheckedAdd(pending, delta, &new_pending) || !CheckedAdd(committed, new_pending, &value))
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                    errmsg("value of counter \"%s\" out of range", def.name),
+                    errdetail("Key %lld holds %lld in this transaction; adding %lld leaves the "
+                              "bigint range.",
+                              (long long)key, (long long)(committed + pending),
+                              (long long)delta)));
+  if (totals == nullptr) MakeTables();
+  CounterKey k = MakeKey(def.id, key, bucket);
+  bool found;
+  auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
+  if (!found) strlcpy(total->name, def.name, NAMEDATALEN);
+  total->delta = new_pending;
+  LevelKey lk = MakeLevelKey(k, GetCurrentTransactionNestLevel());
+  auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
+  here->delta = found ? here->delta + delta : delta;
+  return value;
+}
+
+void TransactionalPreCommit() {
+  if (totals == nullptr) return;
+  long n = hash_get_num_entries(totals);
+  MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+  reservations = static_cast<Reservation*>(palloc(sizeof(Reservation) * n));
+  auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
+  auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* deltas = static_cast<int64*>(palloc(sizeof(int64) * n));
+  MemoryContextSwitchTo(old);
+
+  int rows = 0;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, totals);
+  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingTotal*>(hash_seq_search(&scan))) {
+    if (p->delta == 0) continue;
+    counters[rows] = p->key.counter;
+    keys[rows] = p->key.key;
+    buckets[rows] = p->key.bucket;
+    deltas[rows] = p->delta;
+    rows++;
+  }
+  // Reserve (and pin) every entry first, then write: if either fails, the abort settles the
+  // reservations made so far.
+  for (int i = 0; i < rows; i++) {
+    CounterDef def;
+    memset(&def, 0, sizeof(def));
+    CounterKey k = MakeKey(counters[i], keys[i], buckets[i]);
+    auto* p = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_FIND, nullptr));
+    def.id = counters[i];
+    def.durability = Durability::kTransactional;
+    strlcpy(def.name, p->name, NAMEDATALEN);
+    BufferReserve(def, keys[i], buckets[i], deltas[i], &reservations[reservation_count]);
+    reservation_count++;
+  }
+  if (rows > 0) InsertDeltas(rows, counters, keys, buckets, deltas);
+}
+
+void TransactionalPrePrepare() {
+  if (totals == nullptr || hash_get_num_entries(totals) == 0) return;
+  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                  errmsg("cannot PREPARE a transaction that has incremented transactional counters"),
+                  errhint("Commit the increments in a transaction of their own, or use a "
+                          "buffered counter.")));
+}
+
+void TransactionalEnd(bool committed) {
+  for (int i = 0; i < reservation_count; i++) BufferSettle(reservations[i], committed);
+  Forget();
+}
+
+void TransactionalSubEnd(bool committed, int level) {
+  if (at_level == nullptr) return;
+  // Collect this level's deltas first: dynahash allows deleting the current entry during a scan,
+  // not inserting.
+  long n = hash_get_num_entries(at_level);
+  auto* moved = static_cast<PendingAtLevel*>(palloc(sizeof(PendingAtLevel) * (n + 1)));
+  int count = 0;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, at_level);
+  for (auto* p = static_cast<PendingAtLevel*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingAtLevel*>(hash_seq_search(&scan))) {
+    if (p->id.level < level) continue;
+    moved[count++] = *p;
+    hash_search(at_level, &p->id, HASH_REMOVE, nullptr);
+  }
+  for (int i = 0; i < count; i++) {
+    const PendingAtLevel& m = moved[i];
+    if (committed) {
+      LevelKey parent = MakeLevelKey(m.id.key, level - 1);
+      bool found;
+      auto* p = static_cast<PendingAtLevel*>(hash_search(at_level, &parent, HASH_ENTER, &found));
+      p->delta = found ? p->delta + m.delta : m.delta;
+    } else {
+      auto* t = static_cast<PendingTotal*>(hash_search(totals, &m.id.key, HASH_FIND, nullptr));
+      if (t != nullptr) t->delta -= m.delta;
+    }
+  }
+  pfree(moved);
+}
+
+}  // namespace sc

@@ -1,0 +1,23 @@
+// transactional.hpp: increments that belong to their transaction (transactional counters).
+#pragma once
+
+#include "catalog.hpp"
+#include "pg.hpp"
+
+namespace sc {
+
+// Adds delta to this transaction's pending delta of the key; returns the committed value plus
+// the pending delta. Fails with 22003, changing nothing, if that leaves the bigint range.
+int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);
+
+// This transaction's pending delta of the key (0 outside a transaction that touched it).
+int64 TransactionalPending(int32 counter, int64 key, int64 bucket);
+
+// Transaction callbacks (xact.cpp): reserve and write at pre-commit, refuse PREPARE, settle at
+// the end, and keep or drop a subtransaction's deltas.
+void TransactionalPreCommit();
+void TransactionalPrePrepare();
+void TransactionalEnd(bool committed);
+void TransactionalSubEnd(bool committed, int level);
+
+}  // namespace sc
