@@ -34,11 +34,9 @@ SELECT sc_create('d', 'buffered', '-1 hour');
 SELECT sc_create('c', 'buffered');
 \echo :LAST_ERROR_SQLSTATE
 -- not in this version: 0A000
-SELECT sc_create('d');
-\echo :LAST_ERROR_SQLSTATE
-SELECT sc_create('d', 'transactional');
-\echo :LAST_ERROR_SQLSTATE
 SELECT sc_create('d', 'buffered', '1 hour');
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_create('d', 'transactional', '1 day');
 \echo :LAST_ERROR_SQLSTATE
 -- unknown counter: 42704
 SELECT sc_incr('nope');

@@ -1,7 +1,7 @@
 // transactional.cpp: increments that belong to their transaction.
 //
 // An increment of a transactional counter stays in this backend until the transaction commits:
-// a hash table (in TopTransactionContext) of pending deltas by key and subtransaction level, so
+// a hash table of pending deltas by key and subtransaction level (emptied at the end), so
 // ROLLBACK TO SAVEPOINT drops what the subtransaction added. sc_incr returns the committed value
 // (the buffer entry) plus the pending delta; nothing shared changes, and nobody waits.
 //
@@ -47,6 +47,7 @@ Reservation* reservations = nullptr;
 int reservation_count = 0;
 
 SPIPlanPtr plan_insert = nullptr;
+SPIPlanPtr plan_insert_one = nullptr;
 
 const char* const kInsertSql =
     "INSERT INTO slotted_counter.deltas (counter, key, bucket, delta) "
@@ -54,19 +55,44 @@ const char* const kInsertSql =
     "pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($3::pg_catalog.timestamptz[]), "
     "pg_catalog.unnest($4::pg_catalog.int8[]))";
 
+// The tables live as long as the backend (creating two per transaction costs more than the
+// increment) and are emptied when the transaction ends.
+// Most transactions touch one key: a plain insert of one row costs less than the arrays.
+const char* const kInsertOneSql =
+    "INSERT INTO slotted_counter.deltas (counter, key, bucket, delta) VALUES ($1, $2, $3, $4)";
+
+void InsertOne(int32 counter, int64 key, int64 bucket, int64 delta) {
+  if (plan_insert_one == nullptr) {
+    Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
+    plan_insert_one = SPI_prepare(kInsertOneSql, 4, types);
+    if (plan_insert_one == nullptr)
+      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan_insert_one);
+  }
+  Datum args[4] = {Int32GetDatum(counter), Int64GetDatum(key), TimestampTzGetDatum(bucket),
+                   Int64GetDatum(delta)};
+  char nulls[4] = {' ', ' ', bucket == kNoBucket ? 'n' : ' ', ' '};
+  int rc = SPI_execute_plan(plan_insert_one, args, nulls, false, 0);
+  if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.deltas failed: %d", rc);
+}
+
 void MakeTables() {
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(LevelKey);
   ctl.entrysize = sizeof(PendingAtLevel);
-  ctl.hcxt = TopTransactionContext;
-  at_level = hash_create("slotted_counter pending by level", 16, &ctl,
-                         HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  at_level = hash_create("slotted_counter pending by level", 16, &ctl, HASH_ELEM | HASH_BLOBS);
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(CounterKey);
   ctl.entrysize = sizeof(PendingTotal);
-  ctl.hcxt = TopTransactionContext;
-  totals = hash_create("slotted_counter pending", 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  totals = hash_create("slotted_counter pending", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+}
+
+void Empty(HTAB* table) {
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, table);
+  for (void* p = hash_seq_search(&scan); p != nullptr; p = hash_seq_search(&scan))
+    hash_search(table, p, HASH_REMOVE, nullptr);  // the key is the entry's first member
 }
 
 LevelKey MakeLevelKey(const CounterKey& k, int level) {
@@ -87,10 +113,15 @@ CounterKey MakeKey(int32 counter, int64 key, int64 bucket) {
   return k;
 }
 
+bool any_pending = false;  // the tables hold something of this transaction
+
 void Forget() {
-  at_level = nullptr;  // their memory goes with TopTransactionContext
-  totals = nullptr;
-  reservations = nullptr;
+  if (any_pending) {
+    Empty(at_level);
+    Empty(totals);
+    any_pending = false;
+  }
+  reservations = nullptr;  // in TopTransactionContext
   reservation_count = 0;
 }
 
@@ -105,8 +136,12 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
   // Pre-commit runs after the portals closed: the insert needs a snapshot of its own.
   PushActiveSnapshot(GetTransactionSnapshot());
   SPI_connect();
-  if (plan_insert == nullptr) plan_insert = PrepareKeyArrayPlan(kInsertSql);
-  ExecuteKeyArrays(plan_insert, SPI_OK_INSERT, n, counters, keys, buckets, deltas);
+  if (n == 1) {
+    InsertOne(counters[0], keys[0], buckets[0], deltas[0]);
+  } else {
+    if (plan_insert == nullptr) plan_insert = PrepareKeyArrayPlan(kInsertSql);
+    ExecuteKeyArrays(plan_insert, SPI_OK_INSERT, n, counters, keys, buckets, deltas);
+  }
   SPI_finish();
   PopActiveSnapshot();
   SetUserIdAndSecContext(saved_user, saved_context);
@@ -115,7 +150,7 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
 }  // namespace
 
 int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
-  if (totals == nullptr) return 0;
+  if (!any_pending) return 0;
   CounterKey k = MakeKey(counter, key, bucket);
   auto* p = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_FIND, nullptr));
   return p != nullptr ? p->delta : 0;
@@ -133,6 +168,7 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
                               (long long)key, (long long)(committed + pending),
                               (long long)delta)));
   if (totals == nullptr) MakeTables();
+  any_pending = true;
   CounterKey k = MakeKey(def.id, key, bucket);
   bool found;
   auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
@@ -145,7 +181,7 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
 }
 
 void TransactionalPreCommit() {
-  if (totals == nullptr) return;
+  if (!any_pending) return;
   long n = hash_get_num_entries(totals);
   MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
   reservations = static_cast<Reservation*>(palloc(sizeof(Reservation) * n));
@@ -184,7 +220,7 @@ void TransactionalPreCommit() {
 }
 
 void TransactionalPrePrepare() {
-  if (totals == nullptr || hash_get_num_entries(totals) == 0) return;
+  if (!any_pending) return;
   ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                   errmsg("cannot PREPARE a transaction that has incremented transactional counters"),
                   errhint("Commit the increments in a transaction of their own, or use a "
@@ -197,7 +233,7 @@ void TransactionalEnd(bool committed) {
 }
 
 void TransactionalSubEnd(bool committed, int level) {
-  if (at_level == nullptr) return;
+  if (!any_pending) return;
   // Collect this level's deltas first: dynahash allows deleting the current entry during a scan,
   // not inserting.
   long n = hash_get_num_entries(at_level);

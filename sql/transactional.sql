@@ -1,0 +1,98 @@
+-- Transactional counters (the default): an increment belongs to its transaction.
+\set VERBOSITY terse
+SELECT sc_create('orders');
+SELECT name, durability FROM slotted_counter.counters WHERE name = 'orders';
+-- outside a transaction block each call commits at once
+SELECT sc_incr('orders', 1);
+SELECT sc_incr('orders', 1, 9);
+-- inside one: the committed value plus this transaction's own increments
+BEGIN;
+SELECT sc_incr('orders', 1, 5), sc_incr('orders', 1, 5);
+SELECT sc_sum('orders', 1);
+COMMIT;
+SELECT sc_sum('orders', 1);
+-- rolled back, it leaves no trace
+BEGIN;
+SELECT sc_incr('orders', 1, 1000);
+ROLLBACK;
+SELECT sc_sum('orders', 1);
+-- ROLLBACK TO SAVEPOINT drops what came after the savepoint; RELEASE keeps it
+BEGIN;
+SELECT sc_incr('orders', 1, 1);
+SAVEPOINT a;
+SELECT sc_incr('orders', 1, 100);
+ROLLBACK TO SAVEPOINT a;
+SAVEPOINT b;
+SELECT sc_incr('orders', 1, 10);
+RELEASE SAVEPOINT b;
+SAVEPOINT c;
+SELECT sc_incr('orders', 2, 7);
+ROLLBACK TO SAVEPOINT c;
+SELECT sc_sum('orders', 1), sc_sum('orders', 2);
+COMMIT;
+SELECT sc_sum('orders', 1), sc_sum('orders', 2);
+-- an error aborts the transaction, and its increments with it
+BEGIN;
+SELECT sc_incr('orders', 1, 50);
+SELECT 1 / 0;
+COMMIT;
+SELECT sc_sum('orders', 1);
+-- a subtransaction that fails (a PL/pgSQL exception block) drops only its own increments
+DO $$
+BEGIN
+  PERFORM sc_incr('orders', 3, 1);
+  BEGIN
+    PERFORM sc_incr('orders', 3, 100);
+    PERFORM 1 / 0;
+  EXCEPTION WHEN division_by_zero THEN
+    NULL;
+  END;
+  PERFORM sc_incr('orders', 3, 1);
+END $$;
+SELECT sc_sum('orders', 3);
+-- many increments of one key in one transaction write one row
+BEGIN;
+SELECT count(sc_incr('orders', 4)) FROM generate_series(1, 1000);
+COMMIT;
+SELECT sc_sum('orders', 4);
+SELECT count(*) AS delta_rows, sum(delta) FROM slotted_counter.deltas d
+  JOIN slotted_counter.counters c ON c.id = d.counter WHERE c.name = 'orders' AND d.key = 4;
+-- the flusher folds the deltas into totals
+SELECT sc_rollup() > 0 AS folded;
+SELECT count(*) FROM slotted_counter.deltas;
+SELECT key, value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+  WHERE c.name = 'orders' ORDER BY key;
+-- both durabilities in one transaction: the buffered increment survives the rollback
+SELECT sc_create('views', 'buffered');
+BEGIN;
+SELECT sc_incr('views', 1), sc_incr('orders', 1);
+ROLLBACK;
+SELECT sc_sum('views', 1), sc_sum('orders', 1);
+-- a read-only transaction cannot increment a transactional counter: 25006
+BEGIN READ ONLY;
+SELECT sc_incr('orders', 1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- PREPARE TRANSACTION with pending increments is refused: 0A000, and nothing is counted
+BEGIN;
+SELECT sc_incr('orders', 1);
+PREPARE TRANSACTION 'with_increments';
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_sum('orders', 1), (SELECT count(*) FROM pg_prepared_xacts) AS prepared;
+-- a transaction that touched only a buffered counter can be prepared
+BEGIN;
+SELECT sc_incr('views', 1);
+PREPARE TRANSACTION 'buffered_only';
+COMMIT PREPARED 'buffered_only';
+SELECT sc_sum('views', 1);
+-- overflow: 22003 at the increment, and nothing changes
+SELECT sc_incr('orders', 5, 9223372036854775800);
+BEGIN;
+SELECT sc_incr('orders', 5, 7);
+SELECT sc_incr('orders', 5, 1);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT sc_sum('orders', 5);
+SELECT sc_drop('orders');
+SELECT sc_drop('views');
+SELECT count(*) FROM slotted_counter.deltas;
