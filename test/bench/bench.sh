@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh: throughput of slotted_counter against baselines from the same run on the same server.
+# bench.sh: throughput of slotted_counter against baselines from the same run on the same server:
+# buffered sc_incr against SELECT 1 and a hot-row UPDATE, transactional sc_incr against an
+# append-only INSERT and the hot-row UPDATE.
 #
 # Starts its own throwaway server (data in a temp dir, unix socket only, the library preloaded),
 # runs each workload of workloads/ under pgbench at each client count, and prints a Markdown table
@@ -57,6 +59,8 @@ WORKLOADS=(
     "select1|SELECT 1|select1.sql"
     "update|hot-row UPDATE|update_hot.sql"
     "incr|buffered sc_incr|sc_incr_buffered.sql"
+    "insert|append-only INSERT|insert_append.sql"
+    "txincr|transactional sc_incr|sc_incr_transactional.sql"
 )
 
 max_clients=0
@@ -118,6 +122,7 @@ declare -A TPS
 failed=0
 incr_tx_total=0
 update_tx_total=0
+txincr_tx_total=0
 for c in $CLIENTS; do
     j=$(( JOBS < c ? JOBS : c ))
     for w in "${WORKLOADS[@]}"; do
@@ -140,6 +145,7 @@ for c in $CLIENTS; do
         tx=${tx:-0}
         [[ $name == incr ]] && incr_tx_total=$((incr_tx_total + tx))
         [[ $name == update ]] && update_tx_total=$((update_tx_total + tx))
+        [[ $name == txincr ]] && txincr_tx_total=$((txincr_tx_total + tx))
     done
 done
 
@@ -162,18 +168,28 @@ report() {
             "${TPS[select1,$c]}" "${TPS[update,$c]}" "${TPS[incr,$c]}" \
             "$(ratio "${TPS[incr,$c]}" "${TPS[select1,$c]}")" "$(ratio "${TPS[incr,$c]}" "${TPS[update,$c]}")"
     done
+    echo
+    echo "| clients | append-only INSERT tps | hot-row UPDATE tps | transactional sc_incr tps | sc_incr / INSERT | sc_incr / UPDATE |"
+    echo "|--------:|-----------------------:|-------------------:|--------------------------:|-----------------:|-----------------:|"
+    for c in $CLIENTS; do
+        printf '| %s | %s | %s | %s | %s | %s |\n' "$c" \
+            "${TPS[insert,$c]}" "${TPS[update,$c]}" "${TPS[txincr,$c]}" \
+            "$(ratio "${TPS[txincr,$c]}" "${TPS[insert,$c]}")" "$(ratio "${TPS[txincr,$c]}" "${TPS[update,$c]}")"
+    done
 }
 echo >&2
 report | tee "$OUT/bench-$stamp.md"
 
 # ---- exactness ------------------------------------------------------------------------------
 sum=$(q "SELECT sc_sum('hot', 0)") || sum=error
+txsum=$(q "SELECT sc_sum('hot_tx', 0)") || txsum=error
 n=$(q 'SELECT n FROM hot WHERE id = 1') || n=error
 echo
 echo "sc_sum('hot', 0) = $sum; sc_incr transactions pgbench reports = $incr_tx_total;" \
      "hot row n = $n; UPDATE transactions = $update_tx_total."
 echo "raw pgbench output: $RAW"
-if [[ $sum != "$incr_tx_total" || $n != "$update_tx_total" ]]; then
+echo "sc_sum('hot_tx', 0) = $txsum; transactional sc_incr transactions pgbench reports = $txincr_tx_total."
+if [[ $sum != "$incr_tx_total" || $n != "$update_tx_total" || $txsum != "$txincr_tx_total" ]]; then
     echo "bench.sh: counts do not match the transactions pgbench reports" >&2
     failed=1
 fi

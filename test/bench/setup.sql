@@ -4,3 +4,6 @@ CREATE EXTENSION slotted_counter;
 CREATE TABLE hot (id integer PRIMARY KEY, n bigint NOT NULL);
 INSERT INTO hot VALUES (1, 0);
 SELECT sc_create('hot', 'buffered');
+-- The append-only baseline a transactional counter competes with: one new row per event.
+CREATE TABLE events (id bigint GENERATED ALWAYS AS IDENTITY, v integer NOT NULL);
+SELECT sc_create('hot_tx', 'transactional');

@@ -1,0 +1,1 @@
+INSERT INTO events (v) VALUES (1);

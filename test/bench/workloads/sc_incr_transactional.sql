@@ -1,0 +1,1 @@
+SELECT sc_incr('hot_tx', 0, 1);
