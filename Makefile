@@ -27,7 +27,7 @@ SHLIB_LINK = -lstdc++
 # pg_regress and the isolation tester start their own instance with the library preloaded.
 REGRESS = setup type api errors buffer transactional
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
-ISOLATION = incr_interleave drop_while_incr txn_overflow
+ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/regress.conf
 
 TAP_TESTS = 1

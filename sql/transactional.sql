@@ -79,6 +79,14 @@ SELECT sc_incr('orders', 1);
 PREPARE TRANSACTION 'with_increments';
 \echo :LAST_ERROR_SQLSTATE
 SELECT sc_sum('orders', 1), (SELECT count(*) FROM pg_prepared_xacts) AS prepared;
+-- increments all undone by ROLLBACK TO SAVEPOINT leave nothing pending: it can be prepared
+BEGIN;
+SAVEPOINT s;
+SELECT sc_incr('orders', 1);
+ROLLBACK TO SAVEPOINT s;
+PREPARE TRANSACTION 'undone';
+COMMIT PREPARED 'undone';
+SELECT sc_sum('orders', 1);
 -- a transaction that touched only a buffered counter can be prepared
 BEGIN;
 SELECT sc_incr('views', 1);

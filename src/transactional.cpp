@@ -221,6 +221,14 @@ void TransactionalPreCommit() {
 
 void TransactionalPrePrepare() {
   if (!any_pending) return;
+  // Increments undone by ROLLBACK TO SAVEPOINT (or summing to zero) leave nothing to apply.
+  bool changes = false;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, totals);
+  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingTotal*>(hash_seq_search(&scan)))
+    changes = changes || p->delta != 0;
+  if (!changes) return;
   ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                   errmsg("cannot PREPARE a transaction that has incremented transactional counters"),
                   errhint("Commit the increments in a transaction of their own, or use a "

@@ -83,6 +83,9 @@ void OnXactEvent(XactEvent event, void*) {
       TransactionalEnd(true);
       if (noted_count > 0) Settle(true, 0);
       break;
+    case XACT_EVENT_PREPARE:
+      TransactionalEnd(false);  // only a transaction with nothing pending gets here
+      break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
       TransactionalEnd(false);
