@@ -7,7 +7,7 @@
 # value equals the sum of its rows in the plain table, exactly. That holds after an immediate
 # stop of the server, and after the flusher is killed with SIGKILL while it folds deltas into
 # the totals (the postmaster then restarts everything). A rollup afterwards neither loses a
-# delta nor folds one twice. During the load no incrementer ever waits on a heavyweight lock.
+# delta nor folds one twice. During the load no incrementer ever waits on a row or transaction lock.
 
 use strict;
 use warnings;
@@ -103,8 +103,11 @@ sub start_load
 }
 
 # Samples pg_stat_activity for the load's sessions $n times, 50 ms apart. Returns the number of
-# samples that saw a load session waiting on a heavyweight lock, the number of samples that saw
+# samples that saw a load session waiting on a row or transaction lock, the number of samples that saw
 # the load running, and a tally of the wait events seen.
+# Incrementers waiting for one another would wait on a row or transaction lock (Lock/tuple,
+# Lock/transactionid). A relation extension lock (Lock/extend) is taken by any insert-heavy
+# load, this test's own reference-table inserts included, and is not such a wait.
 sub sample_waits
 {
 	my ($n) = @_;
@@ -115,7 +118,7 @@ sub sample_waits
 	{
 		my $row = $sampler->query_safe(
 			q{
-SELECT count(*) FILTER (WHERE wait_event_type = 'Lock') || '|' || count(*) || '|'
+SELECT count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event <> 'extend') || '|' || count(*) || '|'
        || coalesce(string_agg(DISTINCT wait_event_type || '/' || wait_event, ' '), '')
 FROM pg_stat_activity WHERE application_name = 'txn_load' AND state <> 'idle'});
 		my ($locks, $busy, $seen) = split /\|/, $row, 3;
@@ -173,7 +176,7 @@ ok($node->poll_query_until('postgres', 'SELECT count(*) >= 2000 FROM ref'),
 	'phase 1: the load is running');
 my ($lock_samples, $busy_samples, $events) = sample_waits(40);
 note 'wait events of the load: ' . join(', ', map { "$_ x$events->{$_}" } sort keys %$events);
-is($lock_samples, 0, 'phase 1: no load session ever waited on a heavyweight lock (40 samples)');
+is($lock_samples, 0, 'phase 1: no load session ever waited on a row or transaction lock (40 samples)');
 ok($busy_samples >= 30, "phase 1: the samples saw the load running ($busy_samples of 40)");
 ok( $node->safe_psql('postgres',
 		q{SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'txn_load'}),
@@ -208,7 +211,7 @@ ok( $node->poll_query_until(
 		'postgres', 'SELECT count(*) >= ' . ($ref_before + 2000) . ' FROM ref'),
 	'phase 2: the load is running');
 ($lock_samples, $busy_samples, $events) = sample_waits(20);
-is($lock_samples, 0, 'phase 2: no load session ever waited on a heavyweight lock (20 samples)');
+is($lock_samples, 0, 'phase 2: no load session ever waited on a row or transaction lock (20 samples)');
 my $flusher_pid = $node->safe_psql('postgres', $flusher_query);
 ok($flusher_pid =~ /^\d+$/, "phase 2: the flusher's pid is $flusher_pid");
 my $flushes_during = $node->safe_psql('postgres', $flushes_query) - $flushes_before;
