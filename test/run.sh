@@ -10,7 +10,7 @@ top=$(pwd)
 
 sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-packages=(build-essential postgresql-15 postgresql-server-dev-15 postgresql-contrib-15
+packages=(build-essential postgresql-15 postgresql-server-dev-15
           libipc-run-perl cmake libgtest-dev)
 if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
   "${sudo[@]}" apt-get update -q
