@@ -90,9 +90,14 @@ CREATE FUNCTION sc_incr(counter slotted_counter, key bigint DEFAULT 0, delta big
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_incr' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
+CREATE FUNCTION sc_incr(counter slotted_counter, keys bigint[], deltas bigint[]) RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'sc_incr_batch' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
 -- Real-time reads
 CREATE FUNCTION sc_sum(counter slotted_counter, key bigint DEFAULT 0) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_sum' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sum(counter slotted_counter, keys bigint[]) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum_keys' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 -- Deferred aggregates
 CREATE FUNCTION sc_rollup() RETURNS bigint

@@ -334,6 +334,66 @@ int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load) {
   }
 }
 
+// [transactional]: the stored values of many unbucketed keys, in one snapshot.
+SPIPlanPtr plan_stored_many[2] = {nullptr, nullptr};
+
+const char* const kStoredManySql[2] = {
+    "SELECT k.key, COALESCE((SELECT value FROM slotted_counter.totals t "
+    "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
+    "AND t.bucket IS NULL), 0) FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY "
+    "AS k(key, n) ORDER BY k.n",
+    "SELECT k.key, (COALESCE((SELECT value FROM slotted_counter.totals t "
+    "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
+    "AND t.bucket IS NULL), 0) OPERATOR(pg_catalog.+) COALESCE((SELECT pg_catalog.sum(d.delta) "
+    "FROM slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
+    "AND d.key OPERATOR(pg_catalog.=) k.key AND d.bucket IS NULL), 0))::pg_catalog.int8 "
+    "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n"};
+
+void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values) {
+  bool transactional = def.durability == Durability::kTransactional;
+  // Keys in the buffer are read from shared memory; the others with one query.
+  auto* missing = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  auto* slot_of = static_cast<int*>(palloc(sizeof(int) * (n + 1)));
+  int nmissing = 0;
+  for (int i = 0; i < n; i++) {
+    CounterKey k{MyDatabaseId, def.id, keys[i], kNoBucket};
+    uint32 hash = HashCounterKey(k);
+    int waits = 0;
+    for (;;) {
+      bool overflow;
+      Probe probe = ProbeResident(k, hash, false, 0, &values[i], &overflow);
+      if (probe == Probe::kMissing) {
+        slot_of[nmissing] = i;
+        missing[nmissing++] = Int64GetDatum(keys[i]);
+      }
+      if (probe != Probe::kLoading) break;
+      WaitForLoad(&waits);
+    }
+  }
+  if (nmissing == 0) return;
+  SPI_connect();
+  SPIPlanPtr& plan = plan_stored_many[transactional];
+  if (plan == nullptr) {
+    Oid types[2] = {INT4OID, INT8ARRAYOID};
+    plan = SPI_prepare(kStoredManySql[transactional], 2, types);
+    if (plan == nullptr)
+      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan);
+  }
+  Datum args[2] = {Int32GetDatum(def.id), PointerGetDatum(construct_array(
+                                              missing, nmissing, INT8OID, 8, true, TYPALIGN_DOUBLE))};
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                false, 0);
+  if (rc != SPI_OK_SELECT || SPI_processed != uint64(nmissing))
+    elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  for (int j = 0; j < nmissing; j++) {
+    bool isnull;
+    values[slot_of[j]] =
+        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 2, &isnull));
+  }
+  SPI_finish();
+}
+
 void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
                    Reservation* out) {
   CounterTable* t = shared->table;

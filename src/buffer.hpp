@@ -15,6 +15,11 @@ int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delt
 // 0 for a key never counted. With load, a key not in the buffer is loaded into it.
 int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load);
 
+// The current values of many keys of an unbucketed counter (committed values, for a
+// transactional one): each exact at some moment during the call. Keys not in the buffer are read
+// with one query and not loaded.
+void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values);
+
 // A committing transaction's hold on one entry of a transactional counter.
 struct Reservation {
   uint32 index;

@@ -1,9 +1,13 @@
-// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_sum, sc_rollup).
+// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_sum, sc_rollup; their batch
+// and group forms).
 //
 // Each reads and checks its arguments, then calls the buffer, the catalog or the flusher. No C++
 // object with a destructor lives in these frames, so an ereport from anywhere below is safe.
+#include <algorithm>
+
 #include "buffer.hpp"
 #include "catalog.hpp"
+#include "checked_math.hpp"
 #include "shmem.hpp"
 #include "transactional.hpp"
 #include "worker.hpp"
@@ -13,7 +17,9 @@ extern "C" {
 PG_FUNCTION_INFO_V1(sc_create);
 PG_FUNCTION_INFO_V1(sc_drop);
 PG_FUNCTION_INFO_V1(sc_incr);
+PG_FUNCTION_INFO_V1(sc_incr_batch);
 PG_FUNCTION_INFO_V1(sc_sum);
+PG_FUNCTION_INFO_V1(sc_sum_keys);
 PG_FUNCTION_INFO_V1(sc_rollup);
 }
 
@@ -69,6 +75,35 @@ CounterDef WritableCounter(FunctionCallInfo fcinfo) {
                            def.name)));
   if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   return def;
+}
+
+// The elements of a one-dimensional bigint[] argument; fails with 22004 on a NULL element.
+int64* BigintElements(FunctionCallInfo fcinfo, int n, const char* name, int* count) {
+  ArrayType* array = PG_GETARG_ARRAYTYPE_P(n);
+  if (ARR_NDIM(array) > 1)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("%s must be a one-dimensional array", name)));
+  Datum* datums;
+  bool* nulls;
+  deconstruct_array(array, INT8OID, 8, true, TYPALIGN_DOUBLE, &datums, &nulls, count);
+  auto* values = static_cast<int64*>(palloc(sizeof(int64) * (*count + 1)));
+  for (int i = 0; i < *count; i++) {
+    if (nulls[i])
+      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                      errmsg("%s must not contain nulls", name),
+                      errdetail("Element %d is null.", i + 1)));
+    values[i] = DatumGetInt64(datums[i]);
+  }
+  return values;
+}
+
+// Takes back the first n increments of a failed buffered batch, so that it changes nothing.
+// Interrupts are held: a cancel must not stop it halfway. Each key was just counted, so the
+// subtraction fits unless other sessions moved the value to the edge of the range meanwhile.
+void UndoBatch(const CounterDef& def, const int64* keys, const int64* deltas, int n) {
+  HOLD_INTERRUPTS();
+  for (int i = n - 1; i >= 0; i--) BufferIncrement(def, keys[i], kNoBucket, -deltas[i]);
+  RESUME_INTERRUPTS();
 }
 
 }  // namespace
@@ -158,6 +193,67 @@ Datum sc_incr(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(value);
 }
 
+Datum sc_incr_batch(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "keys", "deltas", nullptr};
+  RequireArguments(fcinfo, names);
+  CounterDef def = WritableCounter(fcinfo);
+  int nkeys, ndeltas;
+  int64* keys = BigintElements(fcinfo, 1, "keys", &nkeys);
+  int64* deltas = BigintElements(fcinfo, 2, "deltas", &ndeltas);
+  if (nkeys != ndeltas)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("keys and deltas must have the same length"),
+                    errdetail("There are %d keys and %d deltas.", nkeys, ndeltas)));
+  EnsureFlusher();
+  auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * (nkeys + 1)));
+  if (def.durability == Durability::kTransactional) {
+    // On an error the transaction (or subtransaction) ends, and its pending deltas with it.
+    for (int i = 0; i < nkeys; i++)
+      values[i] = Int64GetDatum(TransactionalIncrement(def, keys[i], kNoBucket, deltas[i]));
+  } else {
+    volatile int applied = 0;
+    PG_TRY();
+    {
+      for (int i = 0; i < nkeys; i++) {
+        values[i] = Int64GetDatum(BufferIncrement(def, keys[i], kNoBucket, deltas[i]));
+        applied = i + 1;
+      }
+    }
+    PG_CATCH();
+    {
+      UndoBatch(def, keys, deltas, applied);
+      PG_RE_THROW();
+    }
+    PG_END_TRY();
+    EnsureFlusher(true);
+  }
+  PG_RETURN_ARRAYTYPE_P(construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+Datum sc_sum_keys(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "keys", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  int n;
+  int64* keys = BigintElements(fcinfo, 1, "keys", &n);
+  // A group is a set: a key listed twice counts once, as in key = ANY (keys).
+  std::sort(keys, keys + n);
+  n = int(std::unique(keys, keys + n) - keys);
+  auto* values = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  BufferReadMany(def, keys, n, values);
+  int64 sum = 0;
+  for (int i = 0; i < n; i++) {
+    int64 pending = def.durability == Durability::kTransactional
+                        ? TransactionalPending(def.id, keys[i], kNoBucket)
+                        : 0;
+    if (!CheckedAdd(sum, values[i], &sum) || !CheckedAdd(sum, pending, &sum))
+      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                      errmsg("sum of counter \"%s\" over %d keys out of range", def.name, n)));
+  }
+  PG_RETURN_INT64(sum);
+}
+
 Datum sc_sum(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
@@ -166,10 +262,15 @@ Datum sc_sum(PG_FUNCTION_ARGS) {
   int64 key = PG_GETARG_INT64(1);
   if (def.durability == Durability::kBuffered)
     PG_RETURN_INT64(BufferRead(def, key, kNoBucket, false));
-  // The committed value plus this transaction's own pending delta. (The sum fits: sc_incr
-  // checked it, and reservations keep concurrent commits from pushing past it.)
+  // The committed value plus this transaction's own pending delta, which other commits since
+  // the increment may have pushed out of range.
   int64 value = BufferRead(def, key, kNoBucket, !RecoveryInProgress());
-  PG_RETURN_INT64(value + TransactionalPending(def.id, key, kNoBucket));
+  if (!CheckedAdd(value, TransactionalPending(def.id, key, kNoBucket), &value))
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                    errmsg("value of counter \"%s\" out of range", def.name),
+                    errdetail("Key %lld with this transaction's own increments leaves the bigint "
+                              "range; its COMMIT would fail.", (long long)key)));
+  PG_RETURN_INT64(value);
 }
 
 Datum sc_rollup(PG_FUNCTION_ARGS) {
