@@ -13,7 +13,7 @@ SELECT sc_incr('c', NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT sc_incr('c', 1, NULL);
 \echo :LAST_ERROR_SQLSTATE
-SELECT sc_sum('c', NULL);
+SELECT sc_sum('c', NULL::bigint);
 \echo :LAST_ERROR_SQLSTATE
 SELECT sc_drop(NULL);
 \echo :LAST_ERROR_SQLSTATE
