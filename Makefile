@@ -28,7 +28,7 @@ SHLIB_LINK = -lstdc++
 REGRESS = setup type api errors buffer transactional batch
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave
-ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/regress.conf
+ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl

@@ -101,6 +101,20 @@ SELECT sc_incr('orders', 5, 1);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 SELECT sc_sum('orders', 5);
+-- a counter dropped by this transaction is gone for it at once; a rolled-back drop changes nothing
+INSERT INTO slotted_counter.totals (counter, key, value) VALUES ('orders'::slotted_counter::integer, 77, 10);
+BEGIN;
+SELECT sc_drop('orders');
+SELECT sc_sum('orders', 77);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT sc_sum('orders', 77), sc_incr('orders', 77);
+-- an index on slotted_counter.deltas would miss the rows commits write: commits refuse it
+CREATE INDEX deltas_by_key ON slotted_counter.deltas (key);
+SELECT sc_incr('orders', 77);
+\echo :LAST_ERROR_SQLSTATE
+DROP INDEX slotted_counter.deltas_by_key;
+SELECT sc_incr('orders', 77);
 SELECT sc_drop('orders');
 SELECT sc_drop('views');
 SELECT count(*) FROM slotted_counter.deltas;

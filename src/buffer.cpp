@@ -83,6 +83,9 @@ void WaitForLoad(int* waits) {
 // moves on, so the next miss goes on from there.
 constexpr uint32 kSweepLimit = 1024;
 
+// How long a commit waits for a free entry before it fails.
+constexpr int kRoomWaitMs = 10000;
+
 bool WriteThroughPendingFor(const CounterKey& k) {
   if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return false;
   for (int i = 0; i < shared->max_requests; i++) {
@@ -125,6 +128,26 @@ uint32 TakeEntry() {
 
 enum class LoadResult { kLoaded, kRetry, kStale, kNoRoom };
 
+struct LoadInProgress {
+  uint32 index;
+  uint32 generation;
+  uint32 hash;
+};
+
+// Removes an entry this backend linked as kLoading and did not finish loading.
+void AbandonLoad(int, Datum arg) {
+  const auto* loading = reinterpret_cast<const LoadInProgress*>(DatumGetPointer(arg));
+  CounterTable* t = shared->table;
+  Entry& e = t->at(loading->index);
+  LWLock* lock = PartitionLock(loading->hash);
+  LWLockAcquire(lock, LW_EXCLUSIVE);
+  bool ours = e.generation.load(std::memory_order_relaxed) == loading->generation &&
+              e.state.load(std::memory_order_relaxed) == kLoading;
+  if (ours) t->Unlink(loading->index);
+  LWLockRelease(lock);
+  if (ours) t->Release(loading->index);
+}
+
 // Makes k resident with its stored value. kStale: a counter was dropped meanwhile, so the
 // caller's definition must be looked up again before retrying.
 LoadResult Load(const CounterKey& k, uint32 hash, bool transactional) {
@@ -154,20 +177,15 @@ LoadResult Load(const CounterKey& k, uint32 hash, bool transactional) {
   t->Link(index);
   LWLockRelease(lock);
 
+  // Until it is resident, the entry is this backend's to remove, on an error or on a FATAL exit
+  // (a terminated backend must not leave others waiting for its load forever).
   int64 stored = 0;
-  PG_TRY();
+  LoadInProgress loading{index, e.generation.load(std::memory_order_relaxed), hash};
+  PG_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
   {
     stored = ReadStoredValue(k, transactional);
   }
-  PG_CATCH();
-  {
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    t->Unlink(index);
-    LWLockRelease(lock);
-    t->Release(index);
-    PG_RE_THROW();
-  }
-  PG_END_TRY();
+  PG_END_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
 
   LWLockAcquire(lock, LW_EXCLUSIVE);
   bool stale = pg_atomic_read_u64(&shared->catalog_epoch) != epoch;
@@ -210,7 +228,15 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
   RequestState state;
   int64 result;
   int sqlerrcode;
-  // A request left by an earlier call that was cancelled while it waited is still served.
+  // A request left by an earlier call that was cancelled while it waited is still served, by
+  // its own database's flusher. One left by a process of another database that had this
+  // BackendId is withdrawn if no flusher has taken it: its requester is gone, and this database's
+  // flusher would never serve it.
+  SpinLockAcquire(&r->mutex);
+  bool foreign = r->state == kRequestPending && r->key.db != MyDatabaseId;
+  if (foreign) r->state = kRequestEmpty;
+  SpinLockRelease(&r->mutex);
+  if (foreign) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
   AwaitRequest(r, slot, &state, &result, &sqlerrcode);
 
   LWLock* lock = PartitionLock(hash);
@@ -401,6 +427,7 @@ void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
   uint32 hash = HashCounterKey(k);
   LWLock* lock = PartitionLock(hash);
   int waits = 0;
+  TimestampTz no_room_since = 0;
   for (;;) {
     LWLockAcquire(lock, LW_EXCLUSIVE);
     uint32 index = t->Find(k, hash);
@@ -409,11 +436,14 @@ void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
     if (resident) {
       Entry& e = t->at(index);
       int64 committed = e.value.load(std::memory_order_relaxed);
-      int64 reserved = e.reserved.load(std::memory_order_relaxed);
+      // Whatever order the reserved transactions commit or abort in, the value stays between
+      // committed + reserved_down and committed + reserved_up: both must fit.
+      std::atomic<int64_t>& side = delta >= 0 ? e.reserved_up : e.reserved_down;
+      int64 reserved = side.load(std::memory_order_relaxed);
       int64 sum;
       bool fits = CheckedAdd(reserved, delta, &sum) && CheckedAdd(committed, sum, &sum);
       if (fits) {
-        e.reserved.store(reserved + delta, std::memory_order_relaxed);
+        side.store(reserved + delta, std::memory_order_relaxed);
         e.pins.fetch_add(1, std::memory_order_relaxed);
         *out = Reservation{index, e.generation.load(std::memory_order_relaxed),
                            CounterTable::PartitionOf(hash), delta};
@@ -437,7 +467,18 @@ void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
         WaitForLoad(&waits);
         break;
       case LoadResult::kNoRoom:
-        // Every entry is dirty or pinned: the flusher makes buffered entries clean.
+        // Every entry is dirty or pinned: the flusher makes buffered entries clean, and other
+        // committers unpin theirs. Pinned entries that never go (committers waiting on each
+        // other for room) end the wait with an error rather than a hang.
+        if (no_room_since == 0) no_room_since = GetCurrentTimestamp();
+        if (TimestampDifferenceExceeds(no_room_since, GetCurrentTimestamp(), kRoomWaitMs))
+          ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                          errmsg("no room in the slotted_counter buffer to commit counter \"%s\"",
+                                 def.name),
+                          errdetail("All %u entries stayed dirty or held by committing "
+                                    "transactions for %d seconds.",
+                                    t->capacity(), kRoomWaitMs / 1000),
+                          errhint("Raise slotted_counter.max_entries.")));
         WakeFlusher(EnsureFlusher());
         WaitForLoad(&waits);
         break;
@@ -451,10 +492,13 @@ void BufferSettle(const Reservation& r, bool committed) {
   Entry& e = shared->table->at(r.index);
   if (e.generation.load(std::memory_order_relaxed) == r.generation &&
       e.state.load(std::memory_order_relaxed) == kResident) {
-    if (committed)
-      e.value.store(e.value.load(std::memory_order_relaxed) + r.delta, std::memory_order_release);
-    e.reserved.store(e.reserved.load(std::memory_order_relaxed) - r.delta,
-                     std::memory_order_relaxed);
+    int64 value = e.value.load(std::memory_order_relaxed);
+    // The reservation made the sum fit; if it somehow did not, keep the old value rather than
+    // wrap (a commit callback cannot raise an error).
+    if (committed && CheckedAdd(value, r.delta, &value))
+      e.value.store(value, std::memory_order_release);
+    std::atomic<int64_t>& side = r.delta >= 0 ? e.reserved_up : e.reserved_down;
+    side.store(side.load(std::memory_order_relaxed) - r.delta, std::memory_order_relaxed);
     e.pins.fetch_sub(1, std::memory_order_relaxed);
     // A transactional value is durable in the tables: the entry stays clean.
     e.flushed.store(e.value.load(std::memory_order_relaxed), std::memory_order_release);
@@ -462,7 +506,26 @@ void BufferSettle(const Reservation& r, bool committed) {
   LWLockRelease(lock);
 }
 
+// Fails the pending write-through requests of a dropped counter (counter 0: of a database whose
+// extension was dropped): the requester, if it still waits, gets 42704, and no later flusher
+// adds a stale delta to a counter that reuses the id.
+void FailRequests(Oid db, int32 counter) {
+  for (int i = 0; i < shared->max_requests; i++) {
+    WriteThroughRequest* r = &shared->requests[i];
+    SpinLockAcquire(&r->mutex);
+    bool fail = r->state == kRequestPending && r->key.db == db &&
+                (counter == 0 || r->key.counter == counter);
+    if (fail) {
+      r->state = kRequestFailed;
+      r->sqlerrcode = ERRCODE_UNDEFINED_OBJECT;
+    }
+    SpinLockRelease(&r->mutex);
+    if (fail) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+  }
+}
+
 void PurgeCounter(Oid db, int32 counter) {
+  FailRequests(db, counter);
   for (uint32 p = 0; p < kPartitions; p++) {
     LWLock* lock = &shared->partition_locks[p].lock;
     LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -475,6 +538,7 @@ void PurgeCounter(Oid db, int32 counter) {
 }
 
 void PurgeDatabase(Oid db) {
+  FailRequests(db, 0);
   for (uint32 p = 0; p < kPartitions; p++) {
     LWLock* lock = &shared->partition_locks[p].lock;
     LWLockAcquire(lock, LW_EXCLUSIVE);

@@ -7,6 +7,7 @@
 #include "catalog.hpp"
 
 #include "shmem.hpp"
+#include "xact.hpp"
 
 namespace sc {
 
@@ -99,6 +100,8 @@ const CounterDef* Load(bool by_name_lookup, Datum arg) {
 }  // namespace
 
 const CounterDef* FindCounter(int32 id) {
+  // The drop's own transaction must not load values for it: it has deleted them already.
+  if (DroppedInThisTransaction(id)) return nullptr;
   ValidateCaches();
   auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_FIND, nullptr));
   if (def != nullptr) return def;

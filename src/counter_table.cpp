@@ -75,7 +75,8 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
     e.hash.store(0, std::memory_order_relaxed);
     e.usage.store(0, std::memory_order_relaxed);
     e.in_flush.store(0, std::memory_order_relaxed);
-    e.reserved.store(0, std::memory_order_relaxed);
+    e.reserved_up.store(0, std::memory_order_relaxed);
+    e.reserved_down.store(0, std::memory_order_relaxed);
     e.pins.store(0, std::memory_order_relaxed);
   }
   t->free_head_.store(capacity > 0 ? 0 : kNil, std::memory_order_release);
@@ -125,7 +126,8 @@ uint32_t CounterTable::Allocate() noexcept {
       e.state.store(kOwned, std::memory_order_relaxed);
       e.usage.store(1, std::memory_order_relaxed);
       e.in_flush.store(0, std::memory_order_relaxed);
-      e.reserved.store(0, std::memory_order_relaxed);
+      e.reserved_up.store(0, std::memory_order_relaxed);
+      e.reserved_down.store(0, std::memory_order_relaxed);
       e.pins.store(0, std::memory_order_relaxed);
       used_.fetch_add(1, std::memory_order_relaxed);
       return index;

@@ -4,7 +4,7 @@
 // tests (test/unit) drive the same code from threads with std::shared_mutex standing in for them.
 // Nothing here allocates or throws: every function is noexcept.
 //
-// Layout: a CounterTable header, then `nbuckets` chain heads, then `capacity` 80-byte entries.
+// Layout: a CounterTable header, then `nbuckets` chain heads, then `capacity` 88-byte entries.
 // The hash space is split into kPartitions partitions (partition = hash % kPartitions, and every
 // bucket belongs to exactly one partition), each guarded by one reader-writer lock of the caller's.
 //
@@ -22,7 +22,7 @@
 //     (in_flush == 0) and no committing transaction holds (pins == 0) are evicted: a value that
 //     went up and back down during a flush is clean by value while the table is about to receive
 //     the flush's delta, and a pinned entry is about to receive a committed delta.
-//   - Entry::reserved and Entry::pins belong to transactional counters and change only under
+//   - Entry::reserved_* and Entry::pins belong to transactional counters and change only under
 //     the partition lock EXCLUSIVE (pre-commit reserves and pins, commit or abort settles).
 //   - The free list is a lock-free stack (tagged head, so a popped-and-pushed slot cannot be
 //     mistaken for the one read); an allocated entry belongs to its allocator until linked.
@@ -72,13 +72,15 @@ struct Entry {
   std::atomic<uint8_t> usage;        // clock-sweep reference bit
   std::atomic<uint8_t> in_flush;     // 1 while a flush that read this entry has not settled it
   uint8_t pad[6];
-  // Transactional counters: the deltas of transactions between their pre-commit and their end,
-  // and how many such transactions hold the entry. Changed only under the exclusive lock.
-  std::atomic<int64_t> reserved;
+  // Transactional counters: the positive and the negative deltas of transactions between their
+  // pre-commit and their end (kept apart so that any order of their commits and aborts stays in
+  // range), and how many such transactions hold the entry. Changed only under the exclusive lock.
+  std::atomic<int64_t> reserved_up;
+  std::atomic<int64_t> reserved_down;
   std::atomic<uint32_t> pins;
   uint32_t pad2;
 };
-static_assert(sizeof(Entry) == 80, "an entry is 80 bytes");
+static_assert(sizeof(Entry) == 88, "an entry is 88 bytes");
 
 class CounterTable {
  public:

@@ -99,10 +99,12 @@ void EndWork() {
   SPI_finish();
   PopActiveSnapshot();
   CommitTransactionCommand();
-  // A background worker reports its statistics itself; autovacuum needs them to vacuum the
-  // dead versions each flush leaves in the values table.
-  pgstat_report_stat(true);
 }
+
+// A background worker reports its statistics itself; autovacuum needs them to vacuum the dead
+// versions each flush leaves in the values table. Called only after the outcome of a committed
+// transaction is settled: nothing that fails here may make it look uncommitted.
+void ReportStatistics() { pgstat_report_stat(true); }
 
 // The ids of this database's counters, sorted, each locked FOR KEY SHARE.
 int32* LockLiveCounters(int* count) {
@@ -138,12 +140,17 @@ FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
     LWLockAcquire(lock, LW_SHARED);
     t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
       if (n == space || e.id.db != db || e.state.load(std::memory_order_acquire) != kResident ||
-          e.in_flush.load(std::memory_order_relaxed) != 0)
+          !std::binary_search(ids, ids + nids, e.id.counter))
         return;
+      // Two flushers of one database overlap during a hand-over: claim the entry atomically
+      // (the partition lock is only shared), then read its delta.
+      if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return;
       int64 delta = e.value.load(std::memory_order_acquire) -
                     e.flushed.load(std::memory_order_relaxed);
-      if (delta == 0 || !std::binary_search(ids, ids + nids, e.id.counter)) return;
-      e.in_flush.store(1, std::memory_order_release);
+      if (delta == 0) {
+        e.in_flush.store(0, std::memory_order_release);
+        return;
+      }
       items[n++] = FlushItem{index, e.generation.load(std::memory_order_relaxed), p,
                              e.id.counter, e.id.key, e.id.bucket, delta};
     });
@@ -237,6 +244,7 @@ int64 FlushDatabase(Oid db) {
   }
   PG_END_TRY();
   Settle(items, n, true);
+  ReportStatistics();
   return n + folded;
 }
 
@@ -338,6 +346,7 @@ int ServeWriteThroughs(Oid db) {
       served++;
     }
   }
+  ReportStatistics();
   MemoryContextSwitchTo(caller);
   return served;
 }

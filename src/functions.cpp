@@ -97,13 +97,12 @@ int64* BigintElements(FunctionCallInfo fcinfo, int n, const char* name, int* cou
   return values;
 }
 
-// Takes back the first n increments of a failed buffered batch, so that it changes nothing.
-// Interrupts are held: a cancel must not stop it halfway. Each key was just counted, so the
-// subtraction fits unless other sessions moved the value to the edge of the range meanwhile.
+// Takes back the first n increments of a failed buffered batch, so that it ends having changed
+// nothing. Each key was just counted and is normally still resident, so this is n atomic adds.
+// (Limits, for the bigint edge only: a concurrent caller may see a value the undo takes back,
+// and if the undo itself fails the error is raised with the batch half taken back.)
 void UndoBatch(const CounterDef& def, const int64* keys, const int64* deltas, int n) {
-  HOLD_INTERRUPTS();
   for (int i = n - 1; i >= 0; i--) BufferIncrement(def, keys[i], kNoBucket, -deltas[i]);
-  RESUME_INTERRUPTS();
 }
 
 }  // namespace
@@ -177,6 +176,7 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
   SPI_finish();
   if (!deleted) ReportUnknownCounter(def.name);
   NoteCounterDropped(def.id);
+  ForgetCachedCounters();
   PG_RETURN_VOID();
 }
 

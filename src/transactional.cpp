@@ -37,7 +37,6 @@ struct PendingAtLevel {
 struct PendingTotal {
   CounterKey key;  // hash key
   int64 delta;     // over all levels
-  char name[NAMEDATALEN];
 };
 
 HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level
@@ -109,6 +108,12 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("relation \"slotted_counter.deltas\" does not exist")));
   Relation rel = table_open(relid, RowExclusiveLock);
+  // An index added by hand would not see these rows, and loads would then miss deltas.
+  List* indexes = RelationGetIndexList(rel);
+  if (indexes != NIL)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("slotted_counter.deltas must not have indexes"),
+                    errhint("Drop the indexes created on slotted_counter.deltas.")));
   TupleDesc desc = RelationGetDescr(rel);
   for (int i = 0; i < n; i++) {
     Datum values[4] = {Int32GetDatum(counters[i]), Int64GetDatum(keys[i]),
@@ -143,14 +148,17 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
                               (long long)delta)));
   if (totals == nullptr) MakeTables();
   any_pending = true;
+  // Enter both entries before changing either: an out-of-memory error between them must not
+  // leave a delta counted in one table and not the other.
   CounterKey k = MakeKey(def.id, key, bucket);
-  bool found;
-  auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
-  if (!found) strlcpy(total->name, def.name, NAMEDATALEN);
-  total->delta = new_pending;
   LevelKey lk = MakeLevelKey(k, GetCurrentTransactionNestLevel());
+  bool found;
   auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
-  here->delta = found ? here->delta + delta : delta;
+  if (!found) here->delta = 0;
+  auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
+  if (!found) total->delta = 0;
+  here->delta += delta;
+  total->delta = new_pending;
   return value;
 }
 
@@ -179,14 +187,19 @@ void TransactionalPreCommit() {
   }
   // Reserve (and pin) every entry first, then write: if either fails, the abort settles the
   // reservations made so far.
+  // Every changed key is pinned until the end of the commit; a transaction that would pin more
+  // than half the buffer could wait for room that only it can free.
+  uint32 limit = shared->table->capacity() / 2;
+  if (uint32(rows) > limit)
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("transaction changed %d keys of transactional counters", rows),
+                    errdetail("At most %u (half of slotted_counter.max_entries) can commit in "
+                              "one transaction.", limit),
+                    errhint("Raise slotted_counter.max_entries, or commit in smaller "
+                            "transactions.")));
+  // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
   for (int i = 0; i < rows; i++) {
-    CounterDef def;
-    memset(&def, 0, sizeof(def));
-    CounterKey k = MakeKey(counters[i], keys[i], buckets[i]);
-    auto* p = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_FIND, nullptr));
-    def.id = counters[i];
-    def.durability = Durability::kTransactional;
-    strlcpy(def.name, p->name, NAMEDATALEN);
+    CounterDef def = *GetCounter(counters[i]);
     BufferReserve(def, keys[i], buckets[i], deltas[i], &reservations[reservation_count]);
     reservation_count++;
   }

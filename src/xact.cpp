@@ -134,6 +134,12 @@ void InstallTransactionHooks() {
   object_access_hook = OnObjectAccess;
 }
 
+bool DroppedInThisTransaction(int32 id) {
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change == Change::kDropped && noted[i].id == id) return true;
+  return false;
+}
+
 void NoteCounterCreated(int32 id) { Note(id, Change::kCreated); }
 void NoteCounterDropped(int32 id) { Note(id, Change::kDropped); }
 

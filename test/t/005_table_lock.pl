@@ -127,5 +127,27 @@ $node->restart;
 is($node->safe_psql('postgres', q{SELECT sc_sum('c', 1)}),
 	$expected + 1, 'the value is exact after a restart');
 
+# A backend terminated while it loads a key (its load waits for the user's lock) must not leave
+# that key half-loaded: once the lock is gone, the key counts again for everybody.
+my $user_lock = $node->background_psql('postgres');
+$user_lock->query_safe('BEGIN');
+$user_lock->query_safe('LOCK TABLE slotted_counter.totals');
+my $loader = $node->background_psql('postgres');
+$loader->query_until(qr/loading/, q{\echo loading
+SELECT sc_incr('c', 4242, 1);
+});
+ok( $node->poll_query_until(
+		'postgres',
+		q{SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%sc_incr(''c'', 4242%' AND wait_event_type = 'Lock'}),
+	'the load of a new key waits for the lock');
+$node->safe_psql('postgres',
+	q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%sc_incr(''c'', 4242%' AND wait_event_type = 'Lock'});
+eval { $loader->quit; };
+$user_lock->query_safe('COMMIT');
+$user_lock->quit;
+is($node->safe_psql('postgres', q{SET statement_timeout = '10s'; SELECT sc_incr('c', 4242, 1)}),
+	'1', 'after the loader was terminated, the key counts again (its increment never happened)');
+is($node->safe_psql('postgres', q{SELECT sc_sum('c', 4242)}), '1', 'and reads exactly');
+
 $node->stop;
 done_testing();

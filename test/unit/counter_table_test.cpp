@@ -670,10 +670,12 @@ TEST(CounterTableEvict, PinnedIsNeverEvictable) {
   Entry& e = t->at(Insert(*t, Key(1), 10));
   e.usage.store(0);
   e.pins.store(2);
-  e.reserved.store(5);
+  e.reserved_up.store(5);
+  e.reserved_down.store(-3);
   for (int n = 0; n < 5; n++) EXPECT_FALSE(CounterTable::AgeAndTestEvictable(e)) << n;
   e.pins.store(0);
-  e.reserved.store(0);
+  e.reserved_up.store(0);
+  e.reserved_down.store(0);
   e.usage.store(0);
   EXPECT_TRUE(CounterTable::AgeAndTestEvictable(e));  // the control: unpinned, it goes
 }
@@ -683,13 +685,15 @@ TEST(CounterTableEvict, ReallocatedSlotIsNotPinned) {
   TableBuffer t(1);
   uint32_t i = Insert(*t, Key(1), 0);
   t->at(i).pins.store(3);
-  t->at(i).reserved.store(-7);
+  t->at(i).reserved_up.store(7);
+  t->at(i).reserved_down.store(-7);
   ASSERT_EQ(t->RemoveIf(CounterTable::PartitionOf(t->at(i).hash), [](const Entry&) { return true; }),
             1u);
   uint32_t j = Insert(*t, Key(2), 0);
   ASSERT_EQ(j, i);
   EXPECT_EQ(t->at(j).pins.load(), 0u);
-  EXPECT_EQ(t->at(j).reserved.load(), 0);
+  EXPECT_EQ(t->at(j).reserved_up.load(), 0);
+  EXPECT_EQ(t->at(j).reserved_down.load(), 0);
 }
 
 // A slot freed while a flush had it marked (a drop removed it) must not carry the mark into its
