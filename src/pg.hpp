@@ -2,7 +2,7 @@
 //
 // C++ standard headers come first (the includer's), then postgres.h, all inside extern "C".
 // PostgreSQL reports errors with longjmp: glue code calls anything that can ereport only where no
-// C++ object with a destructor is alive (see STYLE.md), and the pure C++ core is noexcept.
+// C++ object with a destructor is alive, and the pure C++ core is noexcept.
 #pragma once
 
 extern "C" {
