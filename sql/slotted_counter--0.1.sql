@@ -93,6 +93,10 @@ CREATE FUNCTION sc_incr(counter slotted_counter, key bigint DEFAULT 0, delta big
 CREATE FUNCTION sc_incr(counter slotted_counter, keys bigint[], deltas bigint[]) RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'sc_incr_batch' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
+CREATE FUNCTION sc_set(counter slotted_counter, key bigint, value bigint,
+                       at timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_set' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
 -- Real-time reads
 CREATE FUNCTION sc_sum(counter slotted_counter, key bigint DEFAULT 0) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_sum' LANGUAGE C CALLED ON NULL INPUT VOLATILE;

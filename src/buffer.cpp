@@ -273,6 +273,28 @@ enum class Probe { kFound, kMissing, kLoading };
 // read its value or (add) add delta to it. *overflow: the add was refused, *value holds the
 // unchanged value.
 inline Probe ProbeResident(const CounterKey& k, uint32 hash, bool add, int64 delta, int64* value,
+                           bool* overflow);
+
+// Under the key's partition lock SHARED: replaces a resident entry's value, returning the old one.
+Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value, int64* old_value) {
+  CounterTable* t = shared->table;
+  LWLock* lock = PartitionLock(hash);
+  LWLockAcquire(lock, LW_SHARED);
+  uint32 index = t->Find(k, hash);
+  Probe probe = Probe::kMissing;
+  if (index != kNil) {
+    Entry& e = t->at(index);
+    probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
+    if (probe == Probe::kFound) {
+      *old_value = e.value.exchange(new_value, std::memory_order_acq_rel);
+      e.usage.store(1, std::memory_order_relaxed);
+    }
+  }
+  LWLockRelease(lock);
+  return probe;
+}
+
+inline Probe ProbeResident(const CounterKey& k, uint32 hash, bool add, int64 delta, int64* value,
                            bool* overflow) {
   CounterTable* t = shared->table;
   LWLock* lock = PartitionLock(hash);
@@ -326,6 +348,44 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
         if (!retry) return value;
         break;
       }
+    }
+  }
+}
+
+int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {
+  CounterDef def = counter;
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  int waits = 0;
+  TimestampTz no_room_since = 0;
+  for (;;) {
+    int64 old;
+    Probe probe = ExchangeResident(k, hash, value, &old);
+    if (probe == Probe::kFound) return old;
+    if (probe == Probe::kLoading) {
+      WaitForLoad(&waits);
+      continue;
+    }
+    switch (Load(k, hash, false)) {
+      case LoadResult::kLoaded:
+        break;
+      case LoadResult::kRetry:
+        WaitForLoad(&waits);
+        break;
+      case LoadResult::kStale:
+        def = *GetCounter(def.id);
+        break;
+      case LoadResult::kNoRoom:
+        // A set is not written through: it waits for the flusher to make room.
+        if (no_room_since == 0) no_room_since = GetCurrentTimestamp();
+        if (TimestampDifferenceExceeds(no_room_since, GetCurrentTimestamp(), kRoomWaitMs))
+          ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                          errmsg("no room in the slotted_counter buffer to set counter \"%s\"",
+                                 def.name),
+                          errhint("Raise slotted_counter.max_entries.")));
+        WakeFlusher(EnsureFlusher());
+        WaitForLoad(&waits);
+        break;
     }
   }
 }

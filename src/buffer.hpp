@@ -11,6 +11,11 @@ namespace sc {
 // Fails with 22003, changing nothing, if the value would leave the bigint range.
 int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);
 
+// Replaces the value of (counter, key, bucket) of a buffered counter and returns the old value.
+// Concurrent increments fall before or after it. If the buffer has no room it waits for the
+// flusher (10 s at most, then 53400).
+int64 BufferSet(const CounterDef& def, int64 key, int64 bucket, int64 value);
+
 // The current value of (counter, key, bucket) (for a transactional counter: its committed value);
 // 0 for a key never counted. With load, a key not in the buffer is loaded into it.
 int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load);

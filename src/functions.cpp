@@ -1,5 +1,5 @@
-// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_sum, sc_rollup; their batch
-// and group forms).
+// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_set, sc_sum, sc_rollup; the
+// batch and group forms).
 //
 // Each reads and checks its arguments, then calls the buffer, the catalog or the flusher. No C++
 // object with a destructor lives in these frames, so an ereport from anywhere below is safe.
@@ -18,6 +18,7 @@ PG_FUNCTION_INFO_V1(sc_create);
 PG_FUNCTION_INFO_V1(sc_drop);
 PG_FUNCTION_INFO_V1(sc_incr);
 PG_FUNCTION_INFO_V1(sc_incr_batch);
+PG_FUNCTION_INFO_V1(sc_set);
 PG_FUNCTION_INFO_V1(sc_sum);
 PG_FUNCTION_INFO_V1(sc_sum_keys);
 PG_FUNCTION_INFO_V1(sc_rollup);
@@ -228,6 +229,25 @@ Datum sc_incr_batch(PG_FUNCTION_ARGS) {
     EnsureFlusher(true);
   }
   PG_RETURN_ARRAYTYPE_P(construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+Datum sc_set(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", "value", nullptr};
+  RequireArguments(fcinfo, names);
+  CounterDef def = WritableCounter(fcinfo);
+  if (!PG_ARGISNULL(3))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("counter \"%s\" has no buckets", def.name),
+                    errdetail("A time may be given only for a counter created with a bucket "
+                              "width.")));
+  int64 key = PG_GETARG_INT64(1);
+  int64 value = PG_GETARG_INT64(2);
+  EnsureFlusher();
+  if (def.durability == Durability::kTransactional)
+    PG_RETURN_INT64(TransactionalSet(def, key, kNoBucket, value));
+  int64 old = BufferSet(def, key, kNoBucket, value);
+  EnsureFlusher(true);
+  PG_RETURN_INT64(old);
 }
 
 Datum sc_sum_keys(PG_FUNCTION_ARGS) {

@@ -162,6 +162,19 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
   return value;
 }
 
+int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 value) {
+  int64 committed = BufferRead(def, key, bucket, true);
+  int64 old, delta;
+  if (!CheckedAdd(committed, TransactionalPending(def.id, key, bucket), &old) ||
+      __builtin_sub_overflow(value, old, &delta))
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                    errmsg("value of counter \"%s\" out of range", def.name),
+                    errdetail("Setting key %lld to %lld is a change outside the bigint range.",
+                              (long long)key, (long long)value)));
+  (void)TransactionalIncrement(def, key, bucket, delta);
+  return old;
+}
+
 void TransactionalPreCommit() {
   if (!any_pending) return;
   long n = hash_get_num_entries(totals);

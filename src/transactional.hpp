@@ -10,6 +10,11 @@ namespace sc {
 // the pending delta. Fails with 22003, changing nothing, if that leaves the bigint range.
 int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);
 
+// Sets the key to value as this transaction sees it (committed + own pending): records the
+// difference as a pending delta, so increments other transactions commit meanwhile are kept.
+// Returns the value it saw.
+int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 value);
+
 // This transaction's pending delta of the key (0 outside a transaction that touched it).
 int64 TransactionalPending(int32 counter, int64 key, int64 bucket);
 
