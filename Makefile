@@ -25,7 +25,7 @@ PG_CXXFLAGS = -std=c++17 -Wno-register
 SHLIB_LINK = -lstdc++
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
-REGRESS = setup type api errors buffer transactional batch set
+REGRESS = setup type api errors buffer transactional batch set top
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf

@@ -103,6 +103,11 @@ CREATE FUNCTION sc_sum(counter slotted_counter, key bigint DEFAULT 0) RETURNS bi
 CREATE FUNCTION sc_sum(counter slotted_counter, keys bigint[]) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_sum_keys' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
+CREATE FUNCTION sc_top(counter slotted_counter, n integer, since timestamptz DEFAULT NULL,
+                       until timestamptz DEFAULT NULL)
+    RETURNS TABLE(key bigint, value bigint)
+    AS 'MODULE_PATHNAME', 'sc_top' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 10;
+
 -- Deferred aggregates
 CREATE FUNCTION sc_rollup() RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_rollup' LANGUAGE C STRICT VOLATILE;

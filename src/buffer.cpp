@@ -480,6 +480,95 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
   SPI_finish();
 }
 
+// [transactional]: the n largest stored values of the keys not given in $2.
+SPIPlanPtr plan_top_stored[2] = {nullptr, nullptr};
+
+const char* const kTopStoredSql[2] = {
+    "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND bucket IS NULL AND key OPERATOR(pg_catalog.<>) ALL ($2::pg_catalog.int8[]) "
+    "ORDER BY value DESC, key LIMIT $3",
+    "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 AS value FROM ("
+    "SELECT key, value AS v FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND bucket IS NULL UNION ALL SELECT key, delta FROM slotted_counter.deltas "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) s "
+    "WHERE key OPERATOR(pg_catalog.<>) ALL ($2::pg_catalog.int8[]) "
+    "GROUP BY key ORDER BY 2 DESC, key LIMIT $3"};
+
+int BufferTop(const CounterDef& def, int n, int extra, int64** keys_out, int64** values_out) {
+  bool transactional = def.durability == Durability::kTransactional;
+  CounterTable* t = shared->table;
+  // Every resident key of the counter, with its exact value.
+  int64 space = int64(t->used()) + 1;
+  auto* resident_keys = static_cast<int64*>(palloc(sizeof(int64) * space));
+  auto* resident_values = static_cast<int64*>(palloc(sizeof(int64) * space));
+  int64 nresident = 0;
+  for (uint32 p = 0; p < kPartitions; p++) {
+    LWLock* lock = &shared->partition_locks[p].lock;
+    LWLockAcquire(lock, LW_SHARED);
+    t->ForEachInPartition(p, [&](uint32, Entry& e) {
+      if (nresident == space || e.id.db != MyDatabaseId || e.id.counter != def.id ||
+          e.id.bucket != kNoBucket || e.state.load(std::memory_order_acquire) != kResident)
+        return;
+      resident_keys[nresident] = e.id.key;
+      resident_values[nresident++] = e.value.load(std::memory_order_acquire);
+    });
+    LWLockRelease(lock);
+  }
+  // The largest stored values of all other keys.
+  auto* excluded = static_cast<Datum*>(palloc(sizeof(Datum) * (nresident + 1)));
+  for (int64 i = 0; i < nresident; i++) excluded[i] = Int64GetDatum(resident_keys[i]);
+  SPI_connect();
+  SPIPlanPtr& plan = plan_top_stored[transactional];
+  if (plan == nullptr) {
+    Oid types[3] = {INT4OID, INT8ARRAYOID, INT4OID};
+    plan = SPI_prepare(kTopStoredSql[transactional], 3, types);
+    if (plan == nullptr)
+      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(plan);
+  }
+  Datum args[3] = {Int32GetDatum(def.id),
+                   PointerGetDatum(construct_array(excluded, int(nresident), INT8OID, 8, true,
+                                                   TYPALIGN_DOUBLE)),
+                   Int32GetDatum(n)};
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                false, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  int64 nstored = int64(SPI_processed);
+  int64 total = nresident + nstored;
+  auto* all_keys = static_cast<int64*>(palloc(sizeof(int64) * (total + 1)));
+  auto* all_values = static_cast<int64*>(palloc(sizeof(int64) * (total + 1)));
+  for (int64 i = 0; i < nresident; i++) {
+    all_keys[i] = resident_keys[i];
+    all_values[i] = resident_values[i];
+  }
+  for (int64 j = 0; j < nstored; j++) {
+    bool isnull;
+    HeapTuple tup = SPI_tuptable->vals[j];
+    all_keys[nresident + j] = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+    all_values[nresident + j] =
+        DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+  }
+  SPI_finish();
+  // Largest first, ties by key: a partial selection sort is enough for a top n.
+  int count = int(Min(int64(n), total));
+  auto* keys = static_cast<int64*>(palloc(sizeof(int64) * (count + extra + 1)));
+  auto* values = static_cast<int64*>(palloc(sizeof(int64) * (count + extra + 1)));
+  *keys_out = keys;
+  *values_out = values;
+  for (int i = 0; i < count; i++) {
+    int64 best = i;
+    for (int64 j = i + 1; j < total; j++)
+      if (all_values[j] > all_values[best] ||
+          (all_values[j] == all_values[best] && all_keys[j] < all_keys[best]))
+        best = j;
+    keys[i] = all_keys[best];
+    values[i] = all_values[best];
+    all_keys[best] = all_keys[i];
+    all_values[best] = all_values[i];
+  }
+  return count;
+}
+
 void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
                    Reservation* out) {
   CounterTable* t = shared->table;

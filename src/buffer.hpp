@@ -25,6 +25,12 @@ int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load);
 // with one query and not loaded.
 void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values);
 
+// The n keys of an unbucketed counter with the largest values (committed values, for a
+// transactional one), largest first, ties by key, in palloc'd arrays with room for `extra` more;
+// returns how many (at most n). Resident keys come from shared memory, the others from the
+// tables with one query.
+int BufferTop(const CounterDef& def, int n, int extra, int64** keys, int64** values);
+
 // A committing transaction's hold on one entry of a transactional counter.
 struct Reservation {
   uint32 index;

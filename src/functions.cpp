@@ -1,5 +1,5 @@
-// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_set, sc_sum, sc_rollup; the
-// batch and group forms).
+// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_set, sc_sum, sc_top,
+// sc_rollup; the batch and group forms).
 //
 // Each reads and checks its arguments, then calls the buffer, the catalog or the flusher. No C++
 // object with a destructor lives in these frames, so an ereport from anywhere below is safe.
@@ -19,6 +19,7 @@ PG_FUNCTION_INFO_V1(sc_drop);
 PG_FUNCTION_INFO_V1(sc_incr);
 PG_FUNCTION_INFO_V1(sc_incr_batch);
 PG_FUNCTION_INFO_V1(sc_set);
+PG_FUNCTION_INFO_V1(sc_top);
 PG_FUNCTION_INFO_V1(sc_sum);
 PG_FUNCTION_INFO_V1(sc_sum_keys);
 PG_FUNCTION_INFO_V1(sc_rollup);
@@ -248,6 +249,56 @@ Datum sc_set(PG_FUNCTION_ARGS) {
   int64 old = BufferSet(def, key, kNoBucket, value);
   EnsureFlusher(true);
   PG_RETURN_INT64(old);
+}
+
+Datum sc_top(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "n", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  int32 n = PG_GETARG_INT32(1);
+  if (n < 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("n must not be negative")));
+  if (!PG_ARGISNULL(2) || !PG_ARGISNULL(3))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("counter \"%s\" has no buckets", def.name),
+                    errdetail("since and until may be given only for a counter created with a "
+                              "bucket width.")));
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  // This transaction's own increments can lift a key into the top n or drop one out of it:
+  // take n more candidates than there are such keys, add the own deltas, choose again.
+  int64 *pending_keys, *pending_deltas;
+  int npending = def.durability == Durability::kTransactional
+                     ? TransactionalPendingKeys(def.id, &pending_keys, &pending_deltas)
+                     : 0;
+  int want = int(Min(int64(n) + npending, int64(PG_INT32_MAX)));
+  int64 *keys, *values;
+  int count = BufferTop(def, want, npending, &keys, &values);
+  for (int p = 0; p < npending; p++) {
+    int at = 0;
+    while (at < count && keys[at] != pending_keys[p]) at++;
+    if (at == count) {
+      keys[count] = pending_keys[p];
+      values[count++] = BufferRead(def, pending_keys[p], kNoBucket, false);
+    }
+    if (!CheckedAdd(values[at], pending_deltas[p], &values[at]))
+      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                      errmsg("value of counter \"%s\" out of range", def.name)));
+  }
+  for (int i = 0; i < Min(n, count); i++) {
+    int best = i;
+    for (int j = i + 1; j < count; j++)
+      if (values[j] > values[best] || (values[j] == values[best] && keys[j] < keys[best]))
+        best = j;
+    std::swap(keys[i], keys[best]);
+    std::swap(values[i], values[best]);
+    Datum row[2] = {Int64GetDatum(keys[i]), Int64GetDatum(values[i])};
+    bool nulls[2] = {false, false};
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+  }
+  return (Datum)0;
 }
 
 Datum sc_sum_keys(PG_FUNCTION_ARGS) {

@@ -162,6 +162,25 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
   return value;
 }
 
+int TransactionalPendingKeys(int32 counter, int64** keys, int64** deltas) {
+  *keys = nullptr;
+  *deltas = nullptr;
+  if (!any_pending) return 0;
+  long n = hash_get_num_entries(totals);
+  *keys = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  *deltas = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  int count = 0;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, totals);
+  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingTotal*>(hash_seq_search(&scan))) {
+    if (p->key.counter != counter || p->key.bucket != kNoBucket || p->delta == 0) continue;
+    (*keys)[count] = p->key.key;
+    (*deltas)[count++] = p->delta;
+  }
+  return count;
+}
+
 int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 value) {
   int64 committed = BufferRead(def, key, bucket, true);
   int64 old, delta;
