@@ -497,22 +497,38 @@ const char* const kTopStoredSql[2] = {
 int BufferTop(const CounterDef& def, int n, int extra, int64** keys_out, int64** values_out) {
   bool transactional = def.durability == Durability::kTransactional;
   CounterTable* t = shared->table;
-  // Every resident key of the counter, with its exact value.
-  int64 space = int64(t->used()) + 1;
-  auto* resident_keys = static_cast<int64*>(palloc(sizeof(int64) * space));
-  auto* resident_values = static_cast<int64*>(palloc(sizeof(int64) * space));
-  int64 nresident = 0;
-  for (uint32 p = 0; p < kPartitions; p++) {
-    LWLock* lock = &shared->partition_locks[p].lock;
-    LWLockAcquire(lock, LW_SHARED);
-    t->ForEachInPartition(p, [&](uint32, Entry& e) {
-      if (nresident == space || e.id.db != MyDatabaseId || e.id.counter != def.id ||
-          e.id.bucket != kNoBucket || e.state.load(std::memory_order_acquire) != kResident)
-        return;
-      resident_keys[nresident] = e.id.key;
-      resident_values[nresident++] = e.value.load(std::memory_order_acquire);
-    });
-    LWLockRelease(lock);
+  // Every resident key of the counter, with its exact value. Entries linked during the scan can
+  // fill the array; then scan again with room for all of them (a key left out would be reported
+  // with its stored value, not its exact one).
+  int64 space = int64(t->used()) + 64;
+  int64* resident_keys;
+  int64* resident_values;
+  int64 nresident;
+  for (;;) {
+    resident_keys = static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
+                                                                sizeof(int64) * space));
+    resident_values = static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
+                                                                  sizeof(int64) * space));
+    nresident = 0;
+    bool full = false;
+    for (uint32 p = 0; p < kPartitions && !full; p++) {
+      LWLock* lock = &shared->partition_locks[p].lock;
+      LWLockAcquire(lock, LW_SHARED);
+      t->ForEachInPartition(p, [&](uint32, Entry& e) {
+        if (e.id.db != MyDatabaseId || e.id.counter != def.id || e.id.bucket != kNoBucket ||
+            e.state.load(std::memory_order_acquire) != kResident)
+          return;
+        if (nresident == space) {
+          full = true;
+          return;
+        }
+        resident_keys[nresident] = e.id.key;
+        resident_values[nresident++] = e.value.load(std::memory_order_acquire);
+      });
+      LWLockRelease(lock);
+    }
+    if (!full) break;
+    space = int64(t->capacity()) + 1;
   }
   // The largest stored values of all other keys.
   auto* excluded = static_cast<Datum*>(palloc(sizeof(Datum) * (nresident + 1)));
