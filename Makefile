@@ -15,7 +15,8 @@ OBJS = \
 	src/stats.o \
 	src/xact.o \
 	src/transactional.o \
-	src/key_arrays.o
+	src/key_arrays.o \
+	src/attach.o
 
 EXTENSION = slotted_counter
 DATA = sql/slotted_counter--0.1.sql
@@ -25,7 +26,7 @@ PG_CXXFLAGS = -std=c++17 -Wno-register
 SHLIB_LINK = -lstdc++
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
-REGRESS = setup type api errors buffer transactional batch set top
+REGRESS = setup type api errors buffer transactional batch set top attach
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf

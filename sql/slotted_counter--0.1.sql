@@ -40,7 +40,22 @@ CREATE TABLE slotted_counter.deltas (
     delta   bigint  NOT NULL
 );
 
+-- Lagged totals written into users' tables: the flusher sets target.value_column of the row whose
+-- key_column equals the key, for every key changed since last_run, at most every `every`, as
+-- the role that attached. Written only by sc_attach, sc_detach and the flusher.
+CREATE TABLE slotted_counter.attachments (
+    counter      integer     NOT NULL,
+    target       regclass    NOT NULL,
+    key_column   name        NOT NULL,
+    value_column name        NOT NULL,
+    every        interval    NOT NULL,
+    role         oid         NOT NULL,
+    last_run     timestamptz,
+    PRIMARY KEY (counter, target)
+);
+
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals', '');
@@ -112,11 +127,18 @@ CREATE FUNCTION sc_top(counter slotted_counter, n integer, since timestamptz DEF
 CREATE FUNCTION sc_rollup() RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_rollup' LANGUAGE C STRICT VOLATILE;
 
+CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
+                          value_column name, every interval DEFAULT '1 minute') RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_detach(counter slotted_counter, target regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_detach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
 -- Monitoring
 CREATE FUNCTION slotted_counter.sc_stats(
     OUT datname name, OUT capacity bigint, OUT entries_used bigint, OUT dirty_entries bigint,
     OUT flushes bigint, OUT last_flush_at timestamptz, OUT last_flush_ms double precision,
     OUT rows_written bigint, OUT write_throughs bigint, OUT evictions bigint,
+    OUT attach_skipped bigint, OUT attach_errors bigint,
     OUT worker_pid integer, OUT worker_state text)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'sc_stats' LANGUAGE C STRICT VOLATILE;
@@ -124,4 +146,4 @@ CREATE VIEW slotted_counter.stats AS SELECT * FROM slotted_counter.sc_stats();
 
 GRANT USAGE ON SCHEMA slotted_counter TO PUBLIC;
 GRANT SELECT ON slotted_counter.counters, slotted_counter.totals, slotted_counter.deltas,
-    slotted_counter.stats TO PUBLIC;
+    slotted_counter.attachments, slotted_counter.stats TO PUBLIC;

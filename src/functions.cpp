@@ -169,7 +169,8 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
   if (deleted) {
     static const char* const deletes[] = {
         "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
-        "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1"};
+        "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1"};
     for (const char* sql : deletes) {
       rc = SPI_execute_with_args(sql, 1, &type, &arg, nullptr, false, 0);
       if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);

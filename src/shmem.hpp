@@ -48,6 +48,8 @@ struct DatabaseSlot {
   uint64 flushes;
   uint64 rows_written;
   uint64 write_throughs;
+  uint64 attach_skipped;         // changed keys with no row in an attached table
+  uint64 attach_errors;          // attachment runs that failed
   TimestampTz last_flush_at;
   double last_flush_ms;
 

@@ -40,8 +40,8 @@ int64 DirtyEntries(Oid db) {
 }
 
 void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
-  Datum values[12];
-  bool nulls[12] = {false};
+  Datum values[14];
+  bool nulls[14] = {false};
   char* datname = get_database_name(db);
   if (datname == nullptr) nulls[0] = true;
   else values[0] = CStringGetDatum(datname);
@@ -56,9 +56,11 @@ void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
   values[7] = Int64GetDatum(int64(copy->rows_written));
   values[8] = Int64GetDatum(int64(copy->write_throughs));
   values[9] = Int64GetDatum(int64(pg_atomic_read_u64(&shared->evictions)));
-  if (pid == 0) nulls[10] = true;
-  else values[10] = Int32GetDatum(pid);
-  values[11] = CStringGetTextDatum(WorkerStateName(pid == 0 ? kWorkerNone : copy->worker_state));
+  values[10] = Int64GetDatum(int64(copy->attach_skipped));
+  values[11] = Int64GetDatum(int64(copy->attach_errors));
+  if (pid == 0) nulls[12] = true;
+  else values[12] = Int32GetDatum(pid);
+  values[13] = CStringGetTextDatum(WorkerStateName(pid == 0 ? kWorkerNone : copy->worker_state));
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -86,6 +88,8 @@ Datum sc_stats(PG_FUNCTION_ARGS) {
     copy.flushes = slot->flushes;
     copy.rows_written = slot->rows_written;
     copy.write_throughs = slot->write_throughs;
+    copy.attach_skipped = slot->attach_skipped;
+    copy.attach_errors = slot->attach_errors;
     copy.last_flush_at = slot->last_flush_at;
     copy.last_flush_ms = slot->last_flush_ms;
     SpinLockRelease(&slot->mutex);

@@ -16,6 +16,7 @@
 // When the extension has been dropped from its database, it frees the slot and exits.
 #include "worker.hpp"
 
+#include "attach.hpp"
 #include "flush.hpp"
 #include "settings.hpp"
 #include "shmem.hpp"
@@ -58,6 +59,7 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->flush_error[0] = '\0';
     free_slot->last_flush_rows = 0;
     free_slot->flushes = free_slot->rows_written = free_slot->write_throughs = 0;
+    free_slot->attach_skipped = free_slot->attach_errors = 0;
     free_slot->last_flush_at = 0;
     free_slot->last_flush_ms = 0;
     SpinLockRelease(&free_slot->mutex);
@@ -160,6 +162,10 @@ bool FlushAndRecord(Oid db) {
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);
+  // The lagged totals of attached tables follow each committed flush, before the flush counts as
+  // done: sc_rollup() returns with the attached tables written.
+  int64 skipped = 0, attach_errors = 0;
+  if (rows >= 0) RunAttachments(db, &skipped, &attach_errors);
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();
@@ -172,6 +178,8 @@ bool FlushAndRecord(Oid db) {
     my_slot->rows_written += uint64(rows);
     my_slot->last_flush_at = end;
     my_slot->last_flush_ms = double(end - start) / 1000.0;
+    my_slot->attach_skipped += uint64(skipped);
+    my_slot->attach_errors += uint64(attach_errors);
   } else {
     my_slot->flush_failed = ticket;
     my_slot->flush_error_code = error_code;
