@@ -201,6 +201,43 @@ LoadResult Load(const CounterKey& k, uint32 hash, bool transactional) {
   return stale ? LoadResult::kStale : LoadResult::kLoaded;
 }
 
+// After a miss: tries to make k resident. False if no entry can be had; otherwise the caller
+// probes again (after a wait if another backend is loading the key, with a fresh definition if a
+// drop made the cached one stale).
+bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits) {
+  switch (Load(k, hash, def->durability == Durability::kTransactional)) {
+    case LoadResult::kLoaded:
+      return true;
+    case LoadResult::kRetry:
+      WaitForLoad(waits);
+      return true;
+    case LoadResult::kStale:
+      *def = *GetCounter(def->id);
+      return true;
+    case LoadResult::kNoRoom:
+      return false;
+  }
+  return true;
+}
+
+// No entry could be had for an operation that must not write through (a set, a commit): every
+// entry is dirty or pinned. The flusher makes buffered entries clean and committers unpin
+// theirs; entries that never go (committers waiting on each other for room) end the wait with
+// an error after kRoomWaitMs rather than a hang.
+void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, int* waits) {
+  if (*since == 0) *since = GetCurrentTimestamp();
+  if (TimestampDifferenceExceeds(*since, GetCurrentTimestamp(), kRoomWaitMs))
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("no room in the slotted_counter buffer to %s counter \"%s\"", action,
+                           def.name),
+                    errdetail("All %u entries stayed dirty or held by committing transactions "
+                              "for %d seconds.",
+                              shared->table->capacity(), kRoomWaitMs / 1000),
+                    errhint("Raise slotted_counter.max_entries.")));
+  WakeFlusher(EnsureFlusher());
+  WaitForLoad(waits);
+}
+
 // Waits until the flusher has answered request r, or r holds no request, and reports its outcome.
 void AwaitRequest(WriteThroughRequest* r, DatabaseSlot* slot, RequestState* state, int64* result,
                   int* sqlerrcode) {
@@ -333,21 +370,10 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
       WaitForLoad(&waits);
       continue;
     }
-    switch (Load(k, hash, false)) {
-      case LoadResult::kLoaded:
-        break;
-      case LoadResult::kRetry:
-        WaitForLoad(&waits);
-        break;
-      case LoadResult::kStale:
-        def = *GetCounter(def.id);
-        break;
-      case LoadResult::kNoRoom: {
-        bool retry;
-        value = WriteThrough(def, k, hash, delta, &retry);
-        if (!retry) return value;
-        break;
-      }
+    if (!MakeResident(&def, k, hash, &waits)) {
+      bool retry;
+      value = WriteThrough(def, k, hash, delta, &retry);
+      if (!retry) return value;
     }
   }
 }
@@ -366,31 +392,13 @@ int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value)
       WaitForLoad(&waits);
       continue;
     }
-    switch (Load(k, hash, false)) {
-      case LoadResult::kLoaded:
-        break;
-      case LoadResult::kRetry:
-        WaitForLoad(&waits);
-        break;
-      case LoadResult::kStale:
-        def = *GetCounter(def.id);
-        break;
-      case LoadResult::kNoRoom:
-        // A set is not written through: it waits for the flusher to make room.
-        if (no_room_since == 0) no_room_since = GetCurrentTimestamp();
-        if (TimestampDifferenceExceeds(no_room_since, GetCurrentTimestamp(), kRoomWaitMs))
-          ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                          errmsg("no room in the slotted_counter buffer to set counter \"%s\"",
-                                 def.name),
-                          errhint("Raise slotted_counter.max_entries.")));
-        WakeFlusher(EnsureFlusher());
-        WaitForLoad(&waits);
-        break;
-    }
+    // A set is not written through: it waits for the flusher to make room.
+    if (!MakeResident(&def, k, hash, &waits)) WaitForRoom(def, "set", &no_room_since, &waits);
   }
 }
 
-int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load) {
+int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) {
+  CounterDef def = counter;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   bool transactional = def.durability == Durability::kTransactional;
@@ -404,19 +412,7 @@ int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load) {
       WaitForLoad(&waits);
       continue;
     }
-    if (!load) return ReadStoredValue(k, transactional);
-    switch (Load(k, hash, transactional)) {
-      case LoadResult::kLoaded:
-        break;
-      case LoadResult::kRetry:
-        WaitForLoad(&waits);
-        break;
-      case LoadResult::kStale:
-        (void)GetCounter(def.id);
-        break;
-      case LoadResult::kNoRoom:
-        return ReadStoredValue(k, transactional);
-    }
+    if (!load || !MakeResident(&def, k, hash, &waits)) return ReadStoredValue(k, transactional);
   }
 }
 
@@ -585,8 +581,9 @@ int BufferTop(const CounterDef& def, int n, int extra, int64** keys_out, int64**
   return count;
 }
 
-void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
                    Reservation* out) {
+  CounterDef def = counter;
   CounterTable* t = shared->table;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
@@ -622,32 +619,7 @@ void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
       WaitForLoad(&waits);
       continue;
     }
-    switch (Load(k, hash, true)) {
-      case LoadResult::kLoaded:
-        break;
-      case LoadResult::kStale:
-        (void)GetCounter(def.id);
-        break;
-      case LoadResult::kRetry:
-        WaitForLoad(&waits);
-        break;
-      case LoadResult::kNoRoom:
-        // Every entry is dirty or pinned: the flusher makes buffered entries clean, and other
-        // committers unpin theirs. Pinned entries that never go (committers waiting on each
-        // other for room) end the wait with an error rather than a hang.
-        if (no_room_since == 0) no_room_since = GetCurrentTimestamp();
-        if (TimestampDifferenceExceeds(no_room_since, GetCurrentTimestamp(), kRoomWaitMs))
-          ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                          errmsg("no room in the slotted_counter buffer to commit counter \"%s\"",
-                                 def.name),
-                          errdetail("All %u entries stayed dirty or held by committing "
-                                    "transactions for %d seconds.",
-                                    t->capacity(), kRoomWaitMs / 1000),
-                          errhint("Raise slotted_counter.max_entries.")));
-        WakeFlusher(EnsureFlusher());
-        WaitForLoad(&waits);
-        break;
-    }
+    if (!MakeResident(&def, k, hash, &waits)) WaitForRoom(def, "commit", &no_room_since, &waits);
   }
 }
 
