@@ -307,13 +307,9 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
 enum class Probe { kFound, kMissing, kLoading };
 
 // The hot path: under the key's partition lock SHARED, find its entry and, if it is resident,
-// read its value or (add) add delta to it. *overflow: the add was refused, *value holds the
-// unchanged value.
-inline Probe ProbeResident(const CounterKey& k, uint32 hash, bool add, int64 delta, int64* value,
-                           bool* overflow);
-
-// Under the key's partition lock SHARED: replaces a resident entry's value, returning the old one.
-Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value, int64* old_value) {
+// apply op to it. Reports whether the key was resident, absent, or being loaded.
+template <typename Op>
+inline Probe WithResident(const CounterKey& k, uint32 hash, Op&& op) {
   CounterTable* t = shared->table;
   LWLock* lock = PartitionLock(hash);
   LWLockAcquire(lock, LW_SHARED);
@@ -322,33 +318,30 @@ Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value, int64*
   if (index != kNil) {
     Entry& e = t->at(index);
     probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
-    if (probe == Probe::kFound) {
-      *old_value = e.value.exchange(new_value, std::memory_order_acq_rel);
-      e.usage.store(1, std::memory_order_relaxed);
-    }
+    if (probe == Probe::kFound) op(e);
   }
   LWLockRelease(lock);
   return probe;
 }
 
+// Reads a resident entry's value or (add) adds delta to it. *overflow: the add was refused,
+// *value holds the unchanged value.
 inline Probe ProbeResident(const CounterKey& k, uint32 hash, bool add, int64 delta, int64* value,
                            bool* overflow) {
-  CounterTable* t = shared->table;
-  LWLock* lock = PartitionLock(hash);
-  LWLockAcquire(lock, LW_SHARED);
-  uint32 index = t->Find(k, hash);
-  Probe probe = Probe::kMissing;
   *overflow = false;
-  if (index != kNil) {
-    Entry& e = t->at(index);
-    probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
-    if (probe == Probe::kFound) {
-      *overflow = add && !CounterTable::Add(e, delta, value);
-      if (!add || *overflow) *value = e.value.load(std::memory_order_acquire);
-    }
-  }
-  LWLockRelease(lock);
-  return probe;
+  return WithResident(k, hash, [&](Entry& e) {
+    *overflow = add && !CounterTable::Add(e, delta, value);
+    if (!add || *overflow) *value = e.value.load(std::memory_order_acquire);
+  });
+}
+
+// Replaces a resident entry's value, returning the old one.
+inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
+                              int64* old_value) {
+  return WithResident(k, hash, [&](Entry& e) {
+    *old_value = e.value.exchange(new_value, std::memory_order_acq_rel);
+    e.usage.store(1, std::memory_order_relaxed);
+  });
 }
 
 }  // namespace
