@@ -6,9 +6,11 @@ OBJS = \
 	src/module.o \
 	src/shmem.o \
 	src/counter_table.o \
+	src/time_bucket.o \
 	src/catalog.o \
 	src/counter_type.o \
 	src/buffer.o \
+	src/bucketed.o \
 	src/functions.o \
 	src/flush.o \
 	src/worker.o \
@@ -19,14 +21,14 @@ OBJS = \
 	src/attach.o
 
 EXTENSION = slotted_counter
-DATA = sql/slotted_counter--0.1.sql
+DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
 PG_CXXFLAGS = -std=c++17 -Wno-register
 SHLIB_LINK = -lstdc++
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
-REGRESS = setup type api errors buffer transactional batch set top attach
+REGRESS = setup type api errors buffer transactional batch set top attach buckets
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf

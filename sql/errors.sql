@@ -33,10 +33,12 @@ SELECT sc_create('d', 'buffered', '-1 hour');
 -- duplicate name: 42710
 SELECT sc_create('c', 'buffered');
 \echo :LAST_ERROR_SQLSTATE
--- not in this version: 0A000
-SELECT sc_create('d', 'buffered', '1 hour');
+-- a width of mixed units: 22023
+SELECT sc_create('d', 'buffered', '1 month 2 hours');
 \echo :LAST_ERROR_SQLSTATE
-SELECT sc_create('d', 'transactional', '1 day');
+SELECT sc_create('d', 'transactional', '1 day 12 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_create('d', 'transactional', '1 month -1 day');
 \echo :LAST_ERROR_SQLSTATE
 -- unknown counter: 42704
 SELECT sc_incr('nope');

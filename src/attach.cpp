@@ -223,9 +223,12 @@ Datum sc_attach(PG_FUNCTION_ARGS) {
   const char* key_column = NameStr(*PG_GETARG_NAME(2));
   const char* value_column = NameStr(*PG_GETARG_NAME(3));
   Interval* every = PG_GETARG_INTERVAL_P(4);
+  // A bucketed key has no one lagged value to write: which bucket, and what after a drop?
   if (def.bucketed)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("a bucketed counter cannot be attached yet")));
+                    errmsg("counter \"%s\" is bucketed and cannot be attached", def.name),
+                    errhint("Attach an unbucketed counter, or join slotted_counter.totals, "
+                            "which holds one row per key and bucket.")));
   char relkind = get_rel_relkind(relid);
   if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
     ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),

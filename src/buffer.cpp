@@ -9,6 +9,8 @@
 // no loader can link it while the request is pending.
 #include "buffer.hpp"
 
+#include <algorithm>
+
 #include "checked_math.hpp"
 #include "shmem.hpp"
 #include "worker.hpp"
@@ -574,6 +576,55 @@ int BufferTop(const CounterDef& def, int n, int extra, int64** keys_out, int64**
   return count;
 }
 
+int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,
+                            int64 until, BucketValue** out) {
+  CounterTable* t = shared->table;
+  // The partitions to scan, in order, each once.
+  auto* partitions = static_cast<uint32*>(palloc(sizeof(uint32) * kPartitions));
+  int npartitions = 0;
+  if (keys == nullptr) {
+    for (uint32 p = 0; p < kPartitions; p++) partitions[npartitions++] = p;
+  } else {
+    bool wanted[kPartitions] = {};
+    for (int i = 0; i < nkeys; i++)
+      wanted[CounterTable::PartitionOf(
+          HashCounterKey(CounterKey{MyDatabaseId, def.id, keys[i], kNoBucket}))] = true;
+    for (uint32 p = 0; p < kPartitions; p++)
+      if (wanted[p]) partitions[npartitions++] = p;
+  }
+  // Entries linked during the scan can fill the array; then scan again with twice the room.
+  int64 space = keys == nullptr ? int64(t->used()) + 64 : 64;
+  for (;;) {
+    auto* values = static_cast<BucketValue*>(
+        MemoryContextAllocHuge(CurrentMemoryContext, sizeof(BucketValue) * space));
+    int64 n = 0;
+    bool full = false;
+    for (int i = 0; i < npartitions && !full; i++) {
+      LWLock* lock = &shared->partition_locks[partitions[i]].lock;
+      LWLockAcquire(lock, LW_SHARED);
+      t->ForEachInPartition(partitions[i], [&](uint32, Entry& e) {
+        if (full || e.id.db != MyDatabaseId || e.id.counter != def.id ||
+            e.id.bucket < since || e.id.bucket >= until ||
+            e.state.load(std::memory_order_acquire) != kResident ||
+            (keys != nullptr && !std::binary_search(keys, keys + nkeys, e.id.key)))
+          return;
+        if (n == space) {
+          full = true;
+          return;
+        }
+        values[n++] = BucketValue{e.id.key, e.id.bucket, e.value.load(std::memory_order_acquire)};
+      });
+      LWLockRelease(lock);
+    }
+    if (!full) {
+      *out = values;
+      return n;
+    }
+    pfree(values);
+    space = Min(space * 2, int64(t->capacity()) + 1);
+  }
+}
+
 void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
                    Reservation* out) {
   CounterDef def = counter;
@@ -662,6 +713,18 @@ void PurgeCounter(Oid db, int32 counter) {
     shared->table->RemoveIf(p, [&](const Entry& e) {
       return e.id.db == db && e.id.counter == counter &&
              e.state.load(std::memory_order_relaxed) == kResident;
+    });
+    LWLockRelease(lock);
+  }
+}
+
+void PurgeBuckets(Oid db, int32 counter, int64 before) {
+  for (uint32 p = 0; p < kPartitions; p++) {
+    LWLock* lock = &shared->partition_locks[p].lock;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    shared->table->RemoveIf(p, [&](const Entry& e) {
+      return e.id.db == db && e.id.counter == counter && e.id.bucket != kNoBucket &&
+             e.id.bucket < before && e.state.load(std::memory_order_relaxed) == kResident;
     });
     LWLockRelease(lock);
   }

@@ -31,6 +31,20 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
 // tables with one query.
 int BufferTop(const CounterDef& def, int n, int extra, int64** keys, int64** values);
 
+// One resident value of a bucketed counter.
+struct BucketValue {
+  int64 key;
+  int64 bucket;
+  int64 value;
+};
+
+// The resident values of a bucketed counter whose key is one of keys (sorted, distinct; nullptr:
+// any key) and whose bucket starts in [since, until), each exact at some moment during the call
+// (committed values, for a transactional counter), in a palloc'd array; returns how many. Keys
+// take one partition scan each (all buckets of a key share its partition), any key all of them.
+int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,
+                            int64 until, BucketValue** out);
+
 // A committing transaction's hold on one entry of a transactional counter.
 struct Reservation {
   uint32 index;
@@ -50,6 +64,8 @@ void BufferSettle(const Reservation& r, bool committed);
 // Removes every entry of one counter (or of a whole database) from the buffer.
 // Used when a drop commits; takes only LWLocks and cannot fail.
 void PurgeCounter(Oid db, int32 counter);
+// Removes the entries of one counter's buckets that start before `before`.
+void PurgeBuckets(Oid db, int32 counter, int64 before);
 void PurgeDatabase(Oid db);
 
 }  // namespace sc

@@ -79,13 +79,20 @@ const CounterDef* Load(bool by_name_lookup, Datum arg) {
     char* name = SPI_getvalue(tup, desc, 2);
     char* durability = SPI_getvalue(tup, desc, 3);
     Datum bucket = SPI_getbinval(tup, desc, 4, &isnull);
+    bool bucketed = !isnull;
+    BucketWidth width{0, 0};
+    // Checked by sc_create; a width edited into the table by hand is refused here.
+    if (bucketed && MakeBucketWidth(DatumGetIntervalP(bucket)->month,
+                                    DatumGetIntervalP(bucket)->day,
+                                    DatumGetIntervalP(bucket)->time, &width) != WidthError::kNone)
+      elog(ERROR, "counter \"%s\" has an invalid bucket width", name);
 
     bool found;
     auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_ENTER, &found));
     def->durability = strcmp(durability, "buffered") == 0 ? Durability::kBuffered
                                                            : Durability::kTransactional;
-    def->bucketed = !isnull;
-    if (!isnull) def->bucket = *DatumGetIntervalP(bucket);
+    def->bucketed = bucketed;
+    def->width = width;
     strlcpy(def->name, name, NAMEDATALEN);
     if (strlen(name) < NAMEDATALEN) {
       auto* ne = static_cast<NameEntry*>(hash_search(by_name, def->name, HASH_ENTER, &found));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "pg.hpp"
+#include "time_bucket.hpp"
 
 namespace sc {
 
@@ -11,7 +12,7 @@ struct CounterDef {
   int32 id;
   Durability durability;
   bool bucketed;
-  Interval bucket;          // the bucket width, when bucketed
+  BucketWidth width;        // the bucket width, when bucketed
   char name[NAMEDATALEN];
 };
 

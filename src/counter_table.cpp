@@ -31,8 +31,11 @@ inline uint64_t Mix(uint64_t x) {
 uint32_t HashCounterKey(const CounterKey& k) noexcept {
   uint64_t h = Mix((uint64_t(k.db) << 32) ^ uint32_t(k.counter));
   h = Mix(h ^ uint64_t(k.key));
-  h = Mix(h ^ uint64_t(k.bucket));
-  return uint32_t(h);
+  if (k.bucket == kNoBucket) return uint32_t(h);
+  // The partition bits come from the key alone, the chain bits from the bucket too.
+  uint32_t partition_bits = uint32_t(h) % kPartitions;
+  uint32_t chain_bits = uint32_t(Mix(h ^ uint64_t(k.bucket)));
+  return chain_bits - chain_bits % kPartitions + partition_bits;
 }
 
 size_t CounterTable::BytesFor(uint32_t capacity) noexcept {

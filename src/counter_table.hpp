@@ -52,6 +52,8 @@ inline bool operator==(const CounterKey& a, const CounterKey& b) noexcept {
   return a.db == b.db && a.counter == b.counter && a.key == b.key && a.bucket == b.bucket;
 }
 
+// Every bucket of one (db, counter, key) hashes to the same partition (PartitionOf), so that one
+// partition's lock covers all of a key's buckets; the chain within it depends on the bucket too.
 uint32_t HashCounterKey(const CounterKey& k) noexcept;
 
 enum EntryState : uint32_t {

@@ -128,8 +128,29 @@ MemoryContext WorkContext() {
   return work_context;
 }
 
+// The buckets of db that committing transactions dropped and have not yet purged from the
+// buffer. Read after the counters are locked: a drop holds its counter FOR UPDATE until it
+// commits, and registers before that.
+int BucketsBeingDropped(Oid db, BucketDrop* out) {
+  int n = 0;
+  SpinLockAcquire(&shared->bucket_drops_mutex);
+  for (const BucketDrop& drop : shared->bucket_drops)
+    if (drop.db == db) out[n++] = drop;
+  SpinLockRelease(&shared->bucket_drops_mutex);
+  return n;
+}
+
+bool BeingDropped(const CounterKey& k, const BucketDrop* drops, int ndrops) {
+  for (int i = 0; i < ndrops; i++)
+    if (drops[i].counter == k.counter && k.bucket != kNoBucket && k.bucket < drops[i].before)
+      return true;
+  return false;
+}
+
 // Reads the dirty entries of db whose counter is in ids, marking them in_flush.
 FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
+  BucketDrop drops[kMaxBucketDrops];
+  int ndrops = BucketsBeingDropped(db, drops);
   CounterTable* t = shared->table;
   int64 space = int64(t->used()) + 1;
   auto* items = static_cast<FlushItem*>(
@@ -140,7 +161,8 @@ FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
     LWLockAcquire(lock, LW_SHARED);
     t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
       if (n == space || e.id.db != db || e.state.load(std::memory_order_acquire) != kResident ||
-          !std::binary_search(ids, ids + nids, e.id.counter))
+          !std::binary_search(ids, ids + nids, e.id.counter) ||
+          (ndrops > 0 && BeingDropped(e.id, drops, ndrops)))
         return;
       // Two flushers of one database overlap during a hand-over: claim the entry atomically
       // (the partition lock is only shared), then read its delta.

@@ -1,10 +1,11 @@
-// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_set, sc_sum, sc_top,
-// sc_rollup; the batch and group forms).
+// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_set, sc_sum, sc_series,
+// sc_top, sc_drop_buckets, sc_rollup; the batch, group and range forms).
 //
 // Each reads and checks its arguments, then calls the buffer, the catalog or the flusher. No C++
 // object with a destructor lives in these frames, so an ereport from anywhere below is safe.
 #include <algorithm>
 
+#include "bucketed.hpp"
 #include "buffer.hpp"
 #include "catalog.hpp"
 #include "checked_math.hpp"
@@ -17,11 +18,15 @@ extern "C" {
 PG_FUNCTION_INFO_V1(sc_create);
 PG_FUNCTION_INFO_V1(sc_drop);
 PG_FUNCTION_INFO_V1(sc_incr);
+PG_FUNCTION_INFO_V1(sc_incr_at);
 PG_FUNCTION_INFO_V1(sc_incr_batch);
 PG_FUNCTION_INFO_V1(sc_set);
 PG_FUNCTION_INFO_V1(sc_top);
 PG_FUNCTION_INFO_V1(sc_sum);
 PG_FUNCTION_INFO_V1(sc_sum_keys);
+PG_FUNCTION_INFO_V1(sc_sum_range);
+PG_FUNCTION_INFO_V1(sc_series);
+PG_FUNCTION_INFO_V1(sc_drop_buckets);
 PG_FUNCTION_INFO_V1(sc_rollup);
 }
 
@@ -59,24 +64,59 @@ void CheckDurability(const char* text) {
 }
 
 void CheckBucketWidth(const Interval* width) {
-  bool positive = width->month >= 0 && width->day >= 0 && width->time >= 0 &&
-                  (width->month > 0 || width->day > 0 || width->time > 0);
-  if (!positive)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("bucket width must be positive")));
+  BucketWidth checked;
+  switch (MakeBucketWidth(width->month, width->day, width->time, &checked)) {
+    case WidthError::kNone:
+      return;
+    case WidthError::kNotPositive:
+      ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                      errmsg("bucket width must be positive")));
+      break;
+    case WidthError::kMixedUnits:
+      ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                      errmsg("bucket width must be in one unit"),
+                      errdetail("A width is a number of months (or years), of days, or of "
+                                "hours, minutes and seconds, not a mix of them."),
+                      errhint("Use for example '1 hour', '1 day', '7 days', '1 month' or "
+                              "'1 year'.")));
+      break;
+  }
 }
 
-// The counter a write may change: it exists, and this version can count into it.
+// 22023 for a time given to a counter without buckets.
+void ReportNoBuckets(const CounterDef& def, const char* what) {
+  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                  errmsg("counter \"%s\" has no buckets", def.name),
+                  errdetail("%s may be given only for a counter created with a bucket width.",
+                            what)));
+}
+
+// The bucket a write goes to: the one holding argument `at_arg` if given, else the current one.
+int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
+  if (PG_ARGISNULL(at_arg)) return CurrentBucket(def);
+  if (!def.bucketed) ReportNoBuckets(def, "A time");
+  return BucketOf(def, PG_GETARG_TIMESTAMPTZ(at_arg));
+}
+
+// The counter a write may change: it exists, and this server can write.
 CounterDef WritableCounter(FunctionCallInfo fcinfo) {
   RequireShared();
   PreventCommandDuringRecovery("sc_incr()");
   CounterDef def = *GetCounter(PG_GETARG_INT32(0));
-  if (def.bucketed)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("counter \"%s\" is bucketed, which this version cannot count",
-                           def.name)));
   if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   return def;
+}
+
+// Sorts keys and removes duplicates: a group is a set, a key listed twice counts once, as in
+// key = ANY (keys). Returns the new count.
+int DistinctKeys(int64* keys, int n) {
+  std::sort(keys, keys + n);
+  return int(std::unique(keys, keys + n) - keys);
+}
+
+void ReportSumOutOfRange(const CounterDef& def, int n) {
+  ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                  errmsg("sum of counter \"%s\" over %d keys out of range", def.name, n)));
 }
 
 // The elements of a one-dimensional bigint[] argument; fails with 22004 on a NULL element.
@@ -103,8 +143,33 @@ int64* BigintElements(FunctionCallInfo fcinfo, int n, const char* name, int* cou
 // nothing. Each key was just counted and is normally still resident, so this is n atomic adds.
 // (Limits, for the bigint edge only: a concurrent caller may see a value the undo takes back,
 // and if the undo itself fails the error is raised with the batch half taken back.)
-void UndoBatch(const CounterDef& def, const int64* keys, const int64* deltas, int n) {
-  for (int i = n - 1; i >= 0; i--) BufferIncrement(def, keys[i], kNoBucket, -deltas[i]);
+void UndoBatch(const CounterDef& def, const int64* keys, int64 bucket, const int64* deltas,
+               int n) {
+  for (int i = n - 1; i >= 0; i--) BufferIncrement(def, keys[i], bucket, -deltas[i]);
+}
+
+// The value of one key: over all its buckets, for a bucketed counter.
+int64 SumOfKey(const CounterDef& def, int64 key) {
+  if (def.bucketed) return RangeSum(def, &key, 1, kAllBuckets);
+  if (def.durability == Durability::kBuffered) return BufferRead(def, key, kNoBucket, false);
+  // The committed value plus this transaction's own pending delta, which other commits since
+  // the increment may have pushed out of range.
+  int64 value = BufferRead(def, key, kNoBucket, !RecoveryInProgress());
+  if (!CheckedAdd(value, TransactionalPending(def.id, key, kNoBucket), &value))
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                    errmsg("value of counter \"%s\" out of range", def.name),
+                    errdetail("Key %lld with this transaction's own increments leaves the bigint "
+                              "range; its COMMIT would fail.", (long long)key)));
+  return value;
+}
+
+int64 Increment(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
+  EnsureFlusher();
+  if (def.durability == Durability::kTransactional)
+    return TransactionalIncrement(def, key, bucket, delta);
+  int64 value = BufferIncrement(def, key, bucket, delta);
+  EnsureFlusher(true);
+  return value;
 }
 
 }  // namespace
@@ -123,21 +188,17 @@ Datum sc_create(PG_FUNCTION_ARGS) {
   CheckDurability(durability_text);
   bool bucketed = !PG_ARGISNULL(2);
   if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
-  if (bucketed)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("bucketed counters are not supported yet"),
-                    errhint("Create the counter without a bucket width.")));
-  DatabaseSlot* slot = EnsureFlusher();
-  (void)slot;
+  EnsureFlusher();
 
   SPI_connect();
-  Oid types[2] = {TEXTOID, TEXTOID};
-  Datum args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+  Oid types[3] = {TEXTOID, TEXTOID, INTERVALOID};
+  Datum args[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
+  char nulls[3] = {' ', ' ', bucketed ? ' ' : 'n'};
   int rc = SPI_execute_with_args(
-      "INSERT INTO slotted_counter.counters (id, name, durability) "
-      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2) "
+      "INSERT INTO slotted_counter.counters (id, name, durability, bucket) "
+      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3) "
       "ON CONFLICT (name) DO NOTHING RETURNING id",
-      2, types, args, nullptr, false, 1);
+      3, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;
@@ -187,13 +248,15 @@ Datum sc_incr(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", nullptr};
   RequireArguments(fcinfo, names);
   CounterDef def = WritableCounter(fcinfo);
-  EnsureFlusher();
-  if (def.durability == Durability::kTransactional)
-    PG_RETURN_INT64(
-        TransactionalIncrement(def, PG_GETARG_INT64(1), kNoBucket, PG_GETARG_INT64(2)));
-  int64 value = BufferIncrement(def, PG_GETARG_INT64(1), kNoBucket, PG_GETARG_INT64(2));
-  EnsureFlusher(true);
-  PG_RETURN_INT64(value);
+  PG_RETURN_INT64(Increment(def, PG_GETARG_INT64(1), CurrentBucket(def), PG_GETARG_INT64(2)));
+}
+
+Datum sc_incr_at(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", "delta", nullptr};
+  RequireArguments(fcinfo, names);
+  CounterDef def = WritableCounter(fcinfo);
+  int64 bucket = WriteBucket(fcinfo, def, 3);
+  PG_RETURN_INT64(Increment(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2)));
 }
 
 Datum sc_incr_batch(PG_FUNCTION_ARGS) {
@@ -207,24 +270,26 @@ Datum sc_incr_batch(PG_FUNCTION_ARGS) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("keys and deltas must have the same length"),
                     errdetail("There are %d keys and %d deltas.", nkeys, ndeltas)));
+  // One bucket for the whole batch: the one of the statement's start.
+  int64 bucket = CurrentBucket(def);
   EnsureFlusher();
   auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * (nkeys + 1)));
   if (def.durability == Durability::kTransactional) {
     // On an error the transaction (or subtransaction) ends, and its pending deltas with it.
     for (int i = 0; i < nkeys; i++)
-      values[i] = Int64GetDatum(TransactionalIncrement(def, keys[i], kNoBucket, deltas[i]));
+      values[i] = Int64GetDatum(TransactionalIncrement(def, keys[i], bucket, deltas[i]));
   } else {
     volatile int applied = 0;
     PG_TRY();
     {
       for (int i = 0; i < nkeys; i++) {
-        values[i] = Int64GetDatum(BufferIncrement(def, keys[i], kNoBucket, deltas[i]));
+        values[i] = Int64GetDatum(BufferIncrement(def, keys[i], bucket, deltas[i]));
         applied = i + 1;
       }
     }
     PG_CATCH();
     {
-      UndoBatch(def, keys, deltas, applied);
+      UndoBatch(def, keys, bucket, deltas, applied);
       PG_RE_THROW();
     }
     PG_END_TRY();
@@ -237,19 +302,31 @@ Datum sc_set(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "value", nullptr};
   RequireArguments(fcinfo, names);
   CounterDef def = WritableCounter(fcinfo);
-  if (!PG_ARGISNULL(3))
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("counter \"%s\" has no buckets", def.name),
-                    errdetail("A time may be given only for a counter created with a bucket "
-                              "width.")));
+  int64 bucket = WriteBucket(fcinfo, def, 3);
   int64 key = PG_GETARG_INT64(1);
   int64 value = PG_GETARG_INT64(2);
   EnsureFlusher();
   if (def.durability == Durability::kTransactional)
-    PG_RETURN_INT64(TransactionalSet(def, key, kNoBucket, value));
-  int64 old = BufferSet(def, key, kNoBucket, value);
+    PG_RETURN_INT64(TransactionalSet(def, key, bucket, value));
+  int64 old = BufferSet(def, key, bucket, value);
   EnsureFlusher(true);
   PG_RETURN_INT64(old);
+}
+
+// Emits the first n of the candidates, largest value first, ties by key, as (key, value) rows.
+void EmitTop(FunctionCallInfo fcinfo, int n, int64* keys, int64* values, int count) {
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  for (int i = 0; i < Min(n, count); i++) {
+    int best = i;
+    for (int j = i + 1; j < count; j++)
+      if (values[j] > values[best] || (values[j] == values[best] && keys[j] < keys[best]))
+        best = j;
+    std::swap(keys[i], keys[best]);
+    std::swap(values[i], values[best]);
+    Datum row[2] = {Int64GetDatum(keys[i]), Int64GetDatum(values[i])};
+    bool nulls[2] = {false, false};
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+  }
 }
 
 Datum sc_top(PG_FUNCTION_ARGS) {
@@ -261,21 +338,24 @@ Datum sc_top(PG_FUNCTION_ARGS) {
   if (n < 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("n must not be negative")));
-  if (!PG_ARGISNULL(2) || !PG_ARGISNULL(3))
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("counter \"%s\" has no buckets", def.name),
-                    errdetail("since and until may be given only for a counter created with a "
-                              "bucket width.")));
+  if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
+    ReportNoBuckets(def, "since and until");
+  BucketRange range = RangeArguments(fcinfo, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
-  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  int64 *keys, *values;
+  if (def.bucketed) {
+    int count = RangeTop(def, n, range, &keys, &values);
+    EmitTop(fcinfo, n, keys, values, count);
+    return (Datum)0;
+  }
   // This transaction's own increments can lift a key into the top n or drop one out of it:
   // take n more candidates than there are such keys, add the own deltas, choose again.
-  int64 *pending_keys, *pending_deltas;
+  int64 *pending_keys, *pending_buckets, *pending_deltas;
   int npending = def.durability == Durability::kTransactional
-                     ? TransactionalPendingKeys(def.id, &pending_keys, &pending_deltas)
+                     ? TransactionalPendingOf(def.id, &pending_keys, &pending_buckets,
+                                              &pending_deltas)
                      : 0;
   int want = int(Min(int64(n) + npending, int64(PG_INT32_MAX)));
-  int64 *keys, *values;
   int count = BufferTop(def, want, npending, &keys, &values);
   for (int p = 0; p < npending; p++) {
     int at = 0;
@@ -288,17 +368,7 @@ Datum sc_top(PG_FUNCTION_ARGS) {
       ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
                       errmsg("value of counter \"%s\" out of range", def.name)));
   }
-  for (int i = 0; i < Min(n, count); i++) {
-    int best = i;
-    for (int j = i + 1; j < count; j++)
-      if (values[j] > values[best] || (values[j] == values[best] && keys[j] < keys[best]))
-        best = j;
-    std::swap(keys[i], keys[best]);
-    std::swap(values[i], values[best]);
-    Datum row[2] = {Int64GetDatum(keys[i]), Int64GetDatum(values[i])};
-    bool nulls[2] = {false, false};
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
-  }
+  EmitTop(fcinfo, n, keys, values, count);
   return (Datum)0;
 }
 
@@ -309,9 +379,8 @@ Datum sc_sum_keys(PG_FUNCTION_ARGS) {
   CounterDef def = *GetCounter(PG_GETARG_INT32(0));
   int n;
   int64* keys = BigintElements(fcinfo, 1, "keys", &n);
-  // A group is a set: a key listed twice counts once, as in key = ANY (keys).
-  std::sort(keys, keys + n);
-  n = int(std::unique(keys, keys + n) - keys);
+  n = DistinctKeys(keys, n);
+  if (def.bucketed) PG_RETURN_INT64(RangeSum(def, keys, n, kAllBuckets));
   auto* values = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   BufferReadMany(def, keys, n, values);
   int64 sum = 0;
@@ -320,8 +389,7 @@ Datum sc_sum_keys(PG_FUNCTION_ARGS) {
                         ? TransactionalPending(def.id, keys[i], kNoBucket)
                         : 0;
     if (!CheckedAdd(sum, values[i], &sum) || !CheckedAdd(sum, pending, &sum))
-      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                      errmsg("sum of counter \"%s\" over %d keys out of range", def.name, n)));
+      ReportSumOutOfRange(def, n);
   }
   PG_RETURN_INT64(sum);
 }
@@ -331,18 +399,50 @@ Datum sc_sum(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  PG_RETURN_INT64(SumOfKey(def, PG_GETARG_INT64(1)));
+}
+
+Datum sc_sum_range(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
   int64 key = PG_GETARG_INT64(1);
-  if (def.durability == Durability::kBuffered)
-    PG_RETURN_INT64(BufferRead(def, key, kNoBucket, false));
-  // The committed value plus this transaction's own pending delta, which other commits since
-  // the increment may have pushed out of range.
-  int64 value = BufferRead(def, key, kNoBucket, !RecoveryInProgress());
-  if (!CheckedAdd(value, TransactionalPending(def.id, key, kNoBucket), &value))
-    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                    errmsg("value of counter \"%s\" out of range", def.name),
-                    errdetail("Key %lld with this transaction's own increments leaves the bigint "
-                              "range; its COMMIT would fail.", (long long)key)));
-  PG_RETURN_INT64(value);
+  if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
+    ReportNoBuckets(def, "since and until");
+  BucketRange range = RangeArguments(fcinfo, 2, 3);
+  if (!def.bucketed) PG_RETURN_INT64(SumOfKey(def, key));
+  PG_RETURN_INT64(RangeSum(def, &key, 1, range));
+}
+
+Datum sc_series(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  if (!def.bucketed) ReportNoBuckets(def, "A series");
+  BucketRange range = RangeArguments(fcinfo, 2, 3);
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  int64 *buckets, *values;
+  int64 n = RangeSeries(def, PG_GETARG_INT64(1), range, &buckets, &values);
+  for (int64 i = 0; i < n; i++) {
+    Datum row[2] = {TimestampTzGetDatum(buckets[i]), Int64GetDatum(values[i])};
+    bool nulls[2] = {false, false};
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+  }
+  return (Datum)0;
+}
+
+Datum sc_drop_buckets(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "before", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  PreventCommandDuringRecovery("sc_drop_buckets()");
+  PreventCommandIfReadOnly("sc_drop_buckets()");
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  if (!def.bucketed) ReportNoBuckets(def, "Buckets to drop");
+  PG_RETURN_INT64(DropBuckets(def, PG_GETARG_TIMESTAMPTZ(1)));
 }
 
 Datum sc_rollup(PG_FUNCTION_ARGS) {

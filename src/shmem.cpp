@@ -38,6 +38,8 @@ void CreateSharedState() {
     pg_atomic_init_u64(&s->catalog_epoch, 1);
     pg_atomic_init_u32(&s->write_throughs_pending, 0);
     pg_atomic_init_u64(&s->evictions, 0);
+    SpinLockInit(&s->bucket_drops_mutex);
+    for (BucketDrop& drop : s->bucket_drops) drop = BucketDrop{InvalidOid, 0, 0, 0};
     s->max_databases = settings.max_databases;
     s->max_requests = MaxBackends;
 

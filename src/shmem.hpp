@@ -21,6 +21,12 @@
 //     created one); a backend that sees it change drops its cached counter definitions.
 //   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
 //     of requests when it is zero.
+//   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
+//     their pre-commit until they have purged the buffer after the commit, guarded by the
+//     spinlock bucket_drops_mutex. The dropper holds its counter's row FOR UPDATE, so no flush of
+//     that counter runs until it commits; between its commit and its purge, a flusher that reads
+//     the registry after locking the counter (FOR KEY SHARE) leaves those buckets' entries alone,
+//     so no delta counted before the drop reaches the table after it.
 #pragma once
 
 #include "counter_table.hpp"
@@ -68,6 +74,16 @@ struct WriteThroughRequest {
   int sqlerrcode;                // why, when kRequestFailed
 };
 
+// Buckets of one counter, before `before`, dropped by a committing transaction.
+struct BucketDrop {
+  Oid db;                        // InvalidOid: a free slot
+  int32 counter;
+  int64 before;                  // a timestamp: buckets that start before it are dropped
+  int pid;                       // the committing backend
+};
+
+constexpr int kMaxBucketDrops = 32;
+
 struct SharedState {
   LWLock* slots_lock;
   LWLockPadded* partition_locks;  // kPartitions of them
@@ -79,6 +95,8 @@ struct SharedState {
   DatabaseSlot* slots;            // max_databases
   WriteThroughRequest* requests;  // max_requests
   CounterTable* table;
+  slock_t bucket_drops_mutex;
+  BucketDrop bucket_drops[kMaxBucketDrops];
 };
 
 // Set in every process once the shared state exists; NULL when the library was not preloaded.

@@ -162,20 +162,21 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
   return value;
 }
 
-int TransactionalPendingKeys(int32 counter, int64** keys, int64** deltas) {
-  *keys = nullptr;
-  *deltas = nullptr;
+int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64** deltas) {
+  *keys = *buckets = *deltas = nullptr;
   if (!any_pending) return 0;
   long n = hash_get_num_entries(totals);
   *keys = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  *buckets = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   *deltas = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   int count = 0;
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, totals);
   for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
        p = static_cast<PendingTotal*>(hash_seq_search(&scan))) {
-    if (p->key.counter != counter || p->key.bucket != kNoBucket || p->delta == 0) continue;
+    if (p->key.counter != counter || p->delta == 0) continue;
     (*keys)[count] = p->key.key;
+    (*buckets)[count] = p->key.bucket;
     (*deltas)[count++] = p->delta;
   }
   return count;

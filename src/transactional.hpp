@@ -15,9 +15,9 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
 // Returns the value it saw.
 int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 value);
 
-// The keys of an unbucketed counter with a non-zero pending delta in this transaction, and the
-// deltas (palloc'd arrays); returns how many.
-int TransactionalPendingKeys(int32 counter, int64** keys, int64** deltas);
+// The (key, bucket) pairs of a counter with a non-zero pending delta in this transaction, and
+// the deltas (palloc'd arrays); returns how many.
+int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64** deltas);
 
 // This transaction's pending delta of the key (0 outside a transaction that touched it).
 int64 TransactionalPending(int32 counter, int64 key, int64 bucket);

@@ -6,6 +6,11 @@
 // the counter's entries from the buffer, after bumping shared->catalog_epoch so that no backend
 // goes on using a cached definition (and no loader links an entry for it: buffer.cpp re-checks
 // the epoch under the partition lock). A transaction that did either cannot be prepared.
+//
+// Dropping old buckets (sc_drop_buckets) is transactional too: the rows go with the transaction,
+// the buffer's entries when it commits. From its pre-commit until that purge, the drop is
+// registered in shared->bucket_drops, so that a flusher keeps off the dropped entries between the
+// commit and the purge (the lock protocol: shmem.hpp).
 #include "xact.hpp"
 
 #include "buffer.hpp"
@@ -17,12 +22,13 @@ namespace sc {
 
 namespace {
 
-enum class Change : uint8 { kCreated, kDropped, kExtensionDropped };
+enum class Change : uint8 { kCreated, kDropped, kExtensionDropped, kBucketsDropped };
 
 struct Noted {
   int32 id;
   Change change;
-  int level;  // transaction nesting level that did it
+  int level;     // transaction nesting level that did it
+  int64 before;  // kBucketsDropped: buckets that start before it
 };
 
 Noted* noted = nullptr;
@@ -31,7 +37,9 @@ int noted_space = 0;
 
 object_access_hook_type prev_object_access_hook = nullptr;
 
-void Note(int32 id, Change change) {
+bool drops_registered = false;
+
+void Note(int32 id, Change change, int64 before = 0) {
   if (noted_count == noted_space) {
     noted_space = noted_space == 0 ? 8 : noted_space * 2;
     noted = noted == nullptr
@@ -39,7 +47,7 @@ void Note(int32 id, Change change) {
                                                          noted_space * sizeof(Noted)))
                 : static_cast<Noted*>(repalloc(noted, noted_space * sizeof(Noted)));
   }
-  noted[noted_count++] = Noted{id, change, GetCurrentTransactionNestLevel()};
+  noted[noted_count++] = Noted{id, change, GetCurrentTransactionNestLevel(), before};
 }
 
 // Removes from the buffer what the ended (sub)transaction made obsolete. Runs in a commit or
@@ -59,6 +67,8 @@ void Settle(bool committed, int level) {
       bumped = true;
       if (n.change == Change::kExtensionDropped)
         PurgeDatabase(MyDatabaseId);
+      else if (n.change == Change::kBucketsDropped)
+        PurgeBuckets(MyDatabaseId, n.id, n.before);
       else
         PurgeCounter(MyDatabaseId, n.id);
     }
@@ -67,21 +77,65 @@ void Settle(bool committed, int level) {
   ForgetCachedCounters();
 }
 
+constexpr int kRegisterWaitMs = 10000;
+
+// At pre-commit: registers this transaction's bucket drops (waiting up to 10 s for a
+// free slot; they are held only from a pre-commit to the end of that commit).
+void RegisterBucketDrops() {
+  TimestampTz since = GetCurrentTimestamp();
+  for (int i = 0; i < noted_count; i++) {
+    if (noted[i].change != Change::kBucketsDropped) continue;
+    for (;;) {
+      bool done = false;
+      SpinLockAcquire(&shared->bucket_drops_mutex);
+      for (BucketDrop& drop : shared->bucket_drops)
+        if (drop.db == InvalidOid) {
+          drop = BucketDrop{MyDatabaseId, noted[i].id, noted[i].before, MyProcPid};
+          done = true;
+          break;
+        }
+      SpinLockRelease(&shared->bucket_drops_mutex);
+      drops_registered = drops_registered || done;
+      if (done) break;
+      if (TimestampDifferenceExceeds(since, GetCurrentTimestamp(), kRegisterWaitMs))
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("too many transactions are committing bucket drops"),
+                        errdetail("At most %d drops can be between their commit and their "
+                                  "purge of the buffer at once.", kMaxBucketDrops)));
+      pg_usleep(1000L);
+      CHECK_FOR_INTERRUPTS();
+    }
+  }
+}
+
+// At the end: after the purge (commit) or instead of it (abort). Cannot fail.
+void UnregisterBucketDrops() {
+  if (!drops_registered) return;
+  SpinLockAcquire(&shared->bucket_drops_mutex);
+  for (BucketDrop& drop : shared->bucket_drops)
+    if (drop.db != InvalidOid && drop.pid == MyProcPid) drop.db = InvalidOid;
+  SpinLockRelease(&shared->bucket_drops_mutex);
+  drops_registered = false;
+}
+
 void OnXactEvent(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_PRE_COMMIT:
       TransactionalPreCommit();
+      if (noted_count > 0) RegisterBucketDrops();
       break;
     case XACT_EVENT_PRE_PREPARE:
       TransactionalPrePrepare();
       if (noted_count > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("cannot PREPARE a transaction that created or dropped counters")));
+                        errmsg("cannot PREPARE a transaction that created or dropped counters "
+                               "or buckets")));
       break;
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
       TransactionalEnd(true);
       if (noted_count > 0) Settle(true, 0);
+      UnregisterBucketDrops();
       break;
     case XACT_EVENT_PREPARE:
       TransactionalEnd(false);  // only a transaction with nothing pending gets here
@@ -90,6 +144,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_ABORT:
       TransactionalEnd(false);
       if (noted_count > 0) Settle(false, 0);
+      UnregisterBucketDrops();
       break;
     default:
       break;
@@ -140,7 +195,16 @@ bool DroppedInThisTransaction(int32 id) {
   return false;
 }
 
+bool BucketDroppedInThisTransaction(int32 id, int64 bucket) {
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change == Change::kBucketsDropped && noted[i].id == id &&
+        bucket < noted[i].before)
+      return true;
+  return false;
+}
+
 void NoteCounterCreated(int32 id) { Note(id, Change::kCreated); }
+void NoteBucketsDropped(int32 id, int64 before) { Note(id, Change::kBucketsDropped, before); }
 void NoteCounterDropped(int32 id) { Note(id, Change::kDropped); }
 
 }  // namespace sc

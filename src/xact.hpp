@@ -15,4 +15,9 @@ void NoteCounterDropped(int32 id);
 // then it no longer exists for this transaction, even before the drop commits.
 bool DroppedInThisTransaction(int32 id);
 
+// sc_drop_buckets records the buckets it dropped; the commit purges them from the buffer.
+void NoteBucketsDropped(int32 id, int64 before);
+// Whether this transaction dropped the counter's bucket (reads leave its resident value out).
+bool BucketDroppedInThisTransaction(int32 id, int64 bucket);
+
 }  // namespace sc

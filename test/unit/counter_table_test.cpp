@@ -133,6 +133,22 @@ TEST(CounterTableLayout, PartitionIsHashModPartitions) {
     EXPECT_EQ(CounterTable::PartitionOf(h), h % kPartitions) << h;
 }
 
+// All buckets of a key share its partition (one lock covers them), yet spread over chains.
+TEST(CounterTableLayout, BucketsOfAKeyShareItsPartition) {
+  for (int64_t key : {INT64_C(0), INT64_C(1), INT64_C(-7), INT64_MAX}) {
+    CounterKey k{16384, 3, key, kNoBucket};
+    uint32_t partition = CounterTable::PartitionOf(HashCounterKey(k));
+    std::set<uint32_t> hashes;
+    for (int64_t b = 0; b < 1000; b++) {
+      k.bucket = b * INT64_C(3600000000);
+      uint32_t h = HashCounterKey(k);
+      EXPECT_EQ(CounterTable::PartitionOf(h), partition);
+      hashes.insert(h);
+    }
+    EXPECT_GT(hashes.size(), 990u);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Allocate / Release
 

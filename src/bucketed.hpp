@@ -1,0 +1,43 @@
+// bucketed.hpp: counters with time buckets: which bucket an increment goes to, reads over a
+// range of buckets, and dropping old buckets.
+#pragma once
+
+#include "catalog.hpp"
+#include "pg.hpp"
+
+namespace sc {
+
+// The bucket of a bucketed counter that holds `at`; 22008 if `at` is infinite or its bucket
+// would start outside the timestamp range.
+int64 BucketOf(const CounterDef& def, TimestampTz at);
+
+// The bucket of the current statement's start time (statement_timestamp()), for writes without
+// a time; kNoBucket for an unbucketed counter.
+int64 CurrentBucket(const CounterDef& def);
+
+// A range of bucket starts [since, until); NULL arguments are open ends. 22023 if since > until.
+struct BucketRange {
+  TimestampTz since;
+  TimestampTz until;
+};
+BucketRange RangeArguments(FunctionCallInfo fcinfo, int since_arg, int until_arg);
+constexpr BucketRange kAllBuckets{DT_NOBEGIN, DT_NOEND};
+
+// The sum over the keys (sorted, distinct) of their buckets in range, exact in real time (plus
+// this transaction's own pending deltas, for a transactional counter). 22003 if it leaves bigint.
+int64 RangeSum(const CounterDef& def, const int64* keys, int nkeys, BucketRange range);
+
+// The non-zero buckets of one key in range, in order, in palloc'd arrays; returns how many.
+int64 RangeSeries(const CounterDef& def, int64 key, BucketRange range, int64** buckets,
+                  int64** values);
+
+// The n keys with the largest sums over their buckets in range, largest first, ties by key, in
+// palloc'd arrays; returns how many.
+int RangeTop(const CounterDef& def, int n, BucketRange range, int64** keys, int64** values);
+
+// Deletes every bucket of the counter that starts before `before`, as part of the current
+// transaction (its entries leave the buffer when the transaction commits); returns how many
+// (key, bucket) values it dropped.
+int64 DropBuckets(const CounterDef& def, TimestampTz before);
+
+}  // namespace sc
