@@ -349,13 +349,19 @@ inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
 }  // namespace
 
 int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
-  CounterDef def = counter;
-  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);
+  int64 value;
+  bool overflow;
+  if (ProbeResident(k, hash, true, delta, &value, &overflow) == Probe::kFound) {
+    if (overflow) ReportOverflow(counter, key, value, delta);
+    return value;
+  }
+  // Not resident: loading may look the definition up again (after a drop made it stale), which
+  // can free the one the caller passed; work on a copy.
+  CounterDef def = counter;
   int waits = 0;
   for (;;) {
-    int64 value;
-    bool overflow;
     Probe probe = ProbeResident(k, hash, true, delta, &value, &overflow);
     if (probe == Probe::kFound) {
       if (overflow) ReportOverflow(def, key, value, delta);
@@ -393,14 +399,15 @@ int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value)
 }
 
 int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) {
-  CounterDef def = counter;
-  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);
+  int64 value;
+  bool overflow;
+  if (ProbeResident(k, hash, false, 0, &value, &overflow) == Probe::kFound) return value;
+  CounterDef def = counter;  // as in BufferIncrement
   bool transactional = def.durability == Durability::kTransactional;
   int waits = 0;
   for (;;) {
-    int64 value;
-    bool overflow;
     Probe probe = ProbeResident(k, hash, false, 0, &value, &overflow);
     if (probe == Probe::kFound) return value;
     if (probe == Probe::kLoading) {

@@ -21,6 +21,8 @@ struct NameEntry {
 HTAB* by_id = nullptr;
 HTAB* by_name = nullptr;
 uint64 cached_epoch = 0;
+// The last definition found by id: most calls name the counter of the call before.
+const CounterDef* last_def = nullptr;
 SPIPlanPtr plan_by_id = nullptr;
 SPIPlanPtr plan_by_name = nullptr;
 
@@ -28,6 +30,7 @@ const char* const kSelect =
     "SELECT id, name, durability, bucket FROM slotted_counter.counters WHERE ";
 
 void MakeCaches() {
+  last_def = nullptr;
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(int32);
@@ -110,9 +113,11 @@ const CounterDef* FindCounter(int32 id) {
   // The drop's own transaction must not load values for it: it has deleted them already.
   if (DroppedInThisTransaction(id)) return nullptr;
   ValidateCaches();
+  if (last_def != nullptr && last_def->id == id) return last_def;
   auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_FIND, nullptr));
-  if (def != nullptr) return def;
-  return Load(false, Int32GetDatum(id));
+  if (def == nullptr) def = const_cast<CounterDef*>(Load(false, Int32GetDatum(id)));
+  last_def = def;
+  return def;
 }
 
 const CounterDef* GetCounter(int32 id) {
@@ -149,6 +154,7 @@ void ForgetCachedCounters() {
     hash_destroy(by_name);
     by_id = by_name = nullptr;
   }
+  last_def = nullptr;
 }
 
 }  // namespace sc

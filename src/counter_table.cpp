@@ -44,25 +44,12 @@ size_t CounterTable::BytesFor(uint32_t capacity) noexcept {
          sizeof(Entry) * size_t(capacity);
 }
 
-Entry* CounterTable::entries() noexcept {
-  return reinterpret_cast<Entry*>(reinterpret_cast<char*>(heads()) +
-                                  AlignUp(sizeof(std::atomic<uint32_t>) * nbuckets_, 64));
-}
-const Entry* CounterTable::entries() const noexcept {
-  return const_cast<CounterTable*>(this)->entries();
-}
-std::atomic<uint32_t>* CounterTable::heads() noexcept {
-  return reinterpret_cast<std::atomic<uint32_t>*>(reinterpret_cast<char*>(this) +
-                                                  AlignUp(sizeof(CounterTable), 64));
-}
-const std::atomic<uint32_t>* CounterTable::heads() const noexcept {
-  return const_cast<CounterTable*>(this)->heads();
-}
-
 CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
   auto* t = static_cast<CounterTable*>(mem);
   t->capacity_ = capacity;
   t->nbuckets_ = BucketsFor(capacity);
+  t->entries_offset_ =
+      AlignUp(sizeof(CounterTable), 64) + AlignUp(sizeof(std::atomic<uint32_t>) * t->nbuckets_, 64);
   t->clock_hand_.store(0, std::memory_order_relaxed);
   t->used_.store(0, std::memory_order_relaxed);
   for (uint32_t b = 0; b < t->nbuckets_; b++) t->heads()[b].store(kNil, std::memory_order_relaxed);
@@ -84,15 +71,6 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
   }
   t->free_head_.store(capacity > 0 ? 0 : kNil, std::memory_order_release);
   return t;
-}
-
-uint32_t CounterTable::Find(const CounterKey& k, uint32_t hash) const noexcept {
-  const Entry* es = entries();
-  for (uint32_t i = heads()[hash & (nbuckets_ - 1)].load(std::memory_order_acquire); i != kNil;
-       i = es[i].next.load(std::memory_order_relaxed)) {
-    if (es[i].hash.load(std::memory_order_relaxed) == hash && es[i].id == k) return i;
-  }
-  return kNil;
 }
 
 void CounterTable::Link(uint32_t index) noexcept {
@@ -167,18 +145,6 @@ bool CounterTable::AgeAndTestEvictable(Entry& e) noexcept {
     return false;
   }
   return e.value.load(std::memory_order_acquire) == e.flushed.load(std::memory_order_acquire);
-}
-
-bool CounterTable::Add(Entry& e, int64_t delta, int64_t* new_value) noexcept {
-  int64_t old = e.value.load(std::memory_order_relaxed);
-  int64_t sum;
-  do {
-    if (!CheckedAdd(old, delta, &sum)) return false;
-  } while (!e.value.compare_exchange_weak(old, sum, std::memory_order_acq_rel,
-                                          std::memory_order_relaxed));
-  if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
-  *new_value = sum;
-  return true;
 }
 
 }  // namespace sc

@@ -97,8 +97,15 @@ class CounterTable {
   Entry& at(uint32_t index) noexcept { return entries()[index]; }
   const Entry& at(uint32_t index) const noexcept { return entries()[index]; }
 
-  // Caller holds the partition lock of `hash`.
-  uint32_t Find(const CounterKey& k, uint32_t hash) const noexcept;
+  // Caller holds the partition lock of `hash`. Inline: it is on every increment's path.
+  uint32_t Find(const CounterKey& k, uint32_t hash) const noexcept {
+    const Entry* es = entries();
+    for (uint32_t i = heads()[hash & (nbuckets_ - 1)].load(std::memory_order_acquire); i != kNil;
+         i = es[i].next.load(std::memory_order_relaxed)) {
+      if (es[i].hash.load(std::memory_order_relaxed) == hash && es[i].id == k) return i;
+    }
+    return kNil;
+  }
   // Caller holds the partition lock of the entry's hash exclusively.
   void Link(uint32_t index) noexcept;
   void Unlink(uint32_t index) noexcept;
@@ -148,19 +155,41 @@ class CounterTable {
   }
 
   // Adds delta to the entry's value unless that overflows; returns false (changing nothing) then.
-  static bool Add(Entry& e, int64_t delta, int64_t* new_value) noexcept;
+  static bool Add(Entry& e, int64_t delta, int64_t* new_value) noexcept {
+    int64_t old = e.value.load(std::memory_order_relaxed);
+    int64_t sum;
+    do {
+      if (__builtin_add_overflow(old, delta, &sum)) return false;
+    } while (!e.value.compare_exchange_weak(old, sum, std::memory_order_acq_rel,
+                                            std::memory_order_relaxed));
+    if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
+    *new_value = sum;
+    return true;
+  }
 
  private:
-  Entry* entries() noexcept;
-  const Entry* entries() const noexcept;
-  std::atomic<uint32_t>* heads() noexcept;
-  const std::atomic<uint32_t>* heads() const noexcept;
+  // The chain heads follow the header (cache-line aligned), the entries follow the heads.
+  static constexpr size_t HeadsOffset() noexcept { return (sizeof(CounterTable) + 63) / 64 * 64; }
+  Entry* entries() noexcept {
+    return reinterpret_cast<Entry*>(reinterpret_cast<char*>(this) + entries_offset_);
+  }
+  const Entry* entries() const noexcept {
+    return reinterpret_cast<const Entry*>(reinterpret_cast<const char*>(this) + entries_offset_);
+  }
+  std::atomic<uint32_t>* heads() noexcept {
+    return reinterpret_cast<std::atomic<uint32_t>*>(reinterpret_cast<char*>(this) + HeadsOffset());
+  }
+  const std::atomic<uint32_t>* heads() const noexcept {
+    return reinterpret_cast<const std::atomic<uint32_t>*>(reinterpret_cast<const char*>(this) +
+                                                          HeadsOffset());
+  }
 
   uint32_t capacity_;
   uint32_t nbuckets_;                 // a power of two, a multiple of kPartitions
   std::atomic<uint64_t> free_head_;   // (tag << 32) | index
   std::atomic<uint64_t> clock_hand_;
   std::atomic<uint64_t> used_;
+  uint64_t entries_offset_;           // bytes from the header to the first entry
 };
 
 }  // namespace sc

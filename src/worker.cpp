@@ -27,9 +27,10 @@ PGDLLEXPORT void slotted_counter_flusher_main(Datum arg);
 
 namespace sc {
 
+DatabaseSlot* my_flusher_slot = nullptr;
+
 namespace {
 
-DatabaseSlot* my_slot = nullptr;
 
 constexpr int kStartRetryMs = 10000;
 // Fast shutdown signals clients and workers together; clients are gone within milliseconds.
@@ -83,23 +84,23 @@ bool RegisterFlusher(Oid db) {
 }
 
 void SetWorkerState(WorkerState state) {
-  SpinLockAcquire(&my_slot->mutex);
-  my_slot->worker_state = state;
-  SpinLockRelease(&my_slot->mutex);
+  SpinLockAcquire(&my_flusher_slot->mutex);
+  my_flusher_slot->worker_state = state;
+  SpinLockRelease(&my_flusher_slot->mutex);
 }
 
 // Gives up the slot, if this process still holds it; new writers then start a new flusher.
 void LeaveSlot(int, Datum) {
   LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  bool owned = my_slot->worker_pid == MyProcPid;
+  bool owned = my_flusher_slot->worker_pid == MyProcPid;
   if (owned) {
-    my_slot->worker_pid = 0;
-    my_slot->worker_latch = nullptr;
-    my_slot->start_requested = 0;
+    my_flusher_slot->worker_pid = 0;
+    my_flusher_slot->worker_latch = nullptr;
+    my_flusher_slot->start_requested = 0;
   }
   LWLockRelease(shared->slots_lock);
   if (owned) SetWorkerState(kWorkerNone);
-  ConditionVariableBroadcast(&my_slot->done_cv);
+  ConditionVariableBroadcast(&my_flusher_slot->done_cv);
 }
 
 // Claims db's slot; false if another flusher already serves it.
@@ -110,7 +111,7 @@ bool ClaimSlot(Oid db) {
   if (claimed) {
     slot->worker_pid = MyProcPid;
     slot->worker_latch = MyLatch;
-    my_slot = slot;
+    my_flusher_slot = slot;
   }
   LWLockRelease(shared->slots_lock);
   return claimed;
@@ -118,9 +119,9 @@ bool ClaimSlot(Oid db) {
 
 void FreeSlot() {
   LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  my_slot->worker_pid = 0;
-  my_slot->worker_latch = nullptr;
-  my_slot->db = InvalidOid;
+  my_flusher_slot->worker_pid = 0;
+  my_flusher_slot->worker_latch = nullptr;
+  my_flusher_slot->db = InvalidOid;
   LWLockRelease(shared->slots_lock);
 }
 
@@ -134,17 +135,17 @@ bool ExtensionInstalled() {
 
 // One flush, recorded in the slot's statistics; false if it failed (already logged).
 bool FlushAndRecord(Oid db) {
-  SpinLockAcquire(&my_slot->mutex);
-  uint64 ticket = my_slot->flush_requested;
-  my_slot->worker_state = kWorkerFlushing;
-  SpinLockRelease(&my_slot->mutex);
+  SpinLockAcquire(&my_flusher_slot->mutex);
+  uint64 ticket = my_flusher_slot->flush_requested;
+  my_flusher_slot->worker_state = kWorkerFlushing;
+  SpinLockRelease(&my_flusher_slot->mutex);
   pgstat_report_activity(STATE_RUNNING, "flush");
 
   TimestampTz start = GetCurrentTimestamp();
   MemoryContext context = CurrentMemoryContext;
   volatile int64 rows = -1;
   int error_code = 0;
-  char error[sizeof(my_slot->flush_error)];
+  char error[sizeof(my_flusher_slot->flush_error)];
   PG_TRY();
   {
     rows = FlushDatabase(db);
@@ -169,24 +170,24 @@ bool FlushAndRecord(Oid db) {
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();
-  SpinLockAcquire(&my_slot->mutex);
-  my_slot->worker_state = kWorkerIdle;
+  SpinLockAcquire(&my_flusher_slot->mutex);
+  my_flusher_slot->worker_state = kWorkerIdle;
   if (rows >= 0) {
-    my_slot->flush_done = ticket;
-    my_slot->last_flush_rows = rows;
-    my_slot->flushes++;
-    my_slot->rows_written += uint64(rows);
-    my_slot->last_flush_at = end;
-    my_slot->last_flush_ms = double(end - start) / 1000.0;
-    my_slot->attach_skipped += uint64(skipped);
-    my_slot->attach_errors += uint64(attach_errors);
+    my_flusher_slot->flush_done = ticket;
+    my_flusher_slot->last_flush_rows = rows;
+    my_flusher_slot->flushes++;
+    my_flusher_slot->rows_written += uint64(rows);
+    my_flusher_slot->last_flush_at = end;
+    my_flusher_slot->last_flush_ms = double(end - start) / 1000.0;
+    my_flusher_slot->attach_skipped += uint64(skipped);
+    my_flusher_slot->attach_errors += uint64(attach_errors);
   } else {
-    my_slot->flush_failed = ticket;
-    my_slot->flush_error_code = error_code;
-    memcpy(my_slot->flush_error, error, sizeof(error));
+    my_flusher_slot->flush_failed = ticket;
+    my_flusher_slot->flush_error_code = error_code;
+    memcpy(my_flusher_slot->flush_error, error, sizeof(error));
   }
-  SpinLockRelease(&my_slot->mutex);
-  ConditionVariableBroadcast(&my_slot->done_cv);
+  SpinLockRelease(&my_flusher_slot->mutex);
+  ConditionVariableBroadcast(&my_flusher_slot->done_cv);
   return rows >= 0;
 }
 
@@ -210,18 +211,18 @@ bool ServeAndRecord(Oid db) {
   PG_END_TRY();
   MemoryContextSwitchTo(context);
   if (served > 0) {
-    SpinLockAcquire(&my_slot->mutex);
-    my_slot->write_throughs += uint64(served);
-    SpinLockRelease(&my_slot->mutex);
-    ConditionVariableBroadcast(&my_slot->done_cv);
+    SpinLockAcquire(&my_flusher_slot->mutex);
+    my_flusher_slot->write_throughs += uint64(served);
+    SpinLockRelease(&my_flusher_slot->mutex);
+    ConditionVariableBroadcast(&my_flusher_slot->done_cv);
   }
   return ok;
 }
 
 bool FlushRequested() {
-  SpinLockAcquire(&my_slot->mutex);
-  bool requested = my_slot->flush_requested > my_slot->flush_done;
-  SpinLockRelease(&my_slot->mutex);
+  SpinLockAcquire(&my_flusher_slot->mutex);
+  bool requested = my_flusher_slot->flush_requested > my_flusher_slot->flush_done;
+  SpinLockRelease(&my_flusher_slot->mutex);
   return requested;
 }
 
@@ -258,7 +259,7 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
   // Unlocked fast path: a slot is reassigned only after its flusher left (DROP EXTENSION), so
   // a live flusher in a slot that still names this database is this database's flusher.
   if (after_write) pg_memory_barrier();
-  DatabaseSlot* slot = my_slot;
+  DatabaseSlot* slot = my_flusher_slot;
   if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
       *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId)
     return slot;
@@ -289,7 +290,7 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
                      errmsg("could not start the slotted_counter flusher"),
                      errhint("Raise max_worker_processes and restart the server.")));
   }
-  if (slot != nullptr) my_slot = slot;
+  if (slot != nullptr) my_flusher_slot = slot;
   return slot;
 }
 
@@ -349,7 +350,7 @@ void slotted_counter_flusher_main(Datum arg) {
   // write-throughs and shutdown are never stuck behind it.
   SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
   SetWorkerState(kWorkerIdle);
-  ConditionVariableBroadcast(&my_slot->done_cv);
+  ConditionVariableBroadcast(&my_flusher_slot->done_cv);
 
   TimestampTz last_flush = GetCurrentTimestamp();
   bool failing = false;

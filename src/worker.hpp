@@ -10,6 +10,20 @@ namespace sc {
 // orders the write before its check (see worker.cpp) and only warns, returning nullptr.
 DatabaseSlot* EnsureFlusher(bool after_write = false);
 
+// This backend's slot, once EnsureFlusher found it (worker.cpp).
+extern DatabaseSlot* my_flusher_slot;
+
+// EnsureFlusher with its fast path inline: a slot is reassigned only after its flusher left, so
+// a live flusher in the slot that still names this database is this database's flusher.
+inline void EnsureFlusherFast(bool after_write = false) {
+  if (after_write) pg_memory_barrier();
+  DatabaseSlot* slot = my_flusher_slot;
+  if (likely(slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
+             *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId))
+    return;
+  (void)EnsureFlusher(after_write);
+}
+
 // Sets the flusher's latch, if it runs.
 void WakeFlusher(DatabaseSlot* slot);
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# callgrind.sh: instructions per call of the hot path, counted by valgrind's callgrind.
+#
+# Wall-clock figures on a shared machine drift by 30%; instruction counts do not (the same
+# binary and inputs give the same count whatever else the machine does). This starts a
+# throwaway server under callgrind (data in a temp dir, unix socket only, the library
+# preloaded), collects only inside PortalRun, and runs each in-process workload in a backend of
+# its own: SELECT count(f(...)) FROM generate_series(1, N). It prints instructions per row, and
+# per row beyond the harness (the same query with abs() in place of the function), which is
+# the cost of the call itself. With --annotate it also prints the top functions of each run.
+#
+# Usage: test/bench/callgrind.sh [--annotate]     Environment: N (200000 rows per query)
+set -euo pipefail
+
+PGBIN=/usr/lib/postgresql/15/bin
+N=${N:-200000}
+annotate=0
+[[ ${1:-} == --annotate ]] && annotate=1
+command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
+
+if [[ $(id -u) -eq 0 ]]; then as_pg() { runuser -u postgres -- "$@"; }; else as_pg() { "$@"; }; fi
+
+WORK=$(mktemp -d /tmp/sc-callgrind.XXXXXX)
+[[ $(id -u) -eq 0 ]] && chown postgres "$WORK"
+cleanup() {
+    as_pg "$PGBIN/pg_ctl" -D "$WORK/data" stop -m fast >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+as_pg "$PGBIN/initdb" -D "$WORK/data" --no-sync >/dev/null 2>&1
+cat >> "$WORK/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'slotted_counter'
+listen_addresses = ''
+unix_socket_directories = '$WORK'
+autovacuum = off
+fsync = off
+CONF
+as_pg valgrind --tool=callgrind --collect-atstart=no --toggle-collect=PortalRun \
+    --callgrind-out-file="$WORK/callgrind.out.%p" \
+    "$PGBIN/postgres" -D "$WORK/data" >"$WORK/server.log" 2>&1 &
+for _ in $(seq 1 120); do "$PGBIN/pg_isready" -h "$WORK" -q && break; sleep 1; done
+psql_() { as_pg "$PGBIN/psql" -h "$WORK" -d postgres -Atq -v ON_ERROR_STOP=1 "$@"; }
+psql_ -c "CREATE EXTENSION slotted_counter" \
+      -c "SELECT sc_create('b', 'buffered'), sc_create('t'), sc_create('h', 'buffered', '1 hour')" >/dev/null
+
+WORKLOADS=(
+    "harness: abs()|count(abs(g))"
+    "buffered sc_incr, one key|count(sc_incr('b', 0, 1))"
+    "buffered sc_incr, 1000 keys|count(sc_incr('b', g % 1000, 1))"
+    "buffered sc_sum, one key|count(sc_sum('b', 0))"
+    "transactional sc_incr, one key|count(sc_incr('t', 0, 1))"
+    "bucketed (hourly) sc_incr, one key|count(sc_incr('h', 0, 1))"
+)
+harness=0
+printf '| workload | instructions per row | beyond the harness |\n|---|---:|---:|\n'
+for w in "${WORKLOADS[@]}"; do
+    label=${w%%|*}; expr=${w#*|}
+    # A first call makes the keys resident; the second statement is the measured one.
+    out=$(psql_ -c "SELECT pg_backend_pid()" \
+                -c "SELECT sc_incr('b', 0, 1), sc_incr('h', 0, 1), sc_incr('t', 0, 1)" \
+                -c "SELECT $expr FROM generate_series(1, $N) g")
+    pid=${out%%$'\n'*}
+    # The backend writes its profile when it exits.
+    f=$WORK/callgrind.out.$pid
+    for _ in $(seq 1 120); do grep -q '^summary' "$f" 2>/dev/null && break; sleep 1; done
+    total=$(grep -m1 '^summary' "$f" | awk '{print $2}')
+    per_row=$(( total / N ))
+    [[ $harness -eq 0 ]] && harness=$per_row
+    printf '| %s | %d | %d |\n' "$label" "$per_row" $(( per_row - harness ))
+    if [[ $annotate -eq 1 ]]; then
+        callgrind_annotate --inclusive=no "$f" 2>/dev/null | sed -n '/^Ir *file:function/,$p' | sed -n 3,22p >&2
+    fi
+done
