@@ -96,10 +96,11 @@ void Forget() {
   reservation_count = 0;
 }
 
-// Writes one row per key with a non-zero delta into slotted_counter.deltas. The table has no
-// index, trigger or constraint beyond NOT NULL, so a direct heap insert (WAL-logged, counted
-// for autovacuum) does what an INSERT would, without the executor, and regardless of the
-// caller's privileges on the table.
+// Writes one row per key with a non-zero delta into slotted_counter.deltas, and its index
+// entries. The table has no trigger or constraint beyond NOT NULL, so a direct heap insert
+// (WAL-logged, counted for autovacuum) plus the index inserts do what an INSERT would, without
+// planning a statement, and regardless of the caller's privileges on the table. The index
+// (counter, key, bucket) is what makes loading a key's committed deltas an index lookup.
 void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* buckets,
                   const int64* deltas) {
   Oid schema = get_namespace_oid("slotted_counter", false);
@@ -108,21 +109,28 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("relation \"slotted_counter.deltas\" does not exist")));
   Relation rel = table_open(relid, RowExclusiveLock);
-  // An index added by hand would not see these rows, and loads would then miss deltas.
-  List* indexes = RelationGetIndexList(rel);
-  if (indexes != NIL)
-    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("slotted_counter.deltas must not have indexes"),
-                    errhint("Drop the indexes created on slotted_counter.deltas.")));
   TupleDesc desc = RelationGetDescr(rel);
+  EState* estate = CreateExecutorState();
+  ResultRelInfo* result_rel = makeNode(ResultRelInfo);
+  InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
+  ExecOpenIndices(result_rel, false);
+  TupleTableSlot* slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
   for (int i = 0; i < n; i++) {
     Datum values[4] = {Int32GetDatum(counters[i]), Int64GetDatum(keys[i]),
                        TimestampTzGetDatum(buckets[i]), Int64GetDatum(deltas[i])};
     bool nulls[4] = {false, false, buckets[i] == kNoBucket, false};
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
     simple_heap_insert(rel, tuple);
+    if (result_rel->ri_NumIndices > 0) {
+      ExecStoreHeapTuple(tuple, slot, false);
+      (void)ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+      ExecClearTuple(slot);
+    }
     heap_freetuple(tuple);
   }
+  ExecDropSingleTupleTableSlot(slot);
+  ExecCloseIndices(result_rel);
+  FreeExecutorState(estate);
   table_close(rel, NoLock);
 }
 
