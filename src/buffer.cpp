@@ -320,10 +320,28 @@ inline Probe WithResident(const CounterKey& k, uint32 hash, Op&& op) {
   if (index != kNil) {
     Entry& e = t->at(index);
     probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
-    if (probe == Probe::kFound) op(e);
+    if (probe == Probe::kFound) op(index, e);
   }
   LWLockRelease(lock);
   return probe;
+}
+
+// A write that turned a clean entry dirty tells its database's flusher where to look
+// (shmem.hpp: DatabaseSlot::dirty). The check reads flushed after the write; a settling flush
+// reads value after moving flushed (flush.cpp), so one of the two notes it.
+struct Dirtied {
+  uint32 index = kNil;
+  uint32 generation = 0;
+};
+
+inline void CheckDirtied(uint32 index, Entry& e, int64 old_value, int64 new_value,
+                         Dirtied* dirtied) {
+  if (old_value != new_value && old_value == e.flushed.load(std::memory_order_seq_cst))
+    *dirtied = Dirtied{index, e.generation.load(std::memory_order_relaxed)};
+}
+
+inline void NoteDirtied(const Dirtied& dirtied) {
+  if (unlikely(dirtied.index != kNil)) NoteDirty(my_flusher_slot, dirtied.index, dirtied.generation);
 }
 
 // Reads a resident entry's value or (add) adds delta to it. *overflow: the add was refused,
@@ -331,19 +349,29 @@ inline Probe WithResident(const CounterKey& k, uint32 hash, Op&& op) {
 inline Probe ProbeResident(const CounterKey& k, uint32 hash, bool add, int64 delta, int64* value,
                            bool* overflow) {
   *overflow = false;
-  return WithResident(k, hash, [&](Entry& e) {
+  Dirtied dirtied;
+  Probe probe = WithResident(k, hash, [&](uint32 index, Entry& e) {
     *overflow = add && !CounterTable::Add(e, delta, value);
-    if (!add || *overflow) *value = e.value.load(std::memory_order_acquire);
+    if (!add || *overflow)
+      *value = e.value.load(std::memory_order_acquire);
+    else
+      CheckDirtied(index, e, *value - delta, *value, &dirtied);
   });
+  NoteDirtied(dirtied);
+  return probe;
 }
 
 // Replaces a resident entry's value, returning the old one.
 inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
                               int64* old_value) {
-  return WithResident(k, hash, [&](Entry& e) {
-    *old_value = e.value.exchange(new_value, std::memory_order_acq_rel);
+  Dirtied dirtied;
+  Probe probe = WithResident(k, hash, [&](uint32 index, Entry& e) {
+    *old_value = e.value.exchange(new_value, std::memory_order_seq_cst);
     e.usage.store(1, std::memory_order_relaxed);
+    CheckDirtied(index, e, *old_value, new_value, &dirtied);
   });
+  NoteDirtied(dirtied);
+  return probe;
 }
 
 }  // namespace

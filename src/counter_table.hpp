@@ -160,7 +160,7 @@ class CounterTable {
     int64_t sum;
     do {
       if (__builtin_add_overflow(old, delta, &sum)) return false;
-    } while (!e.value.compare_exchange_weak(old, sum, std::memory_order_acq_rel,
+    } while (!e.value.compare_exchange_weak(old, sum, std::memory_order_seq_cst,
                                             std::memory_order_relaxed));
     if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
     *new_value = sum;

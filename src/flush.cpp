@@ -147,56 +147,130 @@ bool BeingDropped(const CounterKey& k, const BucketDrop* drops, int ndrops) {
   return false;
 }
 
-// Reads the dirty entries of db whose counter is in ids, marking them in_flush.
+// The slot of db (the flusher's own, or the one it just left at shutdown).
+DatabaseSlot* SlotOf(Oid db) {
+  DatabaseSlot* found = nullptr;
+  LWLockAcquire(shared->slots_lock, LW_SHARED);
+  for (int i = 0; i < shared->max_databases && found == nullptr; i++)
+    if (shared->slots[i].db == db) found = &shared->slots[i];
+  LWLockRelease(shared->slots_lock);
+  return found;
+}
+
+// What a flush takes of one entry, under its partition lock (shared). kTaken: claimed (in_flush)
+// with a non-zero delta, now in *item; kClean: nothing to write; kLeft: dirty, but not for this
+// flush (its counter is locked by a drop or an uncommitted create, or its buckets are being
+// dropped), or claimed by an overlapping flusher that will settle it.
+enum class Take { kTaken, kClean, kLeft };
+
+struct FlushScope {
+  Oid db;
+  const int32* ids;
+  int nids;
+  const BucketDrop* drops;
+  int ndrops;
+};
+
+Take TakeEntry(const FlushScope& scope, uint32 index, uint32 partition, Entry& e,
+               FlushItem* item) {
+  if (e.id.db != scope.db || e.state.load(std::memory_order_acquire) != kResident)
+    return Take::kClean;
+  if (!std::binary_search(scope.ids, scope.ids + scope.nids, e.id.counter) ||
+      (scope.ndrops > 0 && BeingDropped(e.id, scope.drops, scope.ndrops)))
+    return e.value.load() != e.flushed.load() ? Take::kLeft : Take::kClean;
+  // Two flushers of one database overlap during a hand-over: claim the entry atomically
+  // (the partition lock is only shared), then read its delta.
+  if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return Take::kClean;
+  int64 delta = e.value.load(std::memory_order_acquire) - e.flushed.load(std::memory_order_relaxed);
+  if (delta == 0) {
+    e.in_flush.store(0, std::memory_order_release);
+    return Take::kClean;
+  }
+  *item = FlushItem{index, e.generation.load(std::memory_order_relaxed), partition,
+                    e.id.counter, e.id.key, e.id.bucket, delta};
+  return Take::kTaken;
+}
+
+// Reads the dirty entries of db whose counter is in ids, marking them in_flush: those its slot's
+// ring names (linear in the entries that became dirty), or, after the ring overflowed, every
+// entry of the buffer (linear in its size).
 FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
   BucketDrop drops[kMaxBucketDrops];
-  int ndrops = BucketsBeingDropped(db, drops);
+  FlushScope scope{db, ids, nids, drops, BucketsBeingDropped(db, drops)};
   CounterTable* t = shared->table;
-  int64 space = int64(t->used()) + 1;
+  DatabaseSlot* slot = SlotOf(db);
+  auto* refs = static_cast<DirtyRef*>(MemoryContextAlloc(work_context, sizeof(DirtyRef) * kDirtyRing));
+  int nrefs = 0;
+  bool scan_all = true;
+  if (slot != nullptr) {
+    SpinLockAcquire(&slot->dirty_mutex);
+    scan_all = slot->dirty_overflow;
+    nrefs = slot->dirty_count;
+    memcpy(refs, slot->dirty, sizeof(DirtyRef) * nrefs);
+    slot->dirty_count = 0;
+    slot->dirty_overflow = false;
+    SpinLockRelease(&slot->dirty_mutex);
+  }
+  int64 space = scan_all ? int64(t->used()) + 1 : nrefs;
   auto* items = static_cast<FlushItem*>(
-      MemoryContextAllocHuge(work_context, sizeof(FlushItem) * space));
+      MemoryContextAllocHuge(work_context, sizeof(FlushItem) * (space + 1)));
   int64 n = 0;
-  for (uint32 p = 0; p < kPartitions && n < space; p++) {
-    LWLock* lock = &shared->partition_locks[p].lock;
-    LWLockAcquire(lock, LW_SHARED);
-    t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
-      if (n == space || e.id.db != db || e.state.load(std::memory_order_acquire) != kResident ||
-          !std::binary_search(ids, ids + nids, e.id.counter) ||
-          (ndrops > 0 && BeingDropped(e.id, drops, ndrops)))
-        return;
-      // Two flushers of one database overlap during a hand-over: claim the entry atomically
-      // (the partition lock is only shared), then read its delta.
-      if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return;
-      int64 delta = e.value.load(std::memory_order_acquire) -
-                    e.flushed.load(std::memory_order_relaxed);
-      if (delta == 0) {
-        e.in_flush.store(0, std::memory_order_release);
-        return;
-      }
-      items[n++] = FlushItem{index, e.generation.load(std::memory_order_relaxed), p,
-                             e.id.counter, e.id.key, e.id.bucket, delta};
-    });
-    LWLockRelease(lock);
+  if (scan_all) {
+    for (uint32 p = 0; p < kPartitions && n < space; p++) {
+      LWLock* lock = &shared->partition_locks[p].lock;
+      LWLockAcquire(lock, LW_SHARED);
+      t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
+        if (n == space) {  // linked during the scan: it is in the ring, or the next scan's
+          return;
+        }
+        Take take = TakeEntry(scope, index, p, e, &items[n]);
+        if (take == Take::kTaken) n++;
+        if (take == Take::kLeft && slot != nullptr)
+          NoteDirty(slot, index, e.generation.load(std::memory_order_relaxed));
+      });
+      LWLockRelease(lock);
+    }
+  } else {
+    for (int i = 0; i < nrefs; i++) {
+      Entry& e = t->at(refs[i].index);
+      uint32 partition = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
+      LWLock* lock = &shared->partition_locks[partition].lock;
+      LWLockAcquire(lock, LW_SHARED);
+      // The slot may have been freed, or reused for another key, since it was noted.
+      bool same = e.generation.load(std::memory_order_relaxed) == refs[i].generation &&
+                  CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == partition;
+      Take take = same ? TakeEntry(scope, refs[i].index, partition, e, &items[n]) : Take::kClean;
+      LWLockRelease(lock);
+      if (take == Take::kTaken) n++;
+      if (take == Take::kLeft) NoteDirty(slot, refs[i].index, refs[i].generation);
+    }
   }
   *count = n;
   return items;
 }
 
 // After the flush's transaction ended: a committed delta moves into flushed; either way the
-// entry is free to be flushed again or evicted.
-void Settle(const FlushItem* items, int64 n, bool committed) {
+// entry is free to be flushed again or evicted. An entry still dirty (the flush failed, or it
+// was counted into meanwhile) goes back into the ring. (An incrementer that made it dirty
+// checks flushed after its add, the settle checks value after its add to flushed: with both
+// sequentially consistent, at least one of them sees the other and notes the entry.)
+void Settle(Oid db, const FlushItem* items, int64 n, bool committed) {
   CounterTable* t = shared->table;
+  DatabaseSlot* slot = SlotOf(db);
   for (int64 i = 0; i < n; i++) {
     const FlushItem& it = items[i];
     LWLock* lock = &shared->partition_locks[it.partition].lock;
     LWLockAcquire(lock, LW_SHARED);
     Entry& e = t->at(it.index);
+    bool dirty = false;
     if (e.generation.load(std::memory_order_relaxed) == it.generation &&
         e.state.load(std::memory_order_acquire) == kResident) {
-      if (committed) e.flushed.fetch_add(it.delta, std::memory_order_acq_rel);
+      if (committed) e.flushed.fetch_add(it.delta, std::memory_order_seq_cst);
+      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);
       e.in_flush.store(0, std::memory_order_release);
     }
     LWLockRelease(lock);
+    if (dirty && slot != nullptr) NoteDirty(slot, it.index, it.generation);
   }
 }
 
@@ -261,11 +335,11 @@ int64 FlushDatabase(Oid db) {
   }
   PG_CATCH();
   {
-    Settle(items, n, false);
+    Settle(db, items, n, false);
     PG_RE_THROW();
   }
   PG_END_TRY();
-  Settle(items, n, true);
+  Settle(db, items, n, true);
   ReportStatistics();
   return n + folded;
 }

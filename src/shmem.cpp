@@ -51,6 +51,8 @@ void CreateSharedState() {
       memset(static_cast<void*>(slot), 0, sizeof(*slot));
       slot->db = InvalidOid;
       SpinLockInit(&slot->mutex);
+      SpinLockInit(&slot->dirty_mutex);
+      slot->dirty_overflow = true;
       slot->worker_state = kWorkerNone;
       ConditionVariableInit(&slot->done_cv);
     }
@@ -67,6 +69,26 @@ void CreateSharedState() {
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;
+}
+
+void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation) {
+  if (slot == nullptr) {
+    // Not reached (every writer has its slot); but if so, no flush may trust its ring.
+    for (int i = 0; i < shared->max_databases; i++) MarkDirtyUntracked(&shared->slots[i]);
+    return;
+  }
+  SpinLockAcquire(&slot->dirty_mutex);
+  if (slot->dirty_count < kDirtyRing)
+    slot->dirty[slot->dirty_count++] = DirtyRef{index, generation};
+  else
+    slot->dirty_overflow = true;
+  SpinLockRelease(&slot->dirty_mutex);
+}
+
+void MarkDirtyUntracked(DatabaseSlot* slot) {
+  SpinLockAcquire(&slot->dirty_mutex);
+  slot->dirty_overflow = true;
+  SpinLockRelease(&slot->dirty_mutex);
 }
 
 void RequireShared() {

@@ -37,6 +37,16 @@ namespace sc {
 enum WorkerState : uint32 { kWorkerNone = 0, kWorkerStarting, kWorkerIdle, kWorkerFlushing,
                             kWorkerServing, kWorkerStopping };
 
+// An entry that became dirty: its index, and its generation then (a stale one is skipped).
+struct DirtyRef {
+  uint32 index;
+  uint32 generation;
+};
+
+// How many dirty entries one slot remembers between two flushes; beyond that, the next flush
+// scans the whole buffer.
+constexpr int kDirtyRing = 8192;
+
 struct DatabaseSlot {
   Oid db;                        // slots_lock; InvalidOid when the slot is free
   int worker_pid;                // slots_lock; 0 when no flusher runs
@@ -60,6 +70,16 @@ struct DatabaseSlot {
   double last_flush_ms;
 
   ConditionVariable done_cv;     // broadcast after each flush and each batch of write-throughs
+
+  // The entries of this database that became dirty since its flusher last took them, so that a
+  // flush reads those instead of the whole buffer (flush.cpp). Guarded by dirty_mutex. A writer
+  // that turns a clean entry dirty appends it; a flush that leaves an entry dirty (it failed, the
+  // entry was counted into meanwhile, or its counter was locked) appends it again. When the ring
+  // is full, or the slot was (re)assigned, dirty_overflow makes the next flush scan everything.
+  slock_t dirty_mutex;
+  int dirty_count;
+  bool dirty_overflow;
+  DirtyRef dirty[kDirtyRing];
 };
 
 enum RequestState : uint32 { kRequestEmpty = 0, kRequestPending, kRequestTaken, kRequestDone,
@@ -104,6 +124,11 @@ extern SharedState* shared;
 
 void RequestSharedState();
 void CreateSharedState();
+
+// Appends an entry that became dirty to the ring of `slot` (this backend's database's slot).
+void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation);
+// The next flush of the slot's database scans the whole buffer.
+void MarkDirtyUntracked(DatabaseSlot* slot);
 
 // Fails with 55000 unless the library was preloaded.
 void RequireShared();

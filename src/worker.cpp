@@ -64,6 +64,10 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->last_flush_at = 0;
     free_slot->last_flush_ms = 0;
     SpinLockRelease(&free_slot->mutex);
+    SpinLockAcquire(&free_slot->dirty_mutex);
+    free_slot->dirty_count = 0;
+    free_slot->dirty_overflow = true;
+    SpinLockRelease(&free_slot->dirty_mutex);
   }
   return free_slot;
 }
@@ -291,6 +295,9 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
                      errhint("Raise max_worker_processes and restart the server.")));
   }
   if (slot != nullptr) my_flusher_slot = slot;
+  // A write that just went in may have noted its entry in a slot its database no longer has
+  // (the flusher left it meanwhile): the next flush must not trust its ring alone.
+  if (slot != nullptr && after_write) MarkDirtyUntracked(slot);
   return slot;
 }
 
