@@ -1,6 +1,8 @@
 // flush.cpp: what the flusher writes to slotted_counter.totals, in its own transactions.
 //
-// A flush reads the dirty entries of one database (partition locks SHARED), marks them in_flush
+// A flush reads the dirty entries of one database (partition locks SHARED): those its slot's
+// ring names as having turned dirty since the last flush, or, when the ring overflowed, every
+// entry of the buffer (shmem.hpp: DatabaseSlot::dirty). It marks them in_flush
 // so that no eviction takes them, writes each entry's delta (value - flushed) with one batched
 // upsert per 10,000 keys, commits, and only then advances each entry's flushed by the delta it
 // wrote (checking the entry's generation: a drop may have freed it meanwhile). A failed flush
