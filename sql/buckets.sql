@@ -115,6 +115,7 @@ INSERT INTO slotted_counter.totals (counter, key, bucket, value)
 VALUES ('hits'::slotted_counter::integer, 1, '2026-01-01 00:00+00', 1000);
 INSERT INTO slotted_counter.deltas (counter, key, bucket, delta)
 VALUES ('visits'::slotted_counter::integer, 1, '2026-01-01 00:00+00', 50);
+SELECT sc_rollup() > 0 AS folded;
 SELECT sc_sum('hits', 1), sc_sum('hits', 1, NULL, '2026-02-01'), sc_sum('visits', 1);
 SELECT * FROM sc_top('hits', 1);
 

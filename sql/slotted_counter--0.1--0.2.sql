@@ -25,6 +25,3 @@ CREATE FUNCTION sc_drop_buckets(counter slotted_counter, before timestamptz) RET
 CREATE INDEX totals_counter_bucket ON slotted_counter.totals (counter, bucket)
     WHERE bucket IS NOT NULL;
 
--- Loading a transactional key reads its committed, not yet folded deltas: by index, not by a
--- scan of every committer's rows. (Commits maintain it; see InsertDeltas.)
-CREATE INDEX deltas_counter_key_bucket ON slotted_counter.deltas (counter, key, bucket);

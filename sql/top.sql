@@ -16,10 +16,12 @@ SELECT * FROM sc_top('downloads', 2);
 -- transactional: committed values, plus this transaction's own increments
 SELECT sc_incr('score', ARRAY[1, 2, 3], ARRAY[5, 7, 9]);
 SELECT sc_rollup() > 0 AS flushed;
--- a transactional key only in the tables counts its totals row and its unfolded deltas
+-- a transactional key only in the tables counts its totals row and its deltas (which the next
+-- flush folds into totals; a key leaves the buffer only after its deltas were folded)
 INSERT INTO slotted_counter.totals (counter, key, value) VALUES ('score'::slotted_counter::integer, 50, 2);
 INSERT INTO slotted_counter.deltas (counter, key, delta) VALUES
   ('score'::slotted_counter::integer, 50, 3), ('score'::slotted_counter::integer, 50, 5);
+SELECT sc_rollup() > 0 AS folded;
 SELECT * FROM sc_top('score', 2);
 BEGIN;
 SELECT sc_incr('score', 1, 10), sc_incr('score', 3, -8), sc_incr('score', 4, 6);

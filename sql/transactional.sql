@@ -109,8 +109,8 @@ SELECT sc_sum('orders', 77);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 SELECT sc_sum('orders', 77), sc_incr('orders', 77);
--- commits write slotted_counter.deltas below the executor, and maintain its indexes (its own,
--- and one added by hand): an index scan finds the rows they wrote
+-- commits write slotted_counter.deltas below the executor, and maintain any index added to it:
+-- an index scan finds the rows they wrote
 CREATE INDEX deltas_by_key ON slotted_counter.deltas (key);
 SELECT sc_incr('orders', 77);
 SELECT sc_incr('orders', 77);

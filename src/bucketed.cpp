@@ -28,7 +28,7 @@ namespace {
 
 enum class Read { kSum, kSeries, kTop };
 
-// [read][transactional][some keys (or all)]
+// [read][with the unfolded deltas][some keys (or all)]
 SPIPlanPtr plans[3][2][2];
 
 // The stored (key, bucket, v) rows of the counter in range that are not resident: from totals,
@@ -148,7 +148,8 @@ void RunRead(Read read, const CounterDef& def, const int64* keys, int nkeys, Buc
   args[3] = Int8Array(key_datums, nkeys);
   args[9] = Int32GetDatum(limit);
   SPI_connect();
-  SPIPlanPtr plan = PlanFor(read, def.durability == Durability::kTransactional, keys != nullptr);
+  bool with_deltas = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  SPIPlanPtr plan = PlanFor(read, with_deltas, keys != nullptr);
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);

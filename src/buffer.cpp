@@ -17,6 +17,10 @@
 
 namespace sc {
 
+bool StoredReadsNeedDeltas() {
+  return RecoveryInProgress() || LoadsReadDeltas(FindSlot(MyDatabaseId));
+}
+
 namespace {
 
 // [transactional][bucketed]
@@ -43,6 +47,7 @@ const char* const kStoredSql[2][2] = {
 
 // The value the tables hold for k, as of the latest commit; 0 if none.
 int64 ReadStoredValue(const CounterKey& k, bool transactional) {
+  transactional = transactional && StoredReadsNeedDeltas();
   SPI_connect();
   bool bucketed = k.bucket != kNoBucket;
   SPIPlanPtr& plan = plan_stored[transactional][bucketed];
@@ -100,6 +105,16 @@ bool WriteThroughPendingFor(const CounterKey& k) {
   return false;
 }
 
+// Whether the deltas committed into a transactional entry are all in the values table (so that
+// the entry may leave the buffer); always true for a buffered one. Under the entry's partition
+// lock, exclusive.
+bool DeltasFolded(const Entry& e) {
+  uint32 epoch = e.commit_epoch.load(std::memory_order_relaxed);
+  if (epoch == 0) return true;
+  DatabaseSlot* slot = FindSlot(e.id.db);
+  return slot != nullptr && epoch <= pg_atomic_read_u32(&slot->folded_epoch);
+}
+
 // A free entry, or a clean one taken from its chain by the clock sweep; kNil if none can be had.
 uint32 TakeEntry() {
   CounterTable* t = shared->table;
@@ -114,7 +129,7 @@ uint32 TakeEntry() {
     if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE)) continue;
     bool evict =
         CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == partition &&
-        CounterTable::AgeAndTestEvictable(e);
+        CounterTable::AgeAndTestEvictable(e) && DeltasFolded(e);
     if (evict) t->Unlink(i);
     LWLockRelease(lock);
     if (evict) {
@@ -462,7 +477,7 @@ const char* const kStoredManySql[2] = {
     "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n"};
 
 void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values) {
-  bool transactional = def.durability == Durability::kTransactional;
+  bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
   // Keys in the buffer are read from shared memory; the others with one query.
   auto* missing = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
   auto* slot_of = static_cast<int*>(palloc(sizeof(int) * (n + 1)));
@@ -521,7 +536,7 @@ const char* const kTopStoredSql[2] = {
     "GROUP BY key ORDER BY 2 DESC, key LIMIT $3"};
 
 int BufferTop(const CounterDef& def, int n, int extra, int64** keys_out, int64** values_out) {
-  bool transactional = def.durability == Durability::kTransactional;
+  bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
   CounterTable* t = shared->table;
   // Every resident key of the counter, with its exact value. Entries linked during the scan can
   // fill the array; then scan again with room for all of them (a key left out would be reported
@@ -703,11 +718,18 @@ void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 del
 }
 
 void BufferSettle(const Reservation& r, bool committed) {
+  // The commit is visible by now, so a fold that takes this epoch (or a later one) sees it.
+  DatabaseSlot* slot = FindSlot(MyDatabaseId);
+  uint32 epoch = slot != nullptr ? pg_atomic_read_u32(&slot->fold_epoch) : UINT32_MAX;
   LWLock* lock = &shared->partition_locks[r.partition].lock;
   LWLockAcquire(lock, LW_EXCLUSIVE);
   Entry& e = shared->table->at(r.index);
-  if (e.generation.load(std::memory_order_relaxed) == r.generation &&
-      e.state.load(std::memory_order_relaxed) == kResident) {
+  bool ours = e.generation.load(std::memory_order_relaxed) == r.generation &&
+              e.state.load(std::memory_order_relaxed) == kResident;
+  // Concurrent committers read the epoch in any order: keep the latest.
+  if (ours && committed && epoch > e.commit_epoch.load(std::memory_order_relaxed))
+    e.commit_epoch.store(epoch, std::memory_order_relaxed);
+  if (ours) {
     int64 value = e.value.load(std::memory_order_relaxed);
     // The reservation made the sum fit; if it somehow did not, keep the old value rather than
     // wrap (a commit callback cannot raise an error).
@@ -720,6 +742,9 @@ void BufferSettle(const Reservation& r, bool committed) {
     e.flushed.store(e.value.load(std::memory_order_relaxed), std::memory_order_release);
   }
   LWLockRelease(lock);
+  // A drop purged the entry meanwhile (a bucket drop keeps deltas committed after its DELETE):
+  // this commit's deltas now belong to a key that is not resident.
+  if (!ours && committed && slot != nullptr) RequireDeltaReads(slot);
 }
 
 // Fails the pending write-through requests of a dropped counter (counter 0: of a database whose
@@ -754,6 +779,9 @@ void PurgeCounter(Oid db, int32 counter) {
 }
 
 void PurgeBuckets(Oid db, int32 counter, int64 before) {
+  // Commits into the dropped buckets after the drop's DELETE keep their deltas, whose entries
+  // this purge removes: loads read the deltas until the next fold.
+  if (DatabaseSlot* slot = FindSlot(db)) RequireDeltaReads(slot);
   for (uint32 p = 0; p < kPartitions; p++) {
     LWLock* lock = &shared->partition_locks[p].lock;
     LWLockAcquire(lock, LW_EXCLUSIVE);

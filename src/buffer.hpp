@@ -7,6 +7,12 @@
 
 namespace sc {
 
+// Whether reads of the stored values of keys that are not resident (of a transactional
+// counter) must add their unfolded rows of slotted_counter.deltas: on a standby, which folds
+// nothing, and while this database's slot says so (shmem.hpp: fold epochs). Otherwise such a
+// key has none: an entry leaves the buffer only after its deltas were folded into totals.
+bool StoredReadsNeedDeltas();
+
 // Adds delta to the value of (counter, key, bucket) of this database and returns the new value.
 // Fails with 22003, changing nothing, if the value would leave the bigint range.
 int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);

@@ -68,6 +68,7 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
     e.reserved_up.store(0, std::memory_order_relaxed);
     e.reserved_down.store(0, std::memory_order_relaxed);
     e.pins.store(0, std::memory_order_relaxed);
+    e.commit_epoch.store(0, std::memory_order_relaxed);
   }
   t->free_head_.store(capacity > 0 ? 0 : kNil, std::memory_order_release);
   return t;
@@ -110,6 +111,7 @@ uint32_t CounterTable::Allocate() noexcept {
       e.reserved_up.store(0, std::memory_order_relaxed);
       e.reserved_down.store(0, std::memory_order_relaxed);
       e.pins.store(0, std::memory_order_relaxed);
+      e.commit_epoch.store(0, std::memory_order_relaxed);
       used_.fetch_add(1, std::memory_order_relaxed);
       return index;
     }

@@ -80,7 +80,11 @@ struct Entry {
   std::atomic<int64_t> reserved_up;
   std::atomic<int64_t> reserved_down;
   std::atomic<uint32_t> pins;
-  uint32_t pad2;
+  // The fold epoch of the entry's database when a transaction last committed a delta into it
+  // (0: none since it was loaded). The entry may be evicted only after a fold of that epoch
+  // moved those deltas into the values table (buffer.cpp), so a key that is not resident has
+  // no unfolded deltas and its load reads the values table alone.
+  std::atomic<uint32_t> commit_epoch;
 };
 static_assert(sizeof(Entry) == 88, "an entry is 88 bytes");
 

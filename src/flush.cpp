@@ -108,8 +108,9 @@ void EndWork() {
 // transaction is settled: nothing that fails here may make it look uncommitted.
 void ReportStatistics() { pgstat_report_stat(true); }
 
-// The ids of this database's counters, sorted, each locked FOR KEY SHARE.
-int32* LockLiveCounters(int* count) {
+// The ids of this database's counters, sorted, each locked FOR KEY SHARE. *skipped: some
+// counter was locked by a transaction (a drop), so this flush will not fold its deltas.
+int32* LockLiveCounters(int* count, bool* skipped) {
   int rc = SPI_execute(
       "SELECT id FROM slotted_counter.counters ORDER BY id FOR KEY SHARE SKIP LOCKED", false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
@@ -119,6 +120,11 @@ int32* LockLiveCounters(int* count) {
     ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
   }
   *count = int(SPI_processed);
+  rc = SPI_execute("SELECT pg_catalog.count(*) FROM slotted_counter.counters", true, 1);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
+  bool isnull;
+  *skipped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+                                         &isnull)) != *count;
   return ids;
 }
 
@@ -322,9 +328,14 @@ bool ItemOrder(const FlushItem& a, const FlushItem& b) {
 
 int64 FlushDatabase(Oid db) {
   WorkContext();
+  // Every commit tagged with this epoch (or an earlier one) is visible to the fold below: a
+  // commit reads the epoch only after it became visible (shmem.hpp: fold epochs).
+  DatabaseSlot* slot = SlotOf(db);
+  uint32 epoch = slot != nullptr ? pg_atomic_fetch_add_u32(&slot->fold_epoch, 1) : 0;
   BeginWork();
   int nids;
-  int32* ids = LockLiveCounters(&nids);
+  bool skipped;
+  int32* ids = LockLiveCounters(&nids, &skipped);
   int64 n;
   FlushItem* items = CollectDirty(db, ids, nids, &n);
   int64 folded = 0;
@@ -342,6 +353,12 @@ int64 FlushDatabase(Oid db) {
   }
   PG_END_TRY();
   Settle(db, items, n, true);
+  // Folded: the entries committed into up to this epoch may leave the buffer.
+  if (slot != nullptr && !skipped) {
+    uint32 done = pg_atomic_read_u32(&slot->folded_epoch);
+    while (done < epoch && !pg_atomic_compare_exchange_u32(&slot->folded_epoch, &done, epoch)) {
+    }
+  }
   ReportStatistics();
   return n + folded;
 }

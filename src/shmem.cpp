@@ -53,6 +53,9 @@ void CreateSharedState() {
       SpinLockInit(&slot->mutex);
       SpinLockInit(&slot->dirty_mutex);
       slot->dirty_overflow = true;
+      pg_atomic_init_u32(&slot->fold_epoch, 1);
+      pg_atomic_init_u32(&slot->folded_epoch, 0);
+      pg_atomic_init_u32(&slot->deltas_until, 1);
       slot->worker_state = kWorkerNone;
       ConditionVariableInit(&slot->done_cv);
     }
@@ -69,6 +72,26 @@ void CreateSharedState() {
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;
+}
+
+DatabaseSlot* FindSlot(Oid db) {
+  for (int i = 0; i < shared->max_databases; i++)
+    if (*reinterpret_cast<volatile Oid*>(&shared->slots[i].db) == db) return &shared->slots[i];
+  return nullptr;
+}
+
+void ResetFoldEpochs(DatabaseSlot* slot) {
+  // Epochs move forward only: a reader of the old database's values sees no step back.
+  uint32 epoch = pg_atomic_add_fetch_u32(&slot->fold_epoch, 1);
+  RequireDeltaReads(slot);
+  (void)epoch;
+}
+
+void RequireDeltaReads(DatabaseSlot* slot) {
+  uint32 epoch = pg_atomic_read_u32(&slot->fold_epoch);
+  uint32 until = pg_atomic_read_u32(&slot->deltas_until);
+  while (until < epoch && !pg_atomic_compare_exchange_u32(&slot->deltas_until, &until, epoch)) {
+  }
 }
 
 void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation) {

@@ -80,6 +80,18 @@ struct DatabaseSlot {
   int dirty_count;
   bool dirty_overflow;
   DirtyRef dirty[kDirtyRing];
+
+  // Folds of transactional deltas (flush.cpp), so that loads need not read slotted_counter.deltas
+  // (buffer.cpp). A commit tags the entry it settles with fold_epoch (Entry::commit_epoch); a
+  // flush takes fold_epoch's value v and moves it on before its fold reads the deltas, so every
+  // delta tagged v or less is in that fold; once the fold committed with no counter skipped,
+  // folded_epoch becomes v. An entry is evicted only if commit_epoch <= folded_epoch. Loads read
+  // the deltas too while folded_epoch < deltas_until: after the slot was (re)assigned (deltas
+  // from before a restart) and after a bucket drop purged entries whose deltas a later commit
+  // kept. All three are atomics, changed without a lock, and only ever move forward.
+  pg_atomic_uint32 fold_epoch;
+  pg_atomic_uint32 folded_epoch;
+  pg_atomic_uint32 deltas_until;
 };
 
 enum RequestState : uint32 { kRequestEmpty = 0, kRequestPending, kRequestTaken, kRequestDone,
@@ -124,6 +136,20 @@ extern SharedState* shared;
 
 void RequestSharedState();
 void CreateSharedState();
+
+// The slot of database db, read without a lock (slots change hands only when a database stops
+// using the extension); nullptr if it has none.
+DatabaseSlot* FindSlot(Oid db);
+// (Re)sets the fold epochs of a slot just assigned to a database: loads read the deltas until
+// its first complete fold.
+void ResetFoldEpochs(DatabaseSlot* slot);
+// Whether loads of the slot's database must read slotted_counter.deltas too.
+inline bool LoadsReadDeltas(DatabaseSlot* slot) {
+  return slot == nullptr ||
+         pg_atomic_read_u32(&slot->folded_epoch) < pg_atomic_read_u32(&slot->deltas_until);
+}
+// Makes loads read the deltas until a fold of every commit so far.
+void RequireDeltaReads(DatabaseSlot* slot);
 
 // Appends an entry that became dirty to the ring of `slot` (this backend's database's slot).
 void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation);

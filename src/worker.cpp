@@ -68,6 +68,7 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->dirty_count = 0;
     free_slot->dirty_overflow = true;
     SpinLockRelease(&free_slot->dirty_mutex);
+    ResetFoldEpochs(free_slot);
   }
   return free_slot;
 }
