@@ -21,6 +21,9 @@
 //     created one); a backend that sees it change drops its cached counter definitions.
 //   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
 //     of requests when it is zero.
+//   - in each DatabaseSlot, the ring of entries that turned dirty (dirty_mutex, a spinlock taken
+//     under a partition lock at most) and the fold epochs (atomics that only move forward); see
+//     the struct for who writes what.
 //   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
 //     their pre-commit until they have purged the buffer after the commit, guarded by the
 //     spinlock bucket_drops_mutex. The dropper holds its counter's row FOR UPDATE, so no flush of
