@@ -6,7 +6,7 @@ CREATE TABLE hot (id integer PRIMARY KEY, n bigint NOT NULL);
 INSERT INTO hot VALUES (1, 0);
 -- The append-only table a transactional counter competes with: one new row per event.
 CREATE TABLE events (id bigint GENERATED ALWAYS AS IDENTITY, v integer NOT NULL);
--- The slotted-rows workaround of the seeds (../shared/seeds/, "pageviews_counts" and GitHub's
+-- The slotted-rows workaround the project starts from ("pageviews_counts" and GitHub's
 -- slotted_counters): one counter spread over 100 rows, a random slot upserted per event.
 CREATE TABLE slots (id integer NOT NULL, slot smallint NOT NULL, n bigint NOT NULL,
                     PRIMARY KEY (id, slot));
