@@ -143,6 +143,18 @@ SELECT sc_drop_buckets('visits', 'infinity');
 ROLLBACK TO SAVEPOINT s;
 COMMIT;
 SELECT sc_sum('visits', 1), sc_sum('visits', 2);
+-- a rolled-back drop leaves the tables as they were, and keeps a buffered increment made
+-- meanwhile of a bucket that was only in the tables (loaded as the other sessions see it)
+INSERT INTO slotted_counter.totals (counter, key, bucket, value)
+VALUES ('hits'::slotted_counter::integer, 5, '2026-01-05 00:00+00', 100);
+BEGIN;
+SELECT sc_drop_buckets('hits', '2026-02-01');
+SELECT sc_incr('hits', 5, 1, '2026-01-05 00:30+00');
+ROLLBACK;
+SELECT * FROM sc_series('hits', 5, NULL, '2026-02-01');
+SELECT sc_rollup() > 0 AS flushed;
+SELECT value FROM slotted_counter.totals
+WHERE counter = 'hits'::slotted_counter::integer AND key = 5 AND bucket = '2026-01-05 00:00+00';
 -- a transaction's own increments of dropped buckets go with them
 BEGIN;
 SELECT sc_incr('visits', 3, 4, '2026-11-19'), sc_incr('visits', 3, 6, '2026-11-21');

@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "buffer.hpp"
+#include "key_arrays.hpp"
 #include "transactional.hpp"
 #include "xact.hpp"
 
@@ -257,14 +258,14 @@ int64 DropBuckets(const CounterDef& def, TimestampTz before) {
     }
   Oid types[4] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID};
   Datum args[4] = {id, TimestampTzGetDatum(before), Int8Array(keys, n), TimestampArray(buckets, n)};
-  rc = SPI_execute_with_args(
+  rc = ExecuteWithLatestSnapshot(
       "WITH t AS (DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket), "
       "d AS (DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket) "
       "SELECT pg_catalog.count(*) FROM (SELECT key, bucket FROM t UNION SELECT key, bucket FROM d "
       "UNION SELECT * FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4))) s",
-      4, types, args, nullptr, false, 0);
+      4, types, args);
   if (rc != SPI_OK_SELECT) elog(ERROR, "deleting old buckets failed: %d", rc);
   bool isnull;
   int64 dropped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,

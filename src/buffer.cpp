@@ -14,6 +14,7 @@
 #include "checked_math.hpp"
 #include "shmem.hpp"
 #include "worker.hpp"
+#include "xact.hpp"
 
 namespace sc {
 
@@ -45,8 +46,10 @@ const char* const kStoredSql[2][2] = {
      "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
      "AND bucket OPERATOR(pg_catalog.=) $3), 0))::pg_catalog.int8"}};
 
-// The value the tables hold for k, as of the latest commit; 0 if none.
-int64 ReadStoredValue(const CounterKey& k, bool transactional) {
+// The value the tables hold for k, as of the latest commit; 0 if none. committed_only: leave
+// out this transaction's own uncommitted changes (its sc_drop_buckets), as a value linked into
+// the shared buffer must be true for every session whatever this transaction does next.
+int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only = false) {
   transactional = transactional && StoredReadsNeedDeltas();
   SPI_connect();
   bool bucketed = k.bucket != kNoBucket;
@@ -59,8 +62,11 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional) {
     SPI_keepplan(plan);
   }
   Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
-  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
-                                false, 1);
+  Snapshot snapshot = GetLatestSnapshot();
+  // A tuple this transaction inserted is visible from command curcid on, one it deleted until
+  // then: from the first command, neither (SPI copies the snapshot as it pushes it).
+  if (committed_only) snapshot->curcid = FirstCommandId;
+  int rc = SPI_execute_snapshot(plan, args, nullptr, snapshot, InvalidSnapshot, true, false, 1);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
   int64 value = 0;
   if (SPI_processed == 1) {
@@ -200,7 +206,7 @@ LoadResult Load(const CounterKey& k, uint32 hash, bool transactional) {
   LoadInProgress loading{index, e.generation.load(std::memory_order_relaxed), hash};
   PG_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
   {
-    stored = ReadStoredValue(k, transactional);
+    stored = ReadStoredValue(k, transactional, true);
   }
   PG_END_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
 
@@ -415,6 +421,15 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
       continue;
     }
     if (!MakeResident(&def, k, hash, &waits)) {
+      // The flusher would wait for this transaction's own lock on the counter's row.
+      if (BucketsDroppedInThisTransaction(def.id))
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("no room in the slotted_counter buffer for counter \"%s\"",
+                               def.name),
+                        errdetail("The buffer is full, and this transaction holds the counter "
+                                  "for sc_drop_buckets, so the flusher cannot write the "
+                                  "increment through."),
+                        errhint("Count in a transaction of its own.")));
       bool retry;
       value = WriteThrough(def, k, hash, delta, &retry);
       if (!retry) return value;
@@ -782,12 +797,24 @@ void PurgeBuckets(Oid db, int32 counter, int64 before) {
   // Commits into the dropped buckets after the drop's DELETE keep their deltas, whose entries
   // this purge removes: loads read the deltas until the next fold.
   if (DatabaseSlot* slot = FindSlot(db)) RequireDeltaReads(slot);
+  auto dropped = [&](const Entry& e) {
+    return e.id.db == db && e.id.counter == counter && e.id.bucket != kNoBucket &&
+           e.id.bucket < before && e.state.load(std::memory_order_relaxed) == kResident;
+  };
   for (uint32 p = 0; p < kPartitions; p++) {
     LWLock* lock = &shared->partition_locks[p].lock;
     LWLockAcquire(lock, LW_EXCLUSIVE);
+    // An entry pinned by a committing transaction stays, emptied: that transaction's deltas row,
+    // inserted before (and so not seen by) the drop's DELETE, survives, and its settle adds the
+    // delta to 0. (Removed, the entry could be loaded again before that commit is visible.)
+    shared->table->ForEachInPartition(p, [&](uint32, Entry& e) {
+      if (dropped(e) && e.pins.load(std::memory_order_relaxed) > 0) {
+        e.value.store(0, std::memory_order_relaxed);
+        e.flushed.store(0, std::memory_order_relaxed);
+      }
+    });
     shared->table->RemoveIf(p, [&](const Entry& e) {
-      return e.id.db == db && e.id.counter == counter && e.id.bucket != kNoBucket &&
-             e.id.bucket < before && e.state.load(std::memory_order_relaxed) == kResident;
+      return dropped(e) && e.pins.load(std::memory_order_relaxed) == 0;
     });
     LWLockRelease(lock);
   }

@@ -111,20 +111,23 @@ void ReportStatistics() { pgstat_report_stat(true); }
 // The ids of this database's counters, sorted, each locked FOR KEY SHARE. *skipped: some
 // counter was locked by a transaction (a drop), so this flush will not fold its deltas.
 int32* LockLiveCounters(int* count, bool* skipped) {
+  // One statement, so that the count and the locked rows come from one snapshot.
   int rc = SPI_execute(
-      "SELECT id FROM slotted_counter.counters ORDER BY id FOR KEY SHARE SKIP LOCKED", false, 0);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
-  auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (SPI_processed + 1)));
-  for (uint64 i = 0; i < SPI_processed; i++) {
-    bool isnull;
-    ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-  }
-  *count = int(SPI_processed);
-  rc = SPI_execute("SELECT pg_catalog.count(*) FROM slotted_counter.counters", true, 1);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
+      "WITH locked AS (SELECT id FROM slotted_counter.counters FOR KEY SHARE SKIP LOCKED) "
+      "SELECT id, (SELECT pg_catalog.count(*) FROM slotted_counter.counters) FROM locked "
+      "UNION ALL SELECT NULL, (SELECT pg_catalog.count(*) FROM slotted_counter.counters) "
+      "ORDER BY 1 NULLS LAST",
+      false, 0);
+  if (rc != SPI_OK_SELECT || SPI_processed == 0)
+    elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
+  int n = int(SPI_processed) - 1;  // the last row carries only the count
+  auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
   bool isnull;
-  *skipped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-                                         &isnull)) != *count;
+  for (int i = 0; i < n; i++)
+    ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+  *count = n;
+  *skipped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[n], SPI_tuptable->tupdesc, 2,
+                                         &isnull)) != n;
   return ids;
 }
 
@@ -215,20 +218,27 @@ FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
     scan_all = slot->dirty_overflow;
     nrefs = slot->dirty_count;
     memcpy(refs, slot->dirty, sizeof(DirtyRef) * nrefs);
-    slot->dirty_count = 0;
-    slot->dirty_overflow = false;
     SpinLockRelease(&slot->dirty_mutex);
   }
   int64 space = scan_all ? int64(t->used()) + 1 : nrefs;
   auto* items = static_cast<FlushItem*>(
       MemoryContextAllocHuge(work_context, sizeof(FlushItem) * (space + 1)));
+  // Allocated: now the refs read are this flush's (those noted since stay for the next).
+  if (slot != nullptr) {
+    SpinLockAcquire(&slot->dirty_mutex);
+    slot->dirty_count -= nrefs;
+    memmove(slot->dirty, slot->dirty + nrefs, sizeof(DirtyRef) * slot->dirty_count);
+    if (scan_all) slot->dirty_overflow = false;
+    SpinLockRelease(&slot->dirty_mutex);
+  }
   int64 n = 0;
   if (scan_all) {
     for (uint32 p = 0; p < kPartitions && n < space; p++) {
       LWLock* lock = &shared->partition_locks[p].lock;
       LWLockAcquire(lock, LW_SHARED);
       t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
-        if (n == space) {  // linked during the scan: it is in the ring, or the next scan's
+        if (n == space) {  // entries linked during the scan filled the array: scan again
+          if (slot != nullptr && e.value.load() != e.flushed.load()) MarkDirtyUntracked(slot);
           return;
         }
         Take take = TakeEntry(scope, index, p, e, &items[n]);

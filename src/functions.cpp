@@ -9,6 +9,7 @@
 #include "buffer.hpp"
 #include "catalog.hpp"
 #include "checked_math.hpp"
+#include "key_arrays.hpp"
 #include "shmem.hpp"
 #include "transactional.hpp"
 #include "worker.hpp"
@@ -232,8 +233,9 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
         "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1"};
+    // The counter's row is locked now: delete every value row committed before that too.
     for (const char* sql : deletes) {
-      rc = SPI_execute_with_args(sql, 1, &type, &arg, nullptr, false, 0);
+      rc = ExecuteWithLatestSnapshot(sql, 1, &type, &arg);
       if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
     }
   }
@@ -303,6 +305,7 @@ Datum sc_incr_batch(PG_FUNCTION_ARGS) {
     PG_CATCH();
     {
       UndoBatch(def, keys, bucket, deltas, applied);
+      EnsureFlusherFast(true);  // the undo wrote too: the same hand-over check as a write
       PG_RE_THROW();
     }
     PG_END_TRY();

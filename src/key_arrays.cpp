@@ -39,4 +39,13 @@ void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* coun
   if (rc != expected_rc) elog(ERROR, "writing slotted_counter tables failed: %d", rc);
 }
 
+int ExecuteWithLatestSnapshot(const char* sql, int nargs, Oid* types, Datum* args) {
+  SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+  if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, false,
+                                false, 0);
+  SPI_freeplan(plan);
+  return rc;
+}
+
 }  // namespace sc

@@ -13,4 +13,9 @@ SPIPlanPtr PrepareKeyArrayPlan(const char* sql);
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
                       const int64* keys, const int64* buckets, const int64* values);
 
+// Runs sql with the latest snapshot rather than the transaction's: a write that follows a lock
+// must see every row committed before the lock was granted, at any isolation level (the rows
+// a flush wrote before a drop could lock its counter). Returns SPI's code. Inside SPI.
+int ExecuteWithLatestSnapshot(const char* sql, int nargs, Oid* types, Datum* args);
+
 }  // namespace sc

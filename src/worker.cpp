@@ -49,6 +49,14 @@ DatabaseSlot* SlotFor(Oid db) {
     if (s->db == InvalidOid && free_slot == nullptr) free_slot = s;
   }
   if (free_slot != nullptr) {
+    // Readers find slots by db without a lock (FindSlot): reset the ring and the fold epochs
+    // before the slot names its new database.
+    SpinLockAcquire(&free_slot->dirty_mutex);
+    free_slot->dirty_count = 0;
+    free_slot->dirty_overflow = true;
+    SpinLockRelease(&free_slot->dirty_mutex);
+    ResetFoldEpochs(free_slot);
+    pg_write_barrier();
     free_slot->db = db;
     free_slot->worker_pid = 0;
     free_slot->worker_latch = nullptr;
@@ -64,11 +72,6 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->last_flush_at = 0;
     free_slot->last_flush_ms = 0;
     SpinLockRelease(&free_slot->mutex);
-    SpinLockAcquire(&free_slot->dirty_mutex);
-    free_slot->dirty_count = 0;
-    free_slot->dirty_overflow = true;
-    SpinLockRelease(&free_slot->dirty_mutex);
-    ResetFoldEpochs(free_slot);
   }
   return free_slot;
 }

@@ -203,6 +203,12 @@ bool BucketDroppedInThisTransaction(int32 id, int64 bucket) {
   return false;
 }
 
+bool BucketsDroppedInThisTransaction(int32 id) {
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change == Change::kBucketsDropped && noted[i].id == id) return true;
+  return false;
+}
+
 void NoteCounterCreated(int32 id) { Note(id, Change::kCreated); }
 void NoteBucketsDropped(int32 id, int64 before) { Note(id, Change::kBucketsDropped, before); }
 void NoteCounterDropped(int32 id) { Note(id, Change::kDropped); }

@@ -19,5 +19,7 @@ bool DroppedInThisTransaction(int32 id);
 void NoteBucketsDropped(int32 id, int64 before);
 // Whether this transaction dropped the counter's bucket (reads leave its resident value out).
 bool BucketDroppedInThisTransaction(int32 id, int64 bucket);
+// Whether this transaction dropped buckets of the counter (and so holds its row FOR UPDATE).
+bool BucketsDroppedInThisTransaction(int32 id);
 
 }  // namespace sc
