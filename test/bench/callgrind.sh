@@ -12,35 +12,17 @@
 # Usage: test/bench/callgrind.sh [--annotate]     Environment: N (200000 rows per query)
 set -euo pipefail
 
-PGBIN=/usr/lib/postgresql/15/bin
 N=${N:-200000}
 annotate=0
 [[ ${1:-} == --annotate ]] && annotate=1
 command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
 
-if [[ $(id -u) -eq 0 ]]; then as_pg() { runuser -u postgres -- "$@"; }; else as_pg() { "$@"; }; fi
-
-WORK=$(mktemp -d /tmp/sc-callgrind.XXXXXX)
-[[ $(id -u) -eq 0 ]] && chown postgres "$WORK"
-cleanup() {
-    as_pg "$PGBIN/pg_ctl" -D "$WORK/data" stop -m fast >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-as_pg "$PGBIN/initdb" -D "$WORK/data" --no-sync >/dev/null 2>&1
-cat >> "$WORK/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'slotted_counter'
-listen_addresses = ''
-unix_socket_directories = '$WORK'
-autovacuum = off
-fsync = off
-CONF
+source "$(dirname "${BASH_SOURCE[0]}")/throwaway.sh"
+throwaway_init sc-callgrind "autovacuum = off" "fsync = off"
 as_pg valgrind --tool=callgrind --collect-atstart=no --toggle-collect=PortalRun \
     --callgrind-out-file="$WORK/callgrind.out.%p" \
     "$PGBIN/postgres" -D "$WORK/data" >"$WORK/server.log" 2>&1 &
 for _ in $(seq 1 120); do "$PGBIN/pg_isready" -h "$WORK" -q && break; sleep 1; done
-psql_() { as_pg "$PGBIN/psql" -h "$WORK" -d postgres -Atq -v ON_ERROR_STOP=1 "$@"; }
 psql_ -c "CREATE EXTENSION slotted_counter" \
       -c "SELECT sc_create('b', 'buffered'), sc_create('t'), sc_create('h', 'buffered', '1 hour')" >/dev/null
 

@@ -12,7 +12,6 @@
 # Environment: DURATION (10 s per workload)
 set -euo pipefail
 
-PGBIN=/usr/lib/postgresql/15/bin
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLIENTS=${1:-32}
 shift || true
@@ -20,24 +19,9 @@ WORKLOADS=("$@")
 [[ ${#WORKLOADS[@]} -gt 0 ]] || WORKLOADS=(insert_append.sql sc_incr_transactional.sql update_hot.sql)
 DURATION=${DURATION:-10}
 
-if [[ $(id -u) -eq 0 ]]; then as_pg() { runuser -u postgres -- "$@"; }; else as_pg() { "$@"; }; fi
-WORK=$(mktemp -d /tmp/sc-waits.XXXXXX)
-[[ $(id -u) -eq 0 ]] && chown postgres "$WORK"
-cleanup() {
-    as_pg "$PGBIN/pg_ctl" -D "$WORK/data" stop -m fast >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-as_pg "$PGBIN/initdb" -D "$WORK/data" --no-sync >/dev/null 2>&1
-cat >> "$WORK/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'slotted_counter'
-listen_addresses = ''
-unix_socket_directories = '$WORK'
-max_connections = $((CLIENTS + 10))
-CONF
+source "$BENCH/throwaway.sh"
+throwaway_init sc-waits "max_connections = $((CLIENTS + 10))"
 as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
-psql_() { as_pg "$PGBIN/psql" -h "$WORK" -d postgres -Atq -v ON_ERROR_STOP=1 "$@"; }
 cp "$BENCH"/setup.sql "$BENCH"/workloads/*.sql "$WORK"/
 [[ $(id -u) -eq 0 ]] && chown postgres "$WORK"/*.sql
 psql_ -f "$WORK/setup.sql" >/dev/null
