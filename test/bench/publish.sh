@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# publish.sh: copy one benchmark run into test/bench/results/<date>/, to be committed: the tables
+# publish.sh: copy one benchmark run into test/bench/published/<date>/, to be committed: the tables
 # (table.md), the chart (chart.png, chart.dat) and the machine description (machine.txt). Raw
 # pgbench output and server logs stay in test/bench/out/ (not committed).
 #
 # Usage: test/bench/publish.sh [RUN_DIR] [--force]
 #   RUN_DIR  a directory bench.sh wrote (default: the newest one under test/bench/out/)
-#   --force  replace an existing results/<date>/ directory
+#   --force  replace an existing published/<date>/ directory
 # <date> is the run's UTC date (YYYY-MM-DD); a second run published the same day goes to
-# results/<date>-2/, and so on, unless --force.
+# published/<date>-2/, and so on, unless --force.
 set -euo pipefail
 
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,11 +40,11 @@ if [[ -z $day ]]; then
     day=${BASH_REMATCH[1]}-${BASH_REMATCH[2]}-${BASH_REMATCH[3]}
 fi
 
-dest=$BENCH/results/$day
+dest=$BENCH/published/$day
 if [[ -e $dest && $force -eq 0 ]]; then
     n=2
-    while [[ -e $BENCH/results/$day-$n ]]; do n=$((n + 1)); done
-    dest=$BENCH/results/$day-$n
+    while [[ -e $BENCH/published/$day-$n ]]; do n=$((n + 1)); done
+    dest=$BENCH/published/$day-$n
 fi
 rm -rf "$dest"
 mkdir -p "$dest"
