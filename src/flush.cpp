@@ -210,30 +210,33 @@ FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
   FlushScope scope{db, ids, nids, drops, BucketsBeingDropped(db, drops)};
   CounterTable* t = shared->table;
   DatabaseSlot* slot = SlotOf(db);
+  // Allocate first, then take the ring whole under its lock (copy and empty it at once: two
+  // flushers overlap during a hand-over), so that no failure can drop a ref once taken.
+  bool overflowed = true;
+  if (slot != nullptr) {
+    SpinLockAcquire(&slot->dirty_mutex);
+    overflowed = slot->dirty_overflow;
+    SpinLockRelease(&slot->dirty_mutex);
+  }
+  int64 space = overflowed ? Max(int64(t->used()) + 1, int64(kDirtyRing)) : int64(kDirtyRing);
   auto* refs = static_cast<DirtyRef*>(MemoryContextAlloc(work_context, sizeof(DirtyRef) * kDirtyRing));
+  auto* items = static_cast<FlushItem*>(
+      MemoryContextAllocHuge(work_context, sizeof(FlushItem) * (space + 1)));
   int nrefs = 0;
   bool scan_all = true;
   if (slot != nullptr) {
     SpinLockAcquire(&slot->dirty_mutex);
-    scan_all = slot->dirty_overflow;
+    // An overflow flagged after the first look waits for the next flush, which has the room.
+    scan_all = overflowed && slot->dirty_overflow;
     nrefs = slot->dirty_count;
     memcpy(refs, slot->dirty, sizeof(DirtyRef) * nrefs);
-    SpinLockRelease(&slot->dirty_mutex);
-  }
-  int64 space = scan_all ? int64(t->used()) + 1 : nrefs;
-  auto* items = static_cast<FlushItem*>(
-      MemoryContextAllocHuge(work_context, sizeof(FlushItem) * (space + 1)));
-  // Allocated: now the refs read are this flush's (those noted since stay for the next).
-  if (slot != nullptr) {
-    SpinLockAcquire(&slot->dirty_mutex);
-    slot->dirty_count -= nrefs;
-    memmove(slot->dirty, slot->dirty + nrefs, sizeof(DirtyRef) * slot->dirty_count);
+    slot->dirty_count = 0;
     if (scan_all) slot->dirty_overflow = false;
     SpinLockRelease(&slot->dirty_mutex);
   }
   int64 n = 0;
   if (scan_all) {
-    for (uint32 p = 0; p < kPartitions && n < space; p++) {
+    for (uint32 p = 0; p < kPartitions; p++) {
       LWLock* lock = &shared->partition_locks[p].lock;
       LWLockAcquire(lock, LW_SHARED);
       t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
