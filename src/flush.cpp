@@ -24,9 +24,14 @@
 
 namespace sc {
 
+bool full_scan_next = false;
+
 namespace {
 
 constexpr int kBatch = 10000;
+constexpr int kFullScanMs = 10000;
+
+TimestampTz last_full_scan = 0;
 
 struct FlushItem {
   uint32 index;
@@ -210,6 +215,13 @@ FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
   FlushScope scope{db, ids, nids, drops, BucketsBeingDropped(db, drops)};
   CounterTable* t = shared->table;
   DatabaseSlot* slot = SlotOf(db);
+  // A safety net under the ring: every kFullScanMs (and for the last flush before the flusher
+  // exits) the flush scans the whole buffer anyway, so that a dirty entry the ring missed would
+  // be written late, never lost. It costs one pass over the buffer per interval, not per flush.
+  TimestampTz now = GetCurrentTimestamp();
+  if (slot != nullptr && (full_scan_next || last_full_scan == 0 ||
+                          TimestampDifferenceExceeds(last_full_scan, now, kFullScanMs)))
+    MarkDirtyUntracked(slot);
   // Allocate first, then take the ring whole under its lock (copy and empty it at once: two
   // flushers overlap during a hand-over), so that no failure can drop a ref once taken.
   bool overflowed = true;
@@ -236,6 +248,7 @@ FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
   }
   int64 n = 0;
   if (scan_all) {
+    last_full_scan = now;
     for (uint32 p = 0; p < kPartitions; p++) {
       LWLock* lock = &shared->partition_locks[p].lock;
       LWLockAcquire(lock, LW_SHARED);

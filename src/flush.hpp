@@ -9,6 +9,9 @@ namespace sc {
 // number of rows written. Must run in db's flusher, outside a transaction; may throw (ereport).
 int64 FlushDatabase(Oid db);
 
+// Set by the flusher before its last flush: that flush scans the whole buffer (flush.cpp).
+extern bool full_scan_next;
+
 // Applies the pending write-through requests of db in one transaction; returns how many were
 // answered. Same calling conditions.
 int ServeWriteThroughs(Oid db);

@@ -78,7 +78,8 @@ struct DatabaseSlot {
   // flush reads those instead of the whole buffer (flush.cpp). Guarded by dirty_mutex. A writer
   // that turns a clean entry dirty appends it; a flush that leaves an entry dirty (it failed, the
   // entry was counted into meanwhile, or its counter was locked) appends it again. When the ring
-  // is full, or the slot was (re)assigned, dirty_overflow makes the next flush scan everything.
+  // is full, or the slot was (re)assigned, dirty_overflow makes the next flush scan everything
+  // (as does the flusher every 10 s and before it exits, a safety net under the ring).
   slock_t dirty_mutex;
   int dirty_count;
   bool dirty_overflow;

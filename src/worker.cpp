@@ -253,6 +253,7 @@ void ShutDown(Oid db) {
   }
   LeaveSlot(0, 0);
   pg_memory_barrier();
+  full_scan_next = true;
   while (!FlushAndRecord(db) &&
          !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kFinalFlushMs)) {
     ServeAndRecord(db);
