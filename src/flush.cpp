@@ -163,16 +163,6 @@ bool BeingDropped(const CounterKey& k, const BucketDrop* drops, int ndrops) {
   return false;
 }
 
-// The slot of db (the flusher's own, or the one it just left at shutdown).
-DatabaseSlot* SlotOf(Oid db) {
-  DatabaseSlot* found = nullptr;
-  LWLockAcquire(shared->slots_lock, LW_SHARED);
-  for (int i = 0; i < shared->max_databases && found == nullptr; i++)
-    if (shared->slots[i].db == db) found = &shared->slots[i];
-  LWLockRelease(shared->slots_lock);
-  return found;
-}
-
 // What a flush takes of one entry, under its partition lock (shared). kTaken: claimed (in_flush)
 // with a non-zero delta, now in *item; kClean: nothing to write; kLeft: dirty, but not for this
 // flush (its counter is locked by a drop or an uncommitted create, or its buckets are being
@@ -210,11 +200,10 @@ Take TakeEntry(const FlushScope& scope, uint32 index, uint32 partition, Entry& e
 // Reads the dirty entries of db whose counter is in ids, marking them in_flush: those its slot's
 // ring names (linear in the entries that became dirty), or, after the ring overflowed, every
 // entry of the buffer (linear in its size).
-FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
+FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids, int nids, int64* count) {
   BucketDrop drops[kMaxBucketDrops];
   FlushScope scope{db, ids, nids, drops, BucketsBeingDropped(db, drops)};
   CounterTable* t = shared->table;
-  DatabaseSlot* slot = SlotOf(db);
   // A safety net under the ring: every kFullScanMs (and for the last flush before the flusher
   // exits) the flush scans the whole buffer anyway, so that a dirty entry the ring missed would
   // be written late, never lost. It costs one pass over the buffer per interval, not per flush.
@@ -288,9 +277,8 @@ FlushItem* CollectDirty(Oid db, const int32* ids, int nids, int64* count) {
 // was counted into meanwhile) goes back into the ring. (An incrementer that made it dirty
 // checks flushed after its add, the settle checks value after its add to flushed: with both
 // sequentially consistent, at least one of them sees the other and notes the entry.)
-void Settle(Oid db, const FlushItem* items, int64 n, bool committed) {
+void Settle(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed) {
   CounterTable* t = shared->table;
-  DatabaseSlot* slot = SlotOf(db);
   for (int64 i = 0; i < n; i++) {
     const FlushItem& it = items[i];
     LWLock* lock = &shared->partition_locks[it.partition].lock;
@@ -356,14 +344,15 @@ int64 FlushDatabase(Oid db) {
   WorkContext();
   // Every commit tagged with this epoch (or an earlier one) is visible to the fold below: a
   // commit reads the epoch only after it became visible (shmem.hpp: fold epochs).
-  DatabaseSlot* slot = SlotOf(db);
+  // The flusher's own slot, or the one it just left at shutdown.
+  DatabaseSlot* slot = FindSlot(db);
   uint32 epoch = slot != nullptr ? pg_atomic_fetch_add_u32(&slot->fold_epoch, 1) : 0;
   BeginWork();
   int nids;
   bool skipped;
   int32* ids = LockLiveCounters(&nids, &skipped);
   int64 n;
-  FlushItem* items = CollectDirty(db, ids, nids, &n);
+  FlushItem* items = CollectDirty(db, slot, ids, nids, &n);
   int64 folded = 0;
   PG_TRY();
   {
@@ -374,11 +363,11 @@ int64 FlushDatabase(Oid db) {
   }
   PG_CATCH();
   {
-    Settle(db, items, n, false);
+    Settle(slot, items, n, false);
     PG_RE_THROW();
   }
   PG_END_TRY();
-  Settle(db, items, n, true);
+  Settle(slot, items, n, true);
   // Folded: the entries committed into up to this epoch may leave the buffer.
   if (slot != nullptr && !skipped) {
     uint32 done = pg_atomic_read_u32(&slot->folded_epoch);

@@ -164,13 +164,19 @@ int64 SumOfKey(const CounterDef& def, int64 key) {
   return value;
 }
 
-int64 Increment(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
-  EnsureFlusher();
-  if (def.durability == Durability::kTransactional)
-    return TransactionalIncrement(def, key, bucket, delta);
-  int64 value = BufferIncrement(def, key, bucket, delta);
-  EnsureFlusher(true);
-  return value;
+// Adds delta to (key, bucket) and returns the new value. def may be the cached definition
+// itself: the buffered path copies it before anything that could look it up again (and free
+// it), and the transactional path, which loads, works on a copy from the start.
+inline int64 Increment(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
+  if (def.durability == Durability::kBuffered) {
+    EnsureFlusherFast();
+    int64 value = BufferIncrement(def, key, bucket, delta);
+    EnsureFlusherFast(true);
+    return value;
+  }
+  CounterDef copy = def;
+  EnsureFlusherFast();
+  return TransactionalIncrement(copy, key, bucket, delta);
 }
 
 }  // namespace
@@ -255,15 +261,8 @@ Datum sc_incr(PG_FUNCTION_ARGS) {
   RequireShared();
   PreventCommandDuringRecovery("sc_incr()");
   const CounterDef* def = GetCounter(PG_GETARG_INT32(0));
-  if (def->durability == Durability::kBuffered) {
-    EnsureFlusherFast();
-    int64 value = BufferIncrement(*def, PG_GETARG_INT64(1), CurrentBucket(*def), PG_GETARG_INT64(2));
-    EnsureFlusherFast(true);
-    PG_RETURN_INT64(value);
-  }
-  CounterDef copy = *def;
-  PreventCommandIfReadOnly("sc_incr()");
-  PG_RETURN_INT64(Increment(copy, PG_GETARG_INT64(1), CurrentBucket(copy), PG_GETARG_INT64(2)));
+  if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
+  PG_RETURN_INT64(Increment(*def, PG_GETARG_INT64(1), CurrentBucket(*def), PG_GETARG_INT64(2)));
 }
 
 Datum sc_incr_at(PG_FUNCTION_ARGS) {

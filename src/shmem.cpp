@@ -82,9 +82,8 @@ DatabaseSlot* FindSlot(Oid db) {
 
 void ResetFoldEpochs(DatabaseSlot* slot) {
   // Epochs move forward only: a reader of the old database's values sees no step back.
-  uint32 epoch = pg_atomic_add_fetch_u32(&slot->fold_epoch, 1);
+  pg_atomic_fetch_add_u32(&slot->fold_epoch, 1);
   RequireDeltaReads(slot);
-  (void)epoch;
 }
 
 void RequireDeltaReads(DatabaseSlot* slot) {
