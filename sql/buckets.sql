@@ -167,6 +167,12 @@ SELECT sc_rollup() >= 0 AS flushed;
 SELECT key, bucket, value FROM slotted_counter.totals
 WHERE counter = 'visits'::slotted_counter::integer ORDER BY key, bucket;
 
+-- a transaction that dropped buckets cannot be prepared (0A000), and drops nothing
+BEGIN;
+SELECT sc_drop_buckets('visits', 'infinity');
+PREPARE TRANSACTION 'drop_buckets';
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_sum('visits', 1), sc_sum('visits', 2);
 -- bad input changes nothing: a time or a range on an unbucketed counter (22023)
 SELECT sc_incr('plain', 1, 1);
 SELECT sc_incr('plain', 1, 1, now());
