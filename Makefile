@@ -18,17 +18,21 @@ OBJS = \
 	src/xact.o \
 	src/transactional.o \
 	src/key_arrays.o \
-	src/attach.o
+	src/attach.o \
+	src/attach_run.o \
+	src/privileges.o \
+	src/spi.o
 
 EXTENSION = slotted_counter
-DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql
+DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
+	sql/slotted_counter--0.2--0.3.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
 PG_CXXFLAGS = -std=c++17 -Wno-register
 SHLIB_LINK = -lstdc++
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
-REGRESS = setup type api errors buffer transactional batch set top attach buckets
+REGRESS = setup type api errors buffer transactional batch set top attach buckets privileges
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
 	bucket_drop

@@ -1,19 +1,22 @@
-// attach.cpp: lagged totals written into users' own tables (sc_attach, sc_detach, and the run).
+// attach.cpp: attachments, lagged totals written into users' own tables: sc_attach, sc_detach,
+// and the attachments a dropped table takes with it. (Running them: attach_run.cpp.)
 //
-// An attachment names a counter, a target table, its key and value columns, an interval and the
-// role that attached. After each committed flush the flusher runs every attachment that is due,
-// each in a transaction of its own and as that role: it sets value_column of the rows whose
-// key_column equals a key of the counter changed since the attachment's last run (by
-// totals.updated_at; the flusher is the only writer of totals, so no write slips between two
-// runs), and counts the changed keys that have no row. A failing target is logged and counted,
-// and changes nothing else. Every identifier is quoted.
+// An attachment names a counter, a target table (by OID, so that it follows renames and a dump
+// names it), its key and value columns (by name), an interval, and the role that attached (by
+// name, so that a dump restores it into another cluster by name). Only the counter's owner may
+// attach or detach it. The row is written by the extension, not by the caller, who needs no
+// grant on slotted_counter.attachments.
 #include "attach.hpp"
 
 #include "catalog.hpp"
 #include "shmem.hpp"
+#include "spi.hpp"
 #include "worker.hpp"
 
 extern "C" {
+#include "storage/lmgr.h"
+#include "utils/syscache.h"
+
 PG_FUNCTION_INFO_V1(sc_attach);
 PG_FUNCTION_INFO_V1(sc_detach);
 }
@@ -22,15 +25,15 @@ namespace sc {
 
 namespace {
 
-struct Attachment {
-  int32 counter;
-  Oid target;
-  NameData key_column;
-  NameData value_column;
-  Oid role;
-  bool has_last_run;
-  TimestampTz last_run;
-};
+// An `every` longer than this is refused, so that last_attempt + every is always a timestamp.
+constexpr int kMaxEveryYears = 100;
+
+void RequireNotNull(FunctionCallInfo fcinfo, const char* const* names, int n) {
+  for (int i = 0; i < n; i++)
+    if (PG_ARGISNULL(i))
+      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                      errmsg("%s must not be null", names[i])));
+}
 
 AttrNumber RequireColumn(Oid relid, const char* column, const char* what) {
   AttrNumber attnum = get_attnum(relid, column);
@@ -61,149 +64,64 @@ void RequireColumnPrivilege(Oid relid, AttrNumber attnum, AclMode mode, const ch
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                     errmsg("permission denied to %s column \"%s\" of relation \"%s\"", action,
                            column, get_rel_name(relid)),
-                    errdetail("The flusher writes an attached table with the privileges of the "
-                              "role that attached it.")));
+                    errdetail("The attachment writes the table with the privileges of the role "
+                              "that attached it.")));
 }
 
-// Runs an SPI statement on the catalog as the extension's owner (callers may not write it).
-int ExecuteAsOwner(const char* sql, int nargs, Oid* types, Datum* args) {
-  Oid saved_user;
-  int saved_context;
-  GetUserIdAndSecContext(&saved_user, &saved_context);
-  SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, saved_context | SECURITY_LOCAL_USERID_CHANGE);
-  SPI_connect();
-  int rc = SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0);
-  uint64 processed = SPI_processed;
-  SPI_finish();
-  SetUserIdAndSecContext(saved_user, saved_context);
-  if (rc < 0) elog(ERROR, "writing slotted_counter.attachments failed: %d", rc);
-  return int(processed);
+// The target must be a table this database's attacher can write for good: not a view or a
+// temporary table (another session's, for the attacher).
+void CheckTarget(Oid relid) {
+  // Locked, it cannot go away before this transaction ends (a dropped table takes its
+  // attachments with it: DetachDroppedTargets).
+  LockRelationOid(relid, AccessShareLock);
+  if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                    errmsg("relation with OID %u does not exist", relid)));
+  char relkind = get_rel_relkind(relid);
+  if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                    errmsg("\"%s\" is not a table", get_rel_name(relid))));
+  if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("cannot attach temporary table \"%s\"", get_rel_name(relid)),
+                    errdetail("The attachment is written by a background worker, which cannot "
+                              "see this session's temporary tables.")));
 }
 
-// The due attachments of this database, read in their own transaction.
-Attachment* DueAttachments(int* count) {
-  SetCurrentStatementStartTimestamp();
-  StartTransactionCommand();
-  SPI_connect();
-  PushActiveSnapshot(GetTransactionSnapshot());
-  int rc = SPI_execute(
-      "SELECT counter, target::pg_catalog.oid, key_column, value_column, role, last_run "
-      "FROM slotted_counter.attachments a WHERE EXISTS (SELECT FROM pg_catalog.pg_class c "
-      "WHERE c.oid OPERATOR(pg_catalog.=) a.target) AND (last_run IS NULL OR "
-      "last_run OPERATOR(pg_catalog.+) every OPERATOR(pg_catalog.<=) pg_catalog.now())",
-      true, 0);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.attachments failed: %d", rc);
-  *count = int(SPI_processed);
-  auto* due = static_cast<Attachment*>(
-      MemoryContextAlloc(TopMemoryContext, sizeof(Attachment) * (*count + 1)));
-  for (int i = 0; i < *count; i++) {
-    HeapTuple tup = SPI_tuptable->vals[i];
-    TupleDesc desc = SPI_tuptable->tupdesc;
-    bool isnull;
-    Attachment& a = due[i];
-    a.counter = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
-    a.target = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-    namestrcpy(&a.key_column, SPI_getvalue(tup, desc, 3));
-    namestrcpy(&a.value_column, SPI_getvalue(tup, desc, 4));
-    a.role = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
-    Datum last = SPI_getbinval(tup, desc, 6, &isnull);
-    a.has_last_run = !isnull;
-    a.last_run = isnull ? 0 : DatumGetTimestampTz(last);
-  }
-  PopActiveSnapshot();
-  SPI_finish();
-  CommitTransactionCommand();
-  return due;
-}
-
-// One attachment's run, in the current transaction; returns the changed keys with no row.
-int64 RunOne(const Attachment& a) {
-  char* table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(a.target)),
-                                           get_rel_name(a.target));
-  const char* key = quote_identifier(NameStr(a.key_column));
-  const char* value = quote_identifier(NameStr(a.value_column));
-  char* sql = psprintf(
-      "WITH changed AS (SELECT key, value FROM slotted_counter.totals "
-      "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
-      "AND ($2::pg_catalog.timestamptz IS NULL OR updated_at OPERATOR(pg_catalog.>=) $2)), "
-      "written AS (UPDATE %s AS t SET %s = c.value FROM changed c "
-      "WHERE t.%s OPERATOR(pg_catalog.=) c.key RETURNING 1) "
-      "SELECT (SELECT pg_catalog.count(*) FROM changed c WHERE NOT EXISTS "
-      "(SELECT FROM %s AS t WHERE t.%s OPERATOR(pg_catalog.=) c.key)), "
-      "(SELECT pg_catalog.count(*) FROM written)",
-      table, value, key, table, key);
-  Oid types[2] = {INT4OID, TIMESTAMPTZOID};
-  Datum args[2] = {Int32GetDatum(a.counter), TimestampTzGetDatum(a.last_run)};
-  char nulls[2] = {' ', a.has_last_run ? ' ' : 'n'};
-  Oid saved_user;
-  int saved_context;
-  GetUserIdAndSecContext(&saved_user, &saved_context);
-  SetUserIdAndSecContext(a.role, saved_context | SECURITY_LOCAL_USERID_CHANGE);
-  int rc = SPI_execute_with_args(sql, 2, types, args, nulls, false, 0);
-  SetUserIdAndSecContext(saved_user, saved_context);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "writing the attached table failed: %d", rc);
-  bool isnull;
-  int64 skipped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-                                              &isnull));
-  // The next run starts from this run's start: the flusher writes totals only between runs.
-  Oid run_types[2] = {INT4OID, REGCLASSOID};
-  Datum run_args[2] = {Int32GetDatum(a.counter), ObjectIdGetDatum(a.target)};
-  rc = SPI_execute_with_args(
-      "UPDATE slotted_counter.attachments SET last_run = pg_catalog.now() "
-      "WHERE counter OPERATOR(pg_catalog.=) $1 AND target OPERATOR(pg_catalog.=) $2",
-      2, run_types, run_args, nullptr, false, 0);
-  if (rc != SPI_OK_UPDATE) elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
-  return skipped;
+void CheckEvery(const Interval* every) {
+  if (every->month < 0 || every->day < 0 || every->time < 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("every must not be negative")));
+  constexpr int64 kMaxDays = int64(kMaxEveryYears) * 366;
+  if (every->month > kMaxEveryYears * MONTHS_PER_YEAR || every->day > kMaxDays ||
+      every->time > kMaxDays * USECS_PER_DAY ||
+      int64(every->month) * DAYS_PER_MONTH + every->day + every->time / USECS_PER_DAY > kMaxDays)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("every must not be longer than %d years", kMaxEveryYears)));
 }
 
 }  // namespace
 
-void RunAttachments(Oid db, int64* skipped, int64* errors) {
-  (void)db;
-  *skipped = *errors = 0;
-  int count = 0;
-  Attachment* volatile due = nullptr;
-  MemoryContext caller = CurrentMemoryContext;
-  PG_TRY();
-  {
-    due = DueAttachments(&count);
-  }
-  PG_CATCH();
-  {
-    MemoryContextSwitchTo(caller);
-    EmitErrorReport();
-    FlushErrorState();
-    AbortCurrentTransaction();
-    (*errors)++;
-  }
-  PG_END_TRY();
-  MemoryContextSwitchTo(caller);
-  if (due == nullptr) return;
-  for (int i = 0; i < count; i++) {
-    MemoryContext context = CurrentMemoryContext;
-    PG_TRY();
-    {
-      SetCurrentStatementStartTimestamp();
-      StartTransactionCommand();
-      SPI_connect();
-      PushActiveSnapshot(GetTransactionSnapshot());
-      *skipped += RunOne(due[i]);
-      PopActiveSnapshot();
-      SPI_finish();
-      CommitTransactionCommand();
-    }
-    PG_CATCH();
-    {
-      MemoryContextSwitchTo(context);
-      EmitErrorReport();
-      FlushErrorState();
-      AbortCurrentTransaction();
-      (*errors)++;
-    }
-    PG_END_TRY();
-    MemoryContextSwitchTo(context);
-  }
-  pfree(due);
+void DetachDroppedTargets(const Oid* relids, int n) {
+  // Any database's transaction gets here; only one with the extension (at 0.2 or later) has
+  // attachments.
+  if (!OidIsValid(get_extension_oid("slotted_counter", true))) return;
+  Oid schema = get_namespace_oid("slotted_counter", true);
+  if (!OidIsValid(schema) || !OidIsValid(get_relname_relid("attachments", schema))) return;
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  for (int i = 0; i < n; i++) datums[i] = ObjectIdGetDatum(relids[i]);
+  Oid type = OIDARRAYOID;
+  Datum arg = PointerGetDatum(construct_array(datums, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+  // At pre-commit no statement's snapshot is active any more.
+  PushActiveSnapshot(GetTransactionSnapshot());
+  SpiSession spi = ConnectSpi();
+  int rc = SPI_execute_with_args(
+      "DELETE FROM slotted_counter.attachments "
+      "WHERE target::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
+      1, &type, &arg, nullptr, false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting attachments of dropped tables failed: %d", rc);
+  FinishSpi(spi);
+  PopActiveSnapshot();
 }
 
 }  // namespace sc
@@ -214,28 +132,28 @@ Datum sc_attach(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "target", "key_column", "value_column", "every"};
   RequireShared();
   PreventCommandDuringRecovery("sc_attach()");
-  for (int n = 0; n < 5; n++)
-    if (PG_ARGISNULL(n))
-      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                      errmsg("%s must not be null", names[n])));
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  RequireNotNull(fcinfo, names, 5);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
+  if (InstalledSchema() < 3)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("attachments need version 0.3 of extension \"slotted_counter\""),
+                    errhint("Run ALTER EXTENSION slotted_counter UPDATE.")));
   Oid relid = PG_GETARG_OID(1);
   const char* key_column = NameStr(*PG_GETARG_NAME(2));
   const char* value_column = NameStr(*PG_GETARG_NAME(3));
-  Interval* every = PG_GETARG_INTERVAL_P(4);
   // A bucketed key has no one lagged value to write: which bucket, and what after a drop?
   if (def.bucketed)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("counter \"%s\" is bucketed and cannot be attached", def.name),
                     errhint("Attach an unbucketed counter, or join slotted_counter.totals, "
                             "which holds one row per key and bucket.")));
-  char relkind = get_rel_relkind(relid);
-  if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
-    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-                    errmsg("\"%s\" is not a table", get_rel_name(relid))));
-  if (every->month < 0 || every->day < 0 || every->time < 0)
+  CheckTarget(relid);
+  CheckEvery(PG_GETARG_INTERVAL_P(4));
+  if (strcmp(key_column, value_column) == 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("every must not be negative")));
+                    errmsg("key_column and value_column must be different columns"),
+                    errdetail("Both are \"%s\": the run would overwrite the keys it looks up.",
+                              key_column)));
   AttrNumber key_attnum = RequireColumn(relid, key_column, "key");
   AttrNumber value_attnum = RequireColumn(relid, value_column, "value");
   RequireType(relid, key_attnum, key_column, false);
@@ -244,16 +162,21 @@ Datum sc_attach(PG_FUNCTION_ARGS) {
   RequireColumnPrivilege(relid, value_attnum, ACL_UPDATE, value_column, "update");
   EnsureFlusher();
 
-  Oid types[6] = {INT4OID, REGCLASSOID, NAMEOID, NAMEOID, INTERVALOID, OIDOID};
+  NameData role;
+  namestrcpy(&role, GetUserNameFromId(GetUserId(), false));
+  Oid types[6] = {INT4OID, REGCLASSOID, NAMEOID, NAMEOID, INTERVALOID, NAMEOID};
   Datum args[6] = {Int32GetDatum(def.id), ObjectIdGetDatum(relid), PG_GETARG_DATUM(2),
-                   PG_GETARG_DATUM(3), PG_GETARG_DATUM(4), ObjectIdGetDatum(GetUserId())};
-  ExecuteAsOwner(
+                   PG_GETARG_DATUM(3), PG_GETARG_DATUM(4), NameGetDatum(&role)};
+  SpiSession spi = ConnectSpi();
+  int rc = SPI_execute_with_args(
       "INSERT INTO slotted_counter.attachments "
       "(counter, target, key_column, value_column, every, role) VALUES ($1, $2, $3, $4, $5, $6) "
       "ON CONFLICT (counter, target) DO UPDATE SET key_column = excluded.key_column, "
       "value_column = excluded.value_column, every = excluded.every, role = excluded.role, "
-      "last_run = NULL",
-      6, types, args);
+      "last_run = NULL, last_attempt = NULL, failures = 0, last_error = NULL",
+      6, types, args, nullptr, false, 0);
+  if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.attachments failed: %d", rc);
+  FinishSpi(spi);
   PG_RETURN_VOID();
 }
 
@@ -261,21 +184,26 @@ Datum sc_detach(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "target"};
   RequireShared();
   PreventCommandDuringRecovery("sc_detach()");
-  for (int n = 0; n < 2; n++)
-    if (PG_ARGISNULL(n))
-      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                      errmsg("%s must not be null", names[n])));
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  RequireNotNull(fcinfo, names, 2);
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
   Oid relid = PG_GETARG_OID(1);
-  Oid types[2] = {INT4OID, REGCLASSOID};
+  Oid types[2] = {INT4OID, OIDOID};
   Datum args[2] = {Int32GetDatum(def.id), ObjectIdGetDatum(relid)};
-  int deleted = ExecuteAsOwner(
+  SpiSession spi = ConnectSpi();
+  int rc = SPI_execute_with_args(
       "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND target OPERATOR(pg_catalog.=) $2",
-      2, types, args);
-  if (deleted == 0)
+      "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2",
+      2, types, args, nullptr, false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "writing slotted_counter.attachments failed: %d", rc);
+  bool deleted = SPI_processed > 0;
+  FinishSpi(spi);
+  if (!deleted) {
+    const char* table = get_rel_name(relid);
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                    errmsg("counter \"%s\" is not attached to \"%s\"", def.name,
-                           get_rel_name(relid))));
+                    table != nullptr
+                        ? errmsg("counter \"%s\" is not attached to \"%s\"", def.name, table)
+                        : errmsg("counter \"%s\" is not attached to relation %u", def.name,
+                                 relid)));
+  }
   PG_RETURN_VOID();
 }

@@ -1,13 +1,17 @@
-// attach.hpp: lagged totals written into users' own tables (sc_attach, sc_detach).
+// attach.hpp: attachments, lagged totals written into users' own tables (attach.cpp: sc_attach
+// and sc_detach; attach_run.cpp: the attacher that runs them).
 #pragma once
 
-#include "pg.hpp"
+#include "shmem.hpp"
+
+extern "C" {
+PGDLLEXPORT void slotted_counter_attacher_main(Datum arg);
+}
 
 namespace sc {
 
-// Runs this database's due attachments, each in its own transaction as the role that attached;
-// counts the changed keys that had no row, and the attachments that failed (already logged).
-// Must run in the flusher, outside a transaction.
-void RunAttachments(Oid db, int64* skipped, int64* errors);
+// Deletes the attachments whose target is one of the tables this transaction dropped, as part of
+// it (a dropped table takes its attachments along, as it takes its triggers). At pre-commit.
+void DetachDroppedTargets(const Oid* relids, int n);
 
 }  // namespace sc

@@ -20,6 +20,7 @@
 
 #include "buffer.hpp"
 #include "key_arrays.hpp"
+#include "spi.hpp"
 #include "transactional.hpp"
 #include "xact.hpp"
 
@@ -78,10 +79,7 @@ SPIPlanPtr PlanFor(Read read, bool transactional, bool some_keys) {
   Oid types[10] = {INT4OID,         TIMESTAMPTZOID,     TIMESTAMPTZOID, INT8ARRAYOID,
                    INT8ARRAYOID,    TIMESTAMPTZARRAYOID, INT8ARRAYOID,  TIMESTAMPTZARRAYOID,
                    INT8ARRAYOID,    INT4OID};
-  plan = SPI_prepare(sql, read == Read::kTop ? 10 : 9, types);
-  if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-  SPI_keepplan(plan);
-  return plan;
+  return KeptPlan(&plan, sql, read == Read::kTop ? 10 : 9, types);
 }
 
 Datum Int8Array(const Datum* values, int64 n) {
@@ -136,9 +134,9 @@ void KnownValues(const CounterDef& def, const int64* keys, int nkeys, BucketRang
   args[8] = Int8Array(add_values, nadd);
 }
 
-// Runs one range read; the caller reads SPI_tuptable and calls SPI_finish.
-void RunRead(Read read, const CounterDef& def, const int64* keys, int nkeys, BucketRange range,
-             int limit) {
+// Runs one range read; the caller reads SPI_tuptable and calls FinishSpi.
+SpiSession RunRead(Read read, const CounterDef& def, const int64* keys, int nkeys,
+                   BucketRange range, int limit) {
   Datum args[10];
   KnownValues(def, keys, nkeys, range, args);
   args[0] = Int32GetDatum(def.id);
@@ -148,12 +146,13 @@ void RunRead(Read read, const CounterDef& def, const int64* keys, int nkeys, Buc
   for (int i = 0; i < nkeys; i++) key_datums[i] = Int64GetDatum(keys[i]);
   args[3] = Int8Array(key_datums, nkeys);
   args[9] = Int32GetDatum(limit);
-  SPI_connect();
+  SpiSession spi = ConnectSpi();
   bool with_deltas = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
   SPIPlanPtr plan = PlanFor(read, with_deltas, keys != nullptr);
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  return spi;
 }
 
 // Copies column `column` of every result row into a palloc'd array of the caller's context.
@@ -197,32 +196,32 @@ BucketRange RangeArguments(FunctionCallInfo fcinfo, int since_arg, int until_arg
 
 int64 RangeSum(const CounterDef& def, const int64* keys, int nkeys, BucketRange range) {
   if (nkeys == 0 || range.since == range.until) return 0;
-  RunRead(Read::kSum, def, keys, nkeys, range, 0);
+  SpiSession spi = RunRead(Read::kSum, def, keys, nkeys, range, 0);
   bool isnull;
   int64 sum = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
                                           &isnull));
-  SPI_finish();
+  FinishSpi(spi);
   return sum;
 }
 
 int64 RangeSeries(const CounterDef& def, int64 key, BucketRange range, int64** buckets,
                   int64** values) {
   MemoryContext caller = CurrentMemoryContext;
-  RunRead(Read::kSeries, def, &key, 1, range, 0);
+  SpiSession spi = RunRead(Read::kSeries, def, &key, 1, range, 0);
   int64 n = int64(SPI_processed);
   *buckets = ResultColumn(caller, 1);
   *values = ResultColumn(caller, 2);
-  SPI_finish();
+  FinishSpi(spi);
   return n;
 }
 
 int RangeTop(const CounterDef& def, int n, BucketRange range, int64** keys, int64** values) {
   MemoryContext caller = CurrentMemoryContext;
-  RunRead(Read::kTop, def, nullptr, 0, range, n);
+  SpiSession spi = RunRead(Read::kTop, def, nullptr, 0, range, n);
   int count = int(SPI_processed);
   *keys = ResultColumn(caller, 1);
   *values = ResultColumn(caller, 2);
-  SPI_finish();
+  FinishSpi(spi);
   return count;
 }
 
@@ -236,7 +235,7 @@ int64 DropBuckets(const CounterDef& def, TimestampTz before) {
       if (buckets[i] < before) (void)TransactionalIncrement(def, keys[i], buckets[i], -deltas[i]);
   }
 
-  SPI_connect();
+  SpiSession spi = ConnectSpi();
   Oid id_type = INT4OID;
   Datum id = Int32GetDatum(def.id);
   int rc = SPI_execute_with_args(
@@ -270,7 +269,7 @@ int64 DropBuckets(const CounterDef& def, TimestampTz before) {
   bool isnull;
   int64 dropped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
                                               &isnull));
-  SPI_finish();
+  FinishSpi(spi);
   NoteBucketsDropped(def.id, before);
   return dropped;
 }

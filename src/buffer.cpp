@@ -13,6 +13,7 @@
 
 #include "checked_math.hpp"
 #include "shmem.hpp"
+#include "spi.hpp"
 #include "worker.hpp"
 #include "xact.hpp"
 
@@ -51,16 +52,11 @@ const char* const kStoredSql[2][2] = {
 // the shared buffer must be true for every session whatever this transaction does next.
 int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only = false) {
   transactional = transactional && StoredReadsNeedDeltas();
-  SPI_connect();
+  SpiSession spi = ConnectSpi();
   bool bucketed = k.bucket != kNoBucket;
-  SPIPlanPtr& plan = plan_stored[transactional][bucketed];
-  if (plan == nullptr) {
-    Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
-    plan = SPI_prepare(kStoredSql[transactional][bucketed], bucketed ? 3 : 2, types);
-    if (plan == nullptr)
-      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    SPI_keepplan(plan);
-  }
+  static const Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
+  SPIPlanPtr plan = KeptPlan(&plan_stored[transactional][bucketed],
+                             kStoredSql[transactional][bucketed], bucketed ? 3 : 2, types);
   Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
   Snapshot snapshot = GetLatestSnapshot();
   // A tuple this transaction inserted is visible from command curcid on, one it deleted until
@@ -73,7 +69,7 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
     bool isnull;
     value = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
   }
-  SPI_finish();
+  FinishSpi(spi);
   return value;
 }
 
@@ -513,15 +509,10 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
     }
   }
   if (nmissing == 0) return;
-  SPI_connect();
-  SPIPlanPtr& plan = plan_stored_many[transactional];
-  if (plan == nullptr) {
-    Oid types[2] = {INT4OID, INT8ARRAYOID};
-    plan = SPI_prepare(kStoredManySql[transactional], 2, types);
-    if (plan == nullptr)
-      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    SPI_keepplan(plan);
-  }
+  SpiSession spi = ConnectSpi();
+  static const Oid types[2] = {INT4OID, INT8ARRAYOID};
+  SPIPlanPtr plan =
+      KeptPlan(&plan_stored_many[transactional], kStoredManySql[transactional], 2, types);
   Datum args[2] = {Int32GetDatum(def.id), PointerGetDatum(construct_array(
                                               missing, nmissing, INT8OID, 8, true, TYPALIGN_DOUBLE))};
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
@@ -533,41 +524,38 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
     values[slot_of[j]] =
         DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 2, &isnull));
   }
-  SPI_finish();
+  FinishSpi(spi);
 }
 
-// [transactional]: the n largest stored values of the keys not given in $2.
+// [transactional]: the n largest stored values of the counter; those of resident keys are left
+// out afterwards (a key's stored value is stale while it is resident).
 SPIPlanPtr plan_top_stored[2] = {nullptr, nullptr};
 
 const char* const kTopStoredSql[2] = {
     "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-    "AND bucket IS NULL AND key OPERATOR(pg_catalog.<>) ALL ($2::pg_catalog.int8[]) "
-    "ORDER BY value DESC, key LIMIT $3",
+    "AND bucket IS NULL ORDER BY value DESC, key LIMIT $2",
     "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 AS value FROM ("
     "SELECT key, value AS v FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
     "AND bucket IS NULL UNION ALL SELECT key, delta FROM slotted_counter.deltas "
     "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) s "
-    "WHERE key OPERATOR(pg_catalog.<>) ALL ($2::pg_catalog.int8[]) "
-    "GROUP BY key ORDER BY 2 DESC, key LIMIT $3"};
+    "GROUP BY key ORDER BY 2 DESC, key LIMIT $2"};
 
-int BufferTop(const CounterDef& def, int n, int extra, int64** keys_out, int64** values_out) {
+int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
   CounterTable* t = shared->table;
   // Every resident key of the counter, with its exact value. Entries linked during the scan can
   // fill the array; then scan again with room for all of them (a key left out would be reported
   // with its stored value, not its exact one).
   int64 space = int64(t->used()) + 64;
-  int64* resident_keys;
-  int64* resident_values;
+  KeyValue* resident;
   int64 nresident;
   for (;;) {
-    resident_keys = static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
-                                                                sizeof(int64) * space));
-    resident_values = static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
-                                                                  sizeof(int64) * space));
+    resident = static_cast<KeyValue*>(
+        MemoryContextAllocHuge(CurrentMemoryContext, sizeof(KeyValue) * space));
     nresident = 0;
     bool full = false;
     for (uint32 p = 0; p < kPartitions && !full; p++) {
+      CHECK_FOR_INTERRUPTS();
       LWLock* lock = &shared->partition_locks[p].lock;
       LWLockAcquire(lock, LW_SHARED);
       t->ForEachInPartition(p, [&](uint32, Entry& e) {
@@ -578,66 +566,44 @@ int BufferTop(const CounterDef& def, int n, int extra, int64** keys_out, int64**
           full = true;
           return;
         }
-        resident_keys[nresident] = e.id.key;
-        resident_values[nresident++] = e.value.load(std::memory_order_acquire);
+        resident[nresident++] = KeyValue{e.id.key, e.value.load(std::memory_order_acquire)};
       });
       LWLockRelease(lock);
     }
     if (!full) break;
+    pfree(resident);
     space = int64(t->capacity()) + 1;
   }
-  // The largest stored values of all other keys.
-  auto* excluded = static_cast<Datum*>(palloc(sizeof(Datum) * (nresident + 1)));
-  for (int64 i = 0; i < nresident; i++) excluded[i] = Int64GetDatum(resident_keys[i]);
-  SPI_connect();
-  SPIPlanPtr& plan = plan_top_stored[transactional];
-  if (plan == nullptr) {
-    Oid types[3] = {INT4OID, INT8ARRAYOID, INT4OID};
-    plan = SPI_prepare(kTopStoredSql[transactional], 3, types);
-    if (plan == nullptr)
-      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    SPI_keepplan(plan);
-  }
-  Datum args[3] = {Int32GetDatum(def.id),
-                   PointerGetDatum(construct_array(excluded, int(nresident), INT8OID, 8, true,
-                                                   TYPALIGN_DOUBLE)),
-                   Int32GetDatum(n)};
+  auto* resident_keys = static_cast<int64*>(palloc(sizeof(int64) * (nresident + 1)));
+  for (int64 i = 0; i < nresident; i++) resident_keys[i] = resident[i].key;
+  std::sort(resident_keys, resident_keys + nresident);
+
+  // The n largest stored values of the other keys are among the n + nresident largest stored.
+  SpiSession spi = ConnectSpi();
+  static const Oid types[2] = {INT4OID, INT8OID};
+  SPIPlanPtr plan = KeptPlan(&plan_top_stored[transactional], kTopStoredSql[transactional], 2,
+                             types);
+  Datum args[2] = {Int32GetDatum(def.id), Int64GetDatum(n + nresident)};
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
   int64 nstored = int64(SPI_processed);
-  int64 total = nresident + nstored;
-  auto* all_keys = static_cast<int64*>(palloc(sizeof(int64) * (total + 1)));
-  auto* all_values = static_cast<int64*>(palloc(sizeof(int64) * (total + 1)));
-  for (int64 i = 0; i < nresident; i++) {
-    all_keys[i] = resident_keys[i];
-    all_values[i] = resident_values[i];
-  }
-  for (int64 j = 0; j < nstored; j++) {
+  auto* all = static_cast<KeyValue*>(MemoryContextAllocHuge(
+      CurrentMemoryContext, sizeof(KeyValue) * (nresident + Min(nstored, n) + extra + 1)));
+  memcpy(all, resident, sizeof(KeyValue) * nresident);
+  int64 count = nresident;
+  for (int64 j = 0, taken = 0; j < nstored && taken < n; j++) {
+    if ((j & 4095) == 0) CHECK_FOR_INTERRUPTS();
     bool isnull;
     HeapTuple tup = SPI_tuptable->vals[j];
-    all_keys[nresident + j] = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
-    all_values[nresident + j] =
-        DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+    int64 key = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+    if (std::binary_search(resident_keys, resident_keys + nresident, key)) continue;
+    all[count++] = KeyValue{key, DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2,
+                                                             &isnull))};
+    taken++;
   }
-  SPI_finish();
-  // Largest first, ties by key: a partial selection sort is enough for a top n.
-  int count = int(Min(int64(n), total));
-  auto* keys = static_cast<int64*>(palloc(sizeof(int64) * (count + extra + 1)));
-  auto* values = static_cast<int64*>(palloc(sizeof(int64) * (count + extra + 1)));
-  *keys_out = keys;
-  *values_out = values;
-  for (int i = 0; i < count; i++) {
-    int64 best = i;
-    for (int64 j = i + 1; j < total; j++)
-      if (all_values[j] > all_values[best] ||
-          (all_values[j] == all_values[best] && all_keys[j] < all_keys[best]))
-        best = j;
-    keys[i] = all_keys[best];
-    values[i] = all_values[best];
-    all_keys[best] = all_keys[i];
-    all_values[best] = all_values[i];
-  }
+  FinishSpi(spi);
+  *out = all;
   return count;
 }
 

@@ -31,11 +31,18 @@ int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load);
 // with one query and not loaded.
 void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values);
 
-// The n keys of an unbucketed counter with the largest values (committed values, for a
-// transactional one), largest first, ties by key, in palloc'd arrays with room for `extra` more;
-// returns how many (at most n). Resident keys come from shared memory, the others from the
-// tables with one query.
-int BufferTop(const CounterDef& def, int n, int extra, int64** keys, int64** values);
+// A key and its value.
+struct KeyValue {
+  int64 key;
+  int64 value;
+};
+
+// The candidates for the n largest values of an unbucketed counter (committed values, for a
+// transactional one): every resident key with its exact value, and the n largest stored values
+// of the other keys (one query). Unordered, distinct keys, in a palloc'd array with room for
+// `extra` more; returns how many. Its cost is a pass over the buffer, a top-n query, and
+// O(keys log keys).
+int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out);
 
 // One resident value of a bucketed counter.
 struct BucketValue {

@@ -2,14 +2,29 @@
 //
 // A counter is a row of slotted_counter.counters. Lookups read it with the latest snapshot (as
 // regclass reads the system catalogs), so a counter dropped by a committed transaction is gone
-// even inside an older REPEATABLE READ snapshot. The cache (two dynahash tables in
-// TopMemoryContext) is trusted while shared->catalog_epoch is unchanged; any drop bumps it.
+// even inside an older REPEATABLE READ snapshot. The cache (two dynahash tables and the grantee
+// arrays, all in one memory context) is trusted while shared->catalog_epoch is unchanged; any
+// drop, grant, revoke or change of owner bumps it at commit. Roles are named in the table and
+// resolved here: a change to any role (renamed, dropped, made superuser) marks the cache stale,
+// and a change of membership moves role_generation, so cached privileges are computed again.
+// Syscache callbacks only set flags: they can run inside any lookup, while a definition is in use.
 #include "catalog.hpp"
 
 #include "shmem.hpp"
+#include "spi.hpp"
 #include "xact.hpp"
 
+extern "C" {
+#include "mb/pg_wchar.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
+}
+
 namespace sc {
+
+uint32 role_generation = 1;
+const CounterDef* last_def = nullptr;
+uint64 cached_epoch = 0;
 
 namespace {
 
@@ -18,60 +33,102 @@ struct NameEntry {
   int32 id;
 };
 
+MemoryContext cache_context = nullptr;
 HTAB* by_id = nullptr;
 HTAB* by_name = nullptr;
-uint64 cached_epoch = 0;
-// The last definition found by id: most calls name the counter of the call before.
-const CounterDef* last_def = nullptr;
-SPIPlanPtr plan_by_id = nullptr;
-SPIPlanPtr plan_by_name = nullptr;
+bool roles_changed = false;
+int schema_version = 0;  // 0: not looked up since the caches were made
+// [schema 2 or 3]
+SPIPlanPtr plan_by_id[2] = {nullptr, nullptr};
+SPIPlanPtr plan_by_name[2] = {nullptr, nullptr};
 
-const char* const kSelect =
-    "SELECT id, name, durability, bucket FROM slotted_counter.counters WHERE ";
+const char* const kSelect[2] = {
+    "SELECT id, name, durability, bucket, (SELECT r.rolname FROM pg_catalog.pg_extension e, "
+    "pg_catalog.pg_authid r WHERE e.extname OPERATOR(pg_catalog.=) 'slotted_counter' "
+    "AND r.oid OPERATOR(pg_catalog.=) e.extowner), '{public}'::pg_catalog.name[], "
+    "'{public}'::pg_catalog.name[] FROM slotted_counter.counters WHERE ",
+    "SELECT id, name, durability, bucket, owner, readers, writers "
+    "FROM slotted_counter.counters WHERE "};
+
+void OnRoleChanged(Datum, int, uint32) {
+  roles_changed = true;
+  role_generation++;
+}
+
+void OnMembershipChanged(Datum, int, uint32) { role_generation++; }
 
 void MakeCaches() {
+  if (cache_context == nullptr) {
+    cache_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter definitions",
+                                          ALLOCSET_SMALL_SIZES);
+    CacheRegisterSyscacheCallback(AUTHOID, OnRoleChanged, 0);
+    CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, OnMembershipChanged, 0);
+  }
+  MemoryContextReset(cache_context);
   last_def = nullptr;
+  roles_changed = false;
+  schema_version = 0;
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(int32);
   ctl.entrysize = sizeof(CounterDef);
-  by_id = hash_create("slotted_counter definitions", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+  ctl.hcxt = cache_context;
+  by_id = hash_create("slotted_counter definitions", 64, &ctl,
+                      HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = NAMEDATALEN;
   ctl.entrysize = sizeof(NameEntry);
-  by_name = hash_create("slotted_counter names", 64, &ctl, HASH_ELEM | HASH_STRINGS);
+  ctl.hcxt = cache_context;
+  by_name = hash_create("slotted_counter names", 64, &ctl,
+                        HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 }
 
 void ValidateCaches() {
   uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
-  if (by_id == nullptr) {
-    MakeCaches();
-  } else if (epoch != cached_epoch) {
-    hash_destroy(by_id);
-    hash_destroy(by_name);
-    MakeCaches();
-  }
+  if (by_id == nullptr || epoch != cached_epoch || roles_changed) MakeCaches();
   cached_epoch = epoch;
 }
 
-SPIPlanPtr Prepare(const char* where, Oid argtype) {
-  char query[256];
-  snprintf(query, sizeof(query), "%s%s", kSelect, where);
-  SPIPlanPtr plan = SPI_prepare(query, 1, &argtype);
-  if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-  SPI_keepplan(plan);
-  return plan;
+SPIPlanPtr Prepare(bool by_name_lookup) {
+  int v = InstalledSchema() >= 3 ? 1 : 0;
+  SPIPlanPtr* plan = by_name_lookup ? &plan_by_name[v] : &plan_by_id[v];
+  if (*plan != nullptr) return *plan;
+  Oid argtype = by_name_lookup ? TEXTOID : INT4OID;
+  char* query = psprintf("%s%s", kSelect[v],
+                         by_name_lookup ? "name OPERATOR(pg_catalog.=) $1"
+                                        : "id OPERATOR(pg_catalog.=) $1");
+  return KeptPlan(plan, query, 1, &argtype);
+}
+
+// The OIDs of the roles named in a name[] (PUBLIC: InvalidOid; unknown names left out), in the
+// cache's memory.
+const Oid* ResolveRoles(Datum array, int* count) {
+  Datum* names;
+  bool* nulls;
+  int n;
+  deconstruct_array(DatumGetArrayTypeP(array), NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names,
+                    &nulls, &n);
+  auto* oids = static_cast<Oid*>(MemoryContextAlloc(cache_context, sizeof(Oid) * (n + 1)));
+  *count = 0;
+  for (int i = 0; i < n; i++) {
+    if (nulls[i]) continue;
+    const char* role = NameStr(*DatumGetName(names[i]));
+    if (strcmp(role, "public") == 0) {
+      oids[(*count)++] = InvalidOid;
+    } else {
+      Oid oid = get_role_oid(role, true);
+      if (OidIsValid(oid)) oids[(*count)++] = oid;
+    }
+  }
+  return oids;
 }
 
 // Reads one definition row with the latest snapshot and caches it; nullptr if there is none.
 const CounterDef* Load(bool by_name_lookup, Datum arg) {
-  SPI_connect();
-  if (plan_by_id == nullptr) {
-    plan_by_id = Prepare("id OPERATOR(pg_catalog.=) $1", INT4OID);
-    plan_by_name = Prepare("name OPERATOR(pg_catalog.=) $1", TEXTOID);
-  }
-  int rc = SPI_execute_snapshot(by_name_lookup ? plan_by_name : plan_by_id, &arg, nullptr,
-                                GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+  SpiSession spi = ConnectSpi();
+  SPIPlanPtr plan = Prepare(by_name_lookup);
+  int rc = SPI_execute_snapshot(plan, &arg, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                false, 1);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
   const CounterDef* result = nullptr;
   if (SPI_processed == 1) {
@@ -89,6 +146,11 @@ const CounterDef* Load(bool by_name_lookup, Datum arg) {
                                     DatumGetIntervalP(bucket)->day,
                                     DatumGetIntervalP(bucket)->time, &width) != WidthError::kNone)
       elog(ERROR, "counter \"%s\" has an invalid bucket width", name);
+    char* owner_name = SPI_getvalue(tup, desc, 5);
+    Oid owner = owner_name != nullptr ? get_role_oid(owner_name, true) : InvalidOid;
+    int nreaders, nwriters;
+    const Oid* readers = ResolveRoles(SPI_getbinval(tup, desc, 6, &isnull), &nreaders);
+    const Oid* writers = ResolveRoles(SPI_getbinval(tup, desc, 7, &isnull), &nwriters);
 
     bool found;
     auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_ENTER, &found));
@@ -97,13 +159,21 @@ const CounterDef* Load(bool by_name_lookup, Datum arg) {
     def->bucketed = bucketed;
     def->width = width;
     strlcpy(def->name, name, NAMEDATALEN);
+    def->owner = owner;
+    def->nreaders = nreaders;
+    def->readers = readers;
+    def->nwriters = nwriters;
+    def->writers = writers;
+    def->checked_user = InvalidOid;
+    def->checked_generation = 0;
+    def->granted = 0;
     if (strlen(name) < NAMEDATALEN) {
       auto* ne = static_cast<NameEntry*>(hash_search(by_name, def->name, HASH_ENTER, &found));
       ne->id = id;
     }
     result = def;
   }
-  SPI_finish();
+  FinishSpi(spi);
   return result;
 }
 
@@ -130,6 +200,12 @@ const CounterDef* GetCounter(int32 id) {
   return def;
 }
 
+const CounterDef* GetCounterSlow(int32 id, uint32 need) {
+  const CounterDef* def = GetCounter(id);
+  RequirePrivileges(def, need);
+  return def;
+}
+
 int32 FindCounterByName(const char* name) {
   ValidateCaches();
   if (strlen(name) >= NAMEDATALEN) return -1;
@@ -141,17 +217,34 @@ int32 FindCounterByName(const char* name) {
 
 void ReportUnknownCounter(const char* what) {
   ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                  errmsg("counter \"%s\" does not exist", what),
+                  errmsg("counter \"%s\" does not exist", NameForMessage(what)),
                   errhint("Create it with sc_create(), or list the counters of this database "
                           "with SELECT name FROM slotted_counter.counters.")));
+}
+
+const char* NameForMessage(const char* name) {
+  int len = int(strlen(name));
+  if (len < NAMEDATALEN) return name;
+  int clipped = pg_mbcliplen(name, len, NAMEDATALEN - 1);
+  return psprintf("%.*s...", clipped, name);
+}
+
+int InstalledSchema() {
+  ValidateCaches();
+  if (schema_version == 0) {
+    Oid schema = get_namespace_oid("slotted_counter", true);
+    Oid counters = OidIsValid(schema) ? get_relname_relid("counters", schema) : InvalidOid;
+    schema_version =
+        OidIsValid(counters) && get_attnum(counters, "owner") != InvalidAttrNumber ? 3 : 2;
+  }
+  return schema_version;
 }
 
 uint64 CachedCatalogEpoch() { return cached_epoch; }
 
 void ForgetCachedCounters() {
   if (by_id != nullptr) {
-    hash_destroy(by_id);
-    hash_destroy(by_name);
+    MemoryContextReset(cache_context);
     by_id = by_name = nullptr;
   }
   last_def = nullptr;

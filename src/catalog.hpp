@@ -2,11 +2,16 @@
 #pragma once
 
 #include "pg.hpp"
+#include "shmem.hpp"
 #include "time_bucket.hpp"
 
 namespace sc {
 
 enum class Durability : uint8 { kTransactional, kBuffered };
+
+// What a role may do with a counter (privileges.cpp): read it (SELECT), write it (UPDATE), and,
+// for its owner and superusers, everything else (drop, attach, detach, grant, revoke, give away).
+enum Privilege : uint32 { kSelect = 1, kUpdate = 2, kOwn = 4 };
 
 struct CounterDef {
   int32 id;
@@ -14,7 +19,23 @@ struct CounterDef {
   bool bucketed;
   BucketWidth width;        // the bucket width, when bucketed
   char name[NAMEDATALEN];
+  // The roles named in slotted_counter.counters, resolved when the definition was read (a name
+  // that no role has is left out; InvalidOid among grantees is PUBLIC). The arrays belong to the
+  // cache: valid until the next lookup, so copies of a definition must not use them.
+  Oid owner;
+  int nreaders;
+  int nwriters;
+  const Oid* readers;       // granted SELECT
+  const Oid* writers;       // granted UPDATE
+  // The privileges of checked_user, computed while role_generation was checked_generation.
+  Oid checked_user;
+  uint32 checked_generation;
+  uint32 granted;
 };
+
+// Moves whenever role memberships or roles change (syscache callbacks): cached privileges computed
+// under an older value are computed again.
+extern uint32 role_generation;
 
 // The definition of counter `id` of this database; fails with 42704 if there is none.
 const CounterDef* GetCounter(int32 id);
@@ -25,10 +46,45 @@ int32 FindCounterByName(const char* name);
 // Fails with 42704 (and a hint) when the name or id is unknown.
 void ReportUnknownCounter(const char* what);
 
+// Fails with 42501 unless the current role holds every privilege in `need` (privileges.cpp).
+void RequirePrivileges(const CounterDef* def, uint32 need);
+
+// GetCounter, and the current role must hold `need` on it (42501 if not).
+const CounterDef* GetCounterSlow(int32 id, uint32 need);
+
+// The cache of one definition that GetCounter(id, need) reads first, and the catalog epoch it
+// was read under (catalog.cpp). Cleared whenever this transaction notes a drop.
+extern const CounterDef* last_def;
+extern uint64 cached_epoch;
+
+// The hot path's lookup: the definition of the call before, if the catalog has not moved and its
+// privileges were computed for this role under the current role generation; else the full
+// lookup and check.
+inline const CounterDef* GetCounter(int32 id, uint32 need) {
+  const CounterDef* def = last_def;
+  if (likely(def != nullptr && def->id == id &&
+             cached_epoch == pg_atomic_read_u64(&shared->catalog_epoch) &&
+             def->checked_user == GetUserId() && def->checked_generation == role_generation &&
+             (def->granted & need) == need))
+    return def;
+  return GetCounterSlow(id, need);
+}
+
+// The version of the extension's SQL objects in this database, as far as the library is concerned:
+// 3 once CREATE or ALTER EXTENSION installed 0.3's privileges and attachment columns, 2 before.
+// A newer library works with the objects of an older version until they are updated: counters
+// made before 0.3 belong to the extension's owner and are granted to PUBLIC, as the update makes
+// them. Inside a transaction.
+int InstalledSchema();
+
 // The epoch the cached definitions were read under (compare with shared->catalog_epoch).
 uint64 CachedCatalogEpoch();
 // Drops every cached definition: after this transaction created or dropped counters, or when
 // the shared epoch moved.
 void ForgetCachedCounters();
+
+// A name for a message: at most its first NAMEDATALEN - 1 bytes (whole characters), and "..."
+// if it was longer, so that an oversized argument does not fill the log.
+const char* NameForMessage(const char* name);
 
 }  // namespace sc

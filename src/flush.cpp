@@ -19,6 +19,7 @@
 
 #include <algorithm>
 
+#include "catalog.hpp"
 #include "key_arrays.hpp"
 #include "shmem.hpp"
 
@@ -95,7 +96,15 @@ SPIPlanPtr Prepare(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* type
   return *plan;
 }
 
-void BeginWork() {
+// The slot whose totals writers this process counts itself among (shmem.hpp), while it does.
+DatabaseSlot* totals_write_slot = nullptr;
+
+// Every flusher transaction writes totals: it counts itself among the writers before it starts,
+// so that its now(), the stamp of the rows it writes, is not before the watermark an attachment
+// run reads (attach_run.cpp).
+void BeginWork(Oid db) {
+  totals_write_slot = FindSlot(db);
+  if (totals_write_slot != nullptr) OpenTotalsWrite(totals_write_slot);
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
   SPI_connect();
@@ -106,6 +115,25 @@ void EndWork() {
   SPI_finish();
   PopActiveSnapshot();
   CommitTransactionCommand();
+  AbandonTotalsWrite();
+}
+
+const char* const kAttachmentsDueSql =
+    "SELECT pg_catalog.min(COALESCE(last_attempt, '-infinity'::pg_catalog.timestamptz) "
+    "OPERATOR(pg_catalog.+) every) FROM slotted_counter.attachments";
+
+// When the first attachment of this database is due; DT_NOEND if there is none (or, before
+// ALTER EXTENSION ... UPDATE to 0.3, none can run).
+TimestampTz AttachmentsDue() {
+  TimestampTz due = DT_NOEND;
+  if (InstalledSchema() < 3) return due;
+  int rc = SPI_execute(kAttachmentsDueSql, true, 1);
+  if (rc != SPI_OK_SELECT || SPI_processed != 1)
+    elog(ERROR, "reading slotted_counter.attachments failed: %d", rc);
+  bool isnull;
+  Datum value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+  if (!isnull) due = DatumGetTimestampTz(value);
+  return due;
 }
 
 // A background worker reports its statistics itself; autovacuum needs them to vacuum the dead
@@ -340,14 +368,19 @@ bool ItemOrder(const FlushItem& a, const FlushItem& b) {
 
 }  // namespace
 
-int64 FlushDatabase(Oid db) {
+void AbandonTotalsWrite() {
+  if (totals_write_slot != nullptr) CloseTotalsWrite(totals_write_slot);
+  totals_write_slot = nullptr;
+}
+
+int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   WorkContext();
   // Every commit tagged with this epoch (or an earlier one) is visible to the fold below: a
   // commit reads the epoch only after it became visible (shmem.hpp: fold epochs).
   // The flusher's own slot, or the one it just left at shutdown.
   DatabaseSlot* slot = FindSlot(db);
   uint32 epoch = slot != nullptr ? pg_atomic_fetch_add_u32(&slot->fold_epoch, 1) : 0;
-  BeginWork();
+  BeginWork(db);
   int nids;
   bool skipped;
   int32* ids = LockLiveCounters(&nids, &skipped);
@@ -359,6 +392,7 @@ int64 FlushDatabase(Oid db) {
     std::sort(items, items + n, ItemOrder);
     for (int64 i = 0; i < n; i += kBatch) WriteBatch(items + i, std::min<int64>(kBatch, n - i));
     folded = FoldDeltas(ids, nids);
+    *attachments_due = AttachmentsDue();
     EndWork();
   }
   PG_CATCH();
@@ -402,7 +436,7 @@ int ServeWriteThroughs(Oid db) {
   auto* code = static_cast<int*>(palloc0(sizeof(int) * n));
   PG_TRY();
   {
-    BeginWork();
+    BeginWork(db);
     static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
     SPIPlanPtr plan = Prepare(&plan_write_through, kWriteThroughSql, 4, types);
     for (int j = 0; j < n; j++) {

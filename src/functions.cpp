@@ -11,6 +11,7 @@
 #include "checked_math.hpp"
 #include "key_arrays.hpp"
 #include "shmem.hpp"
+#include "spi.hpp"
 #include "transactional.hpp"
 #include "worker.hpp"
 #include "xact.hpp"
@@ -49,7 +50,7 @@ void CheckCounterName(const char* name) {
   size_t len = strlen(name);
   if (len == 0 || len >= NAMEDATALEN)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("invalid counter name \"%s\"", name),
+                    errmsg("invalid counter name \"%s\"", NameForMessage(name)),
                     errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
   if (strspn(name, "0123456789") == len)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -60,7 +61,7 @@ void CheckCounterName(const char* name) {
 void CheckDurability(const char* text) {
   if (strcmp(text, "buffered") != 0 && strcmp(text, "transactional") != 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("invalid durability \"%s\"", text),
+                    errmsg("invalid durability \"%s\"", NameForMessage(text)),
                     errhint("Use 'transactional' or 'buffered'.")));
 }
 
@@ -99,11 +100,11 @@ int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
   return BucketOf(def, PG_GETARG_TIMESTAMPTZ(at_arg));
 }
 
-// The counter a write may change: it exists, and this server can write.
+// The counter a write may change: it exists, the current role may write it, and this server can.
 CounterDef WritableCounter(FunctionCallInfo fcinfo) {
   RequireShared();
   PreventCommandDuringRecovery("sc_incr()");
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kUpdate);
   if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   return def;
 }
@@ -195,17 +196,33 @@ Datum sc_create(PG_FUNCTION_ARGS) {
   CheckDurability(durability_text);
   bool bucketed = !PG_ARGISNULL(2);
   if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
+  // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
+  if (pg_database_aclcheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("permission denied to create counter \"%s\"", name),
+                    errdetail("Creating a counter needs the CREATE privilege on database "
+                              "\"%s\".", get_database_name(MyDatabaseId))));
+  NameData owner;
+  namestrcpy(&owner, GetUserNameFromId(GetUserId(), false));
   EnsureFlusher();
 
-  SPI_connect();
-  Oid types[3] = {TEXTOID, TEXTOID, INTERVALOID};
-  Datum args[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
-  char nulls[3] = {' ', ' ', bucketed ? ' ' : 'n'};
+  Oid types[4] = {TEXTOID, TEXTOID, INTERVALOID, NAMEOID};
+  Datum args[4] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                   NameGetDatum(&owner)};
+  char nulls[4] = {' ', ' ', bucketed ? ' ' : 'n', ' '};
+  // Before ALTER EXTENSION ... UPDATE to 0.3 the table has no owner: the update gives such
+  // counters to the extension's owner and to PUBLIC.
+  bool with_owner = InstalledSchema() >= 3;
+  SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
-      "INSERT INTO slotted_counter.counters (id, name, durability, bucket) "
-      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3) "
-      "ON CONFLICT (name) DO NOTHING RETURNING id",
-      3, types, args, nulls, false, 1);
+      with_owner
+          ? "INSERT INTO slotted_counter.counters (id, name, durability, bucket, owner) "
+            "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4) "
+            "ON CONFLICT (name) DO NOTHING RETURNING id"
+          : "INSERT INTO slotted_counter.counters (id, name, durability, bucket) "
+            "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3) "
+            "ON CONFLICT (name) DO NOTHING RETURNING id",
+      with_owner ? 4 : 3, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;
@@ -213,7 +230,7 @@ Datum sc_create(PG_FUNCTION_ARGS) {
     bool isnull;
     id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
   }
-  SPI_finish();
+  FinishSpi(spi);
   if (!created)
     ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                     errmsg("counter \"%s\" already exists", name)));
@@ -225,8 +242,8 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
-  SPI_connect();
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
+  SpiSession spi = ConnectSpi();
   Oid type = INT4OID;
   Datum arg = Int32GetDatum(def.id);
   int rc = SPI_execute_with_args(
@@ -245,7 +262,7 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
       if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
     }
   }
-  SPI_finish();
+  FinishSpi(spi);
   if (!deleted) ReportUnknownCounter(def.name);
   NoteCounterDropped(def.id);
   ForgetCachedCounters();
@@ -260,7 +277,7 @@ Datum sc_incr(PG_FUNCTION_ARGS) {
     RequireArguments(fcinfo, names);
   RequireShared();
   PreventCommandDuringRecovery("sc_incr()");
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0));
+  const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kUpdate);
   if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   PG_RETURN_INT64(Increment(*def, PG_GETARG_INT64(1), CurrentBucket(*def), PG_GETARG_INT64(2)));
 }
@@ -328,27 +345,60 @@ Datum sc_set(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(old);
 }
 
-// Emits the first n of the candidates, largest value first, ties by key, as (key, value) rows.
-void EmitTop(FunctionCallInfo fcinfo, int n, int64* keys, int64* values, int count) {
+namespace sc {
+
+namespace {
+
+// Ranks a before b: the larger value first, ties by the smaller key.
+inline bool Ranks(const KeyValue& a, const KeyValue& b) {
+  return a.value > b.value || (a.value == b.value && a.key < b.key);
+}
+
+// Moves the best min(n, count) items to the front, best first; returns how many. A heap of the
+// n best so far (its top the worst of them): O(count log n), answering a cancel as it goes.
+// (The standard algorithms return before each interrupt check: no error jumps over them.)
+int64 SelectTop(KeyValue* items, int64 count, int64 n) {
+  int64 keep = Min(n, count);
+  if (keep <= 0) return 0;
+  std::make_heap(items, items + keep, Ranks);
+  for (int64 i = keep; i < count; i++) {
+    if ((i & 4095) == 0) CHECK_FOR_INTERRUPTS();
+    if (Ranks(items[i], items[0])) {
+      std::pop_heap(items, items + keep, Ranks);
+      items[keep - 1] = items[i];
+      std::push_heap(items, items + keep, Ranks);
+    }
+  }
+  for (int64 end = keep; end > 1; end--) {
+    if ((end & 4095) == 0) CHECK_FOR_INTERRUPTS();
+    std::pop_heap(items, items + end, Ranks);
+  }
+  return keep;
+}
+
+void EmitRows(FunctionCallInfo fcinfo, const KeyValue* rows, int64 n) {
   auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-  for (int i = 0; i < Min(n, count); i++) {
-    int best = i;
-    for (int j = i + 1; j < count; j++)
-      if (values[j] > values[best] || (values[j] == values[best] && keys[j] < keys[best]))
-        best = j;
-    std::swap(keys[i], keys[best]);
-    std::swap(values[i], values[best]);
-    Datum row[2] = {Int64GetDatum(keys[i]), Int64GetDatum(values[i])};
+  for (int64 i = 0; i < n; i++) {
+    Datum row[2] = {Int64GetDatum(rows[i].key), Int64GetDatum(rows[i].value)};
     bool nulls[2] = {false, false};
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
   }
 }
 
+int KeyOrder(const void* a, const void* b) {
+  int64 x = static_cast<const KeyValue*>(a)->key, y = static_cast<const KeyValue*>(b)->key;
+  return x < y ? -1 : x > y;
+}
+
+}  // namespace
+
+}  // namespace sc
+
 Datum sc_top(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "n", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
   int32 n = PG_GETARG_INT32(1);
   if (n < 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -357,10 +407,13 @@ Datum sc_top(PG_FUNCTION_ARGS) {
     ReportNoBuckets(def, "since and until");
   BucketRange range = RangeArguments(fcinfo, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
-  int64 *keys, *values;
   if (def.bucketed) {
+    // Ranked and limited by the query.
+    int64 *keys, *values;
     int count = RangeTop(def, n, range, &keys, &values);
-    EmitTop(fcinfo, n, keys, values, count);
+    auto* rows = static_cast<KeyValue*>(palloc(sizeof(KeyValue) * (count + 1)));
+    for (int i = 0; i < count; i++) rows[i] = KeyValue{keys[i], values[i]};
+    EmitRows(fcinfo, rows, count);
     return (Datum)0;
   }
   // This transaction's own increments can lift a key into the top n or drop one out of it:
@@ -370,20 +423,26 @@ Datum sc_top(PG_FUNCTION_ARGS) {
                      ? TransactionalPendingOf(def.id, &pending_keys, &pending_buckets,
                                               &pending_deltas)
                      : 0;
-  int want = int(Min(int64(n) + npending, int64(PG_INT32_MAX)));
-  int count = BufferTop(def, want, npending, &keys, &values);
-  for (int p = 0; p < npending; p++) {
-    int at = 0;
-    while (at < count && keys[at] != pending_keys[p]) at++;
-    if (at == count) {
-      keys[count] = pending_keys[p];
-      values[count++] = BufferRead(def, pending_keys[p], kNoBucket, false);
+  KeyValue* candidates;
+  int64 count = BufferTopCandidates(def, int64(n) + npending, npending, &candidates);
+  if (npending > 0) {
+    // Candidates are distinct keys: find each pending key by binary search.
+    qsort(candidates, count, sizeof(KeyValue), KeyOrder);
+    int64 sorted = count;
+    for (int p = 0; p < npending; p++) {
+      KeyValue probe{pending_keys[p], 0};
+      auto* found = static_cast<KeyValue*>(
+          bsearch(&probe, candidates, sorted, sizeof(KeyValue), KeyOrder));
+      if (found == nullptr) {
+        found = &candidates[count++];
+        *found = KeyValue{pending_keys[p], BufferRead(def, pending_keys[p], kNoBucket, false)};
+      }
+      if (!CheckedAdd(found->value, pending_deltas[p], &found->value))
+        ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                        errmsg("value of counter \"%s\" out of range", def.name)));
     }
-    if (!CheckedAdd(values[at], pending_deltas[p], &values[at]))
-      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                      errmsg("value of counter \"%s\" out of range", def.name)));
   }
-  EmitTop(fcinfo, n, keys, values, count);
+  EmitRows(fcinfo, candidates, SelectTop(candidates, count, n));
   return (Datum)0;
 }
 
@@ -391,7 +450,7 @@ Datum sc_sum_keys(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "keys", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
   int n;
   int64* keys = BigintElements(fcinfo, 1, "keys", &n);
   n = DistinctKeys(keys, n);
@@ -413,7 +472,7 @@ Datum sc_sum(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1))) RequireArguments(fcinfo, names);
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0));
+  const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kSelect);
   if (def->durability == Durability::kBuffered && !def->bucketed)
     PG_RETURN_INT64(BufferRead(*def, PG_GETARG_INT64(1), kNoBucket, false));
   CounterDef copy = *def;
@@ -424,7 +483,7 @@ Datum sc_sum_range(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
   int64 key = PG_GETARG_INT64(1);
   if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
     ReportNoBuckets(def, "since and until");
@@ -437,7 +496,7 @@ Datum sc_series(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
@@ -458,7 +517,7 @@ Datum sc_drop_buckets(PG_FUNCTION_ARGS) {
   RequireArguments(fcinfo, names);
   PreventCommandDuringRecovery("sc_drop_buckets()");
   PreventCommandIfReadOnly("sc_drop_buckets()");
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0));
+  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kUpdate);
   if (!def.bucketed) ReportNoBuckets(def, "Buckets to drop");
   PG_RETURN_INT64(DropBuckets(def, PG_GETARG_TIMESTAMPTZ(1)));
 }

@@ -15,7 +15,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000};
+Settings settings = {100000, 16, 1000, 30000};
 
 namespace {
 
@@ -47,6 +47,11 @@ void DefineSettings() {
       "How often the flusher writes buffered values to the values table; 0 = only at shutdown "
       "and on sc_rollup().",
       nullptr, &settings.flush_interval, 1000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.attach_timeout",
+      "How long one attachment run may take (its table's triggers included); 0 = no limit.",
+      nullptr, &settings.attach_timeout, 30000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
       nullptr, nullptr);
   MarkGUCPrefixReserved("slotted_counter");
 }

@@ -113,13 +113,34 @@ void MarkDirtyUntracked(DatabaseSlot* slot) {
   SpinLockRelease(&slot->dirty_mutex);
 }
 
-void RequireShared() {
-  if (shared == nullptr)
-    ereport(ERROR,
-            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-             errmsg("slotted_counter must be loaded via \"shared_preload_libraries\""),
-             errhint("Add slotted_counter to shared_preload_libraries in postgresql.conf "
-                     "and restart the server.")));
+void OpenTotalsWrite(DatabaseSlot* slot) {
+  TimestampTz now = GetCurrentTimestamp();
+  SpinLockAcquire(&slot->mutex);
+  if (slot->totals_writers++ == 0 || now < slot->totals_writers_since)
+    slot->totals_writers_since = now;
+  SpinLockRelease(&slot->mutex);
+}
+
+void CloseTotalsWrite(DatabaseSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  if (slot->totals_writers > 0) slot->totals_writers--;
+  SpinLockRelease(&slot->mutex);
+}
+
+TimestampTz TotalsWatermark(DatabaseSlot* slot) {
+  TimestampTz now = GetCurrentTimestamp();
+  SpinLockAcquire(&slot->mutex);
+  TimestampTz watermark = slot->totals_writers > 0 ? Min(now, slot->totals_writers_since) : now;
+  SpinLockRelease(&slot->mutex);
+  return watermark;
+}
+
+void ReportNotPreloaded() {
+  ereport(ERROR,
+          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+           errmsg("slotted_counter must be loaded via \"shared_preload_libraries\""),
+           errhint("Add slotted_counter to shared_preload_libraries in postgresql.conf "
+                   "and restart the server.")));
 }
 
 }  // namespace sc

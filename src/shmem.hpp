@@ -24,6 +24,14 @@
 //   - in each DatabaseSlot, the ring of entries that turned dirty (dirty_mutex, a spinlock taken
 //     under a partition lock at most) and the fold epochs (atomics that only move forward); see
 //     the struct for who writes what.
+//   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database;
+//     the flusher registers it, it claims attacher_pid itself and clears it as it exits, noting a
+//     run its exit cut short), and the count of open flusher transactions that write
+//     slotted_counter.totals with the time the first of them opened. An attachment run reads that
+//     (clock first, then the count) before it takes its snapshot; a flusher reads the clock,
+//     counts itself in, and only then starts its transaction, whose now() stamps the rows it
+//     writes. So every row that run cannot see is stamped at or after the watermark it keeps
+//     (attach_run.cpp).
 //   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
 //     their pre-commit until they have purged the buffer after the commit, guarded by the
 //     spinlock bucket_drops_mutex. The dropper holds its counter's row FOR UPDATE, so no flush of
@@ -71,6 +79,21 @@ struct DatabaseSlot {
   uint64 attach_errors;          // attachment runs that failed
   TimestampTz last_flush_at;
   double last_flush_ms;
+
+  // Flusher transactions that write totals (flush.cpp), and the clock before the first of them.
+  int totals_writers;
+  TimestampTz totals_writers_since;
+
+  // The attacher of this database (attach_run.cpp).
+  int attacher_pid;              // 0: none runs
+  TimestampTz attacher_requested;  // when the flusher last registered one; 0 once it runs
+  // The attachment being run (run_open), or the one whose run ended with its process (run_cut;
+  // run_timed_out if its time limit ended it), for the next attacher to record as failed.
+  bool run_open;
+  bool run_cut;
+  bool run_timed_out;
+  int32 run_counter;
+  Oid run_target;
 
   ConditionVariable done_cv;     // broadcast after each flush and each batch of write-throughs
 
@@ -160,8 +183,19 @@ void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation);
 // The next flush of the slot's database scans the whole buffer.
 void MarkDirtyUntracked(DatabaseSlot* slot);
 
+// A flusher transaction that writes slotted_counter.totals opens (before it starts) and closes
+// (after it ended); see the protocol at the top.
+void OpenTotalsWrite(DatabaseSlot* slot);
+void CloseTotalsWrite(DatabaseSlot* slot);
+// The time from which on rows of totals that a snapshot taken after this call cannot see may
+// be stamped (updated_at).
+TimestampTz TotalsWatermark(DatabaseSlot* slot);
+
 // Fails with 55000 unless the library was preloaded.
-void RequireShared();
+void ReportNotPreloaded();
+inline void RequireShared() {
+  if (unlikely(shared == nullptr)) ReportNotPreloaded();
+}
 
 inline LWLock* PartitionLock(uint32 hash) {
   return &shared->partition_locks[CounterTable::PartitionOf(hash)].lock;

@@ -1,4 +1,5 @@
-// stats.cpp: slotted_counter.stats, one row per database that has used the buffer.
+// stats.cpp: slotted_counter.stats, one row per database that has used the buffer (the others
+// than the current one for members of pg_read_all_stats only).
 //
 // Reads each DatabaseSlot's counters under its spinlock (copied out, then reported), and counts
 // the database's dirty entries with the partition locks SHARED, one partition at a time: a
@@ -74,6 +75,9 @@ Datum sc_stats(PG_FUNCTION_ARGS) {
   RequireShared();
   InitMaterializedSRF(fcinfo, 0);
   auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  // Other databases, as pg_stat_statements shows other users' queries: to members of
+  // pg_read_all_stats (and superusers) only.
+  bool all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
   bool seen_mine = false;
   for (int i = 0; i < shared->max_databases; i++) {
     DatabaseSlot* slot = &shared->slots[i];
@@ -81,7 +85,7 @@ Datum sc_stats(PG_FUNCTION_ARGS) {
     Oid db = slot->db;
     int pid = slot->worker_pid;
     LWLockRelease(shared->slots_lock);
-    if (db == InvalidOid) continue;
+    if (db == InvalidOid || (db != MyDatabaseId && !all)) continue;
     DatabaseSlot copy;
     SpinLockAcquire(&slot->mutex);
     copy.worker_state = slot->worker_state;

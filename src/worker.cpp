@@ -3,7 +3,8 @@
 // No per-database setting starts it: every write (sc_incr, sc_create, sc_rollup) makes sure its
 // database has one (EnsureFlusher), registering a dynamic worker when there is none. The worker
 // claims its database's DatabaseSlot (slots_lock), then loops: answer write-through requests,
-// flush every flush_interval or when sc_rollup() asks, sleep on its latch.
+// flush every flush_interval or when sc_rollup() asks, start the attacher when an attachment is
+// due (attach_run.cpp; no code of a user ever runs in the flusher), sleep on its latch.
 //
 // On SIGTERM (shutdown, pg_terminate_backend, DROP DATABASE ... WITH (FORCE)) it keeps answering
 // write-throughs until no client of its database is left (5 s at most), gives up its slot, then
@@ -16,7 +17,6 @@
 // When the extension has been dropped from its database, it frees the slot and exits.
 #include "worker.hpp"
 
-#include "attach.hpp"
 #include "flush.hpp"
 #include "settings.hpp"
 #include "shmem.hpp"
@@ -39,6 +39,9 @@ constexpr int kStartRetryMs = 10000;
 constexpr int kShutdownWaitMs = 5000;
 constexpr int kFinalFlushMs = 60000;
 constexpr int kErrorBackoffMs = 1000;
+
+// Cleared for the flushes of a shutdown: no attacher starts then.
+bool start_attachers = true;
 
 // The slot of db, or a free slot now assigned to db; nullptr if all are taken. slots_lock held.
 DatabaseSlot* SlotFor(Oid db) {
@@ -71,24 +74,52 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->attach_skipped = free_slot->attach_errors = 0;
     free_slot->last_flush_at = 0;
     free_slot->last_flush_ms = 0;
+    free_slot->totals_writers = 0;
+    free_slot->totals_writers_since = 0;
+    free_slot->attacher_pid = 0;
+    free_slot->attacher_requested = 0;
+    free_slot->run_open = free_slot->run_cut = free_slot->run_timed_out = false;
     SpinLockRelease(&free_slot->mutex);
   }
   return free_slot;
 }
 
-bool RegisterFlusher(Oid db) {
+// Registers a worker of database db: the flusher, or the attacher (attach_run.cpp).
+bool RegisterWorker(Oid db, const char* function, const char* type) {
   BackgroundWorker worker;
   memset(&worker, 0, sizeof(worker));
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
   worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
   worker.bgw_restart_time = BGW_NEVER_RESTART;
   strlcpy(worker.bgw_library_name, "slotted_counter", BGW_MAXLEN);
-  strlcpy(worker.bgw_function_name, "slotted_counter_flusher_main", BGW_MAXLEN);
-  snprintf(worker.bgw_name, BGW_MAXLEN, "slotted_counter flusher for database %u", db);
-  strlcpy(worker.bgw_type, "slotted_counter flusher", BGW_MAXLEN);
+  strlcpy(worker.bgw_function_name, function, BGW_MAXLEN);
+  snprintf(worker.bgw_name, BGW_MAXLEN, "%s for database %u", type, db);
+  strlcpy(worker.bgw_type, type, BGW_MAXLEN);
   worker.bgw_main_arg = ObjectIdGetDatum(db);
   worker.bgw_notify_pid = 0;
   return RegisterDynamicBackgroundWorker(&worker, nullptr);
+}
+
+bool RegisterFlusher(Oid db) {
+  return RegisterWorker(db, "slotted_counter_flusher_main", "slotted_counter flusher");
+}
+
+// Starts the database's attacher if an attachment is due and none runs (or was registered in
+// the last kStartRetryMs). The flusher never waits for it.
+void StartAttacherIfDue(Oid db, TimestampTz due) {
+  TimestampTz now = GetCurrentTimestamp();
+  if (due > now) return;
+  SpinLockAcquire(&my_flusher_slot->mutex);
+  bool start = my_flusher_slot->attacher_pid == 0 &&
+               (my_flusher_slot->attacher_requested == 0 ||
+                TimestampDifferenceExceeds(my_flusher_slot->attacher_requested, now,
+                                           kStartRetryMs));
+  if (start) my_flusher_slot->attacher_requested = now;
+  SpinLockRelease(&my_flusher_slot->mutex);
+  if (start && !RegisterWorker(db, "slotted_counter_attacher_main", "slotted_counter attacher"))
+    ereport(LOG, (errmsg("could not start the slotted_counter attacher of database %u", db),
+                  errhint("Raise max_worker_processes; attachments wait until a worker is "
+                          "free.")));
 }
 
 void SetWorkerState(WorkerState state) {
@@ -152,11 +183,12 @@ bool FlushAndRecord(Oid db) {
   TimestampTz start = GetCurrentTimestamp();
   MemoryContext context = CurrentMemoryContext;
   volatile int64 rows = -1;
+  TimestampTz attachments_due = DT_NOEND;
   int error_code = 0;
   char error[sizeof(my_flusher_slot->flush_error)];
   PG_TRY();
   {
-    rows = FlushDatabase(db);
+    rows = FlushDatabase(db, &attachments_due);
   }
   PG_CATCH();
   {
@@ -168,13 +200,12 @@ bool FlushAndRecord(Oid db) {
     EmitErrorReport();
     FlushErrorState();
     AbortCurrentTransaction();
+    AbandonTotalsWrite();
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);
-  // The lagged totals of attached tables follow each committed flush, before the flush counts as
-  // done: sc_rollup() returns with the attached tables written.
-  int64 skipped = 0, attach_errors = 0;
-  if (rows >= 0) RunAttachments(db, &skipped, &attach_errors);
+  // Attached tables follow a committed flush, written by the attacher in a process of its own.
+  if (rows >= 0 && start_attachers) StartAttacherIfDue(db, attachments_due);
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();
@@ -187,8 +218,6 @@ bool FlushAndRecord(Oid db) {
     my_flusher_slot->rows_written += uint64(rows);
     my_flusher_slot->last_flush_at = end;
     my_flusher_slot->last_flush_ms = double(end - start) / 1000.0;
-    my_flusher_slot->attach_skipped += uint64(skipped);
-    my_flusher_slot->attach_errors += uint64(attach_errors);
   } else {
     my_flusher_slot->flush_failed = ticket;
     my_flusher_slot->flush_error_code = error_code;
@@ -214,6 +243,7 @@ bool ServeAndRecord(Oid db) {
     EmitErrorReport();
     FlushErrorState();
     AbortCurrentTransaction();
+    AbandonTotalsWrite();
     ok = false;
   }
   PG_END_TRY();
@@ -245,6 +275,7 @@ void WaitOnLatch(long timeout_ms) {
 // succeeds (see the hand-over at the top of this file).
 void ShutDown(Oid db) {
   SetWorkerState(kWorkerStopping);
+  start_attachers = false;
   TimestampTz start = GetCurrentTimestamp();
   while (CountDBConnections(db) > 0 &&
          !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kShutdownWaitMs)) {

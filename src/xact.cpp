@@ -11,24 +11,36 @@
 // the buffer's entries when it commits. From its pre-commit until that purge, the drop is
 // registered in shared->bucket_drops, so that a flusher keeps off the dropped entries between the
 // commit and the purge (the lock protocol: shmem.hpp).
+//
+// A change of grants or owner bumps the epoch at commit, so that every backend reads the row again.
+// A dropped table takes its attachments with it, as it takes its triggers: the drops are noted by
+// the object access hook and the attachments deleted at pre-commit (or pre-prepare), in the same
+// transaction.
 #include "xact.hpp"
 
+#include "attach.hpp"
 #include "buffer.hpp"
 #include "catalog.hpp"
 #include "shmem.hpp"
 #include "transactional.hpp"
 
+extern "C" {
+#include "catalog/dependency.h"
+}
+
 namespace sc {
 
 namespace {
 
-enum class Change : uint8 { kCreated, kDropped, kExtensionDropped, kBucketsDropped };
+enum class Change : uint8 { kCreated, kDropped, kExtensionDropped, kBucketsDropped, kAltered,
+                            kRelationDropped };
 
 struct Noted {
   int32 id;
   Change change;
   int level;     // transaction nesting level that did it
   int64 before;  // kBucketsDropped: buckets that start before it
+  Oid relid;     // kRelationDropped: the table
 };
 
 Noted* noted = nullptr;
@@ -39,7 +51,7 @@ object_access_hook_type prev_object_access_hook = nullptr;
 
 bool drops_registered = false;
 
-void Note(int32 id, Change change, int64 before = 0) {
+void Note(int32 id, Change change, int64 before = 0, Oid relid = InvalidOid) {
   if (noted_count == noted_space) {
     noted_space = noted_space == 0 ? 8 : noted_space * 2;
     noted = noted == nullptr
@@ -47,7 +59,7 @@ void Note(int32 id, Change change, int64 before = 0) {
                                                          noted_space * sizeof(Noted)))
                 : static_cast<Noted*>(repalloc(noted, noted_space * sizeof(Noted)));
   }
-  noted[noted_count++] = Noted{id, change, GetCurrentTransactionNestLevel(), before};
+  noted[noted_count++] = Noted{id, change, GetCurrentTransactionNestLevel(), before, relid};
 }
 
 // Removes from the buffer what the ended (sub)transaction made obsolete. Runs in a commit or
@@ -61,6 +73,7 @@ void Settle(bool committed, int level) {
       noted[kept++] = n;
       continue;
     }
+    if (n.change == Change::kRelationDropped) continue;  // done at pre-commit
     bool purge = committed ? n.change != Change::kCreated : n.change == Change::kCreated;
     if (purge) {
       if (!bumped) pg_atomic_fetch_add_u64(&shared->catalog_epoch, 1);
@@ -69,7 +82,7 @@ void Settle(bool committed, int level) {
         PurgeDatabase(MyDatabaseId);
       else if (n.change == Change::kBucketsDropped)
         PurgeBuckets(MyDatabaseId, n.id, n.before);
-      else
+      else if (n.change != Change::kAltered)
         PurgeCounter(MyDatabaseId, n.id);
     }
   }
@@ -108,6 +121,24 @@ void RegisterBucketDrops() {
   }
 }
 
+// At pre-commit or pre-prepare: the attachments of the tables this transaction dropped go with them.
+void ForgetDroppedTargets() {
+  int n = 0;
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change == Change::kRelationDropped) n++;
+  if (n == 0) return;
+  auto* relids = static_cast<Oid*>(palloc(sizeof(Oid) * n));
+  n = 0;
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change == Change::kRelationDropped) relids[n++] = noted[i].relid;
+  DetachDroppedTargets(relids, n);
+  // Done: neither PREPARE nor the end has anything left to do for them.
+  int kept = 0;
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change != Change::kRelationDropped) noted[kept++] = noted[i];
+  noted_count = kept;
+}
+
 // At the end: after the purge (commit) or instead of it (abort). Cannot fail.
 void UnregisterBucketDrops() {
   if (!drops_registered) return;
@@ -122,14 +153,16 @@ void OnXactEvent(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_PRE_COMMIT:
       TransactionalPreCommit();
+      if (noted_count > 0) ForgetDroppedTargets();
       if (noted_count > 0) RegisterBucketDrops();
       break;
     case XACT_EVENT_PRE_PREPARE:
       TransactionalPrePrepare();
+      if (noted_count > 0) ForgetDroppedTargets();
       if (noted_count > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("cannot PREPARE a transaction that created or dropped counters "
-                               "or buckets")));
+                        errmsg("cannot PREPARE a transaction that created, dropped or changed "
+                               "counters or buckets")));
       break;
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
@@ -175,9 +208,24 @@ void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void
 void OnObjectAccess(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
                     void* arg) {
   if (prev_object_access_hook) prev_object_access_hook(access, class_id, object_id, sub_id, arg);
-  if (access != OAT_DROP || class_id != ExtensionRelationId) return;
-  char* name = get_extension_name(object_id);
-  if (name != nullptr && strcmp(name, "slotted_counter") == 0) Note(0, Change::kExtensionDropped);
+  if (class_id == ExtensionRelationId && (access == OAT_DROP || access == OAT_POST_ALTER)) {
+    // Dropped: purge the database's buffer. Altered (ALTER EXTENSION ... UPDATE): every backend
+    // looks again at which version's tables it reads (catalog.cpp, InstalledSchema).
+    char* name = get_extension_name(object_id);
+    if (name != nullptr && strcmp(name, "slotted_counter") == 0)
+      Note(0, access == OAT_DROP ? Change::kExtensionDropped : Change::kAltered);
+    return;
+  }
+  if (access != OAT_DROP) return;
+  // A table a user dropped (not the transient heap of a rewrite, which is dropped internally),
+  // and only one that could be attached: a permanent or unlogged table, plain or partitioned.
+  if (class_id == RelationRelationId && sub_id == 0 &&
+      (static_cast<ObjectAccessDrop*>(arg)->dropflags & PERFORM_DELETION_INTERNAL) == 0) {
+    char relkind = get_rel_relkind(object_id);
+    if ((relkind == RELKIND_RELATION || relkind == RELKIND_PARTITIONED_TABLE) &&
+        get_rel_persistence(object_id) != RELPERSISTENCE_TEMP)
+      Note(0, Change::kRelationDropped, 0, object_id);
+  }
 }
 
 }  // namespace
@@ -211,6 +259,11 @@ bool BucketsDroppedInThisTransaction(int32 id) {
 
 void NoteCounterCreated(int32 id) { Note(id, Change::kCreated); }
 void NoteBucketsDropped(int32 id, int64 before) { Note(id, Change::kBucketsDropped, before); }
-void NoteCounterDropped(int32 id) { Note(id, Change::kDropped); }
+void NoteCounterDropped(int32 id) {
+  Note(id, Change::kDropped);
+  // The hot path's cache must not serve it to this transaction any more (catalog.hpp).
+  last_def = nullptr;
+}
+void NoteCounterAltered(int32 id) { Note(id, Change::kAltered); }
 
 }  // namespace sc

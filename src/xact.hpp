@@ -11,6 +11,8 @@ void InstallTransactionHooks();
 // can tell the buffer and every backend's cache.
 void NoteCounterCreated(int32 id);
 void NoteCounterDropped(int32 id);
+// sc_grant, sc_revoke and sc_alter_owner: the commit makes every backend read the row again.
+void NoteCounterAltered(int32 id);
 // Whether this transaction (or a subtransaction of it that has not aborted) dropped the counter:
 // then it no longer exists for this transaction, even before the drop commits.
 bool DroppedInThisTransaction(int32 id);

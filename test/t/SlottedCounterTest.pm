@@ -7,7 +7,7 @@ use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 
-our @EXPORT = qw(preloaded_node);
+our @EXPORT = qw(preloaded_node wait_attached);
 
 # A statement that hangs fails the test instead of hanging it.
 $ENV{PGOPTIONS} = '-c statement_timeout=30s';
@@ -24,6 +24,17 @@ sub preloaded_node
 		  . ($extra_conf // ''));
 	$node->start;
 	return $node;
+}
+
+# wait_attached(NODE, DB): flushes, and waits until every attachment that was due has had a run
+# since (attachments run in a worker of their own, after a flush). True if they did in time.
+sub wait_attached
+{
+	my ($node, $db) = @_;
+	my $since = $node->safe_psql($db, 'SELECT clock_timestamp()');
+	return $node->poll_query_until($db, qq{
+SELECT sc_rollup() >= 0 AND NOT EXISTS (SELECT FROM slotted_counter.attachments
+  WHERE coalesce(last_attempt, '-infinity') + every <= '$since'::timestamptz)});
 }
 
 1;

@@ -1,0 +1,184 @@
+-- Owners and privileges per counter, like sequences: SELECT reads, UPDATE writes, the owner (and
+-- superusers) may also drop, attach, detach, grant, revoke and give the counter away; creating
+-- one needs CREATE on the database; a role sees the rows of the counters it may read.
+\set VERBOSITY terse
+SELECT current_database() AS db \gset
+CREATE ROLE sc_owner;
+CREATE ROLE sc_reader;
+CREATE ROLE sc_writer;
+CREATE ROLE sc_nobody;
+CREATE ROLE sc_heir;
+GRANT sc_heir TO sc_owner;
+GRANT CREATE ON DATABASE :"db" TO sc_owner, sc_heir;
+CREATE TABLE target (id bigint PRIMARY KEY, v bigint);
+GRANT SELECT, UPDATE ON target TO PUBLIC;
+
+-- Runs sql as role, returns 'ok' or the error's SQLSTATE, and undoes whatever it did.
+CREATE FUNCTION try_as(role name, sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    EXECUTE format('SET LOCAL ROLE %I', role);
+    EXECUTE sql;
+    RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'undo';
+  EXCEPTION WHEN OTHERS THEN
+    IF SQLERRM = 'undo' THEN RETURN 'ok'; END IF;
+    RETURN SQLSTATE;
+  END;
+END $$;
+
+-- What role sees of the extension's tables: counters by name | rows of totals | of attachments.
+CREATE FUNCTION visible_as(role name) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  seen text;
+BEGIN
+  BEGIN
+    EXECUTE format('SET LOCAL ROLE %I', role);
+    EXECUTE $q$SELECT concat_ws(' | ',
+        (SELECT string_agg(name, ',' ORDER BY name) FROM slotted_counter.counters),
+        (SELECT count(*) FROM slotted_counter.totals),
+        (SELECT count(*) FROM slotted_counter.attachments))$q$ INTO seen;
+    RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'undo';
+  EXCEPTION WHEN OTHERS THEN
+    IF SQLERRM = 'undo' THEN RETURN seen; END IF;
+    RAISE;
+  END;
+END $$;
+
+-- sc_owner creates four counters: c (buffered) and c_h (hourly buckets) granted to sc_reader
+-- (SELECT) and sc_writer (UPDATE); pub and pub_h granted to PUBLIC.
+SET ROLE sc_owner;
+SELECT sc_create('c', 'buffered'), sc_create('c_h', 'buffered', '1 hour'),
+       sc_create('pub', 'buffered'), sc_create('pub_h', 'buffered', '1 hour');
+SELECT sc_grant('c', 'SELECT', 'sc_reader'), sc_grant('c_h', 'select', 'sc_reader'),
+       sc_grant('c', 'UPDATE', 'sc_writer'), sc_grant('c_h', ' Update ', 'sc_writer'),
+       sc_grant('pub', 'ALL', 'PUBLIC'), sc_grant('pub_h', 'SELECT, UPDATE', 'public');
+SELECT sc_attach('c', 'target', 'id', 'v'), sc_attach('pub', 'target', 'id', 'v');
+SELECT sc_incr('c', 1, 10), sc_incr('pub', 1, 10), sc_incr('c_h', 1), sc_incr('pub_h', 1);
+RESET ROLE;
+SELECT name, owner, readers, writers FROM slotted_counter.counters ORDER BY id;
+
+-- The matrix: every function against the owner, a SELECT grantee, an UPDATE grantee, a role with
+-- no grant, the same role on counters granted to PUBLIC, and a superuser.
+WITH calls(n, sql) AS (VALUES
+  (1, $$SELECT sc_incr('{c}')$$),
+  (2, $$SELECT sc_incr('{c}', 1, 1)$$),
+  (3, $$SELECT sc_incr('{c}_h', 1, 1, now())$$),
+  (4, $$SELECT sc_incr('{c}', ARRAY[1, 2], ARRAY[1, 1])$$),
+  (5, $$SELECT sc_set('{c}', 1, 5)$$),
+  (6, $$SELECT sc_drop_buckets('{c}_h', now() - interval '1 day')$$),
+  (7, $$SELECT sc_sum('{c}', 1)$$),
+  (8, $$SELECT sc_sum('{c}', ARRAY[1, 2])$$),
+  (9, $$SELECT sc_sum('{c}_h', 1, NULL, NULL)$$),
+  (10, $$SELECT sc_series('{c}_h', 1, NULL, NULL)$$),
+  (11, $$SELECT sc_top('{c}', 3)$$),
+  (12, $$SELECT sc_top('{c}_h', 3, NULL, NULL)$$),
+  (13, $$SELECT sc_attach('{c}', 'target', 'id', 'v', '1 hour')$$),
+  (14, $$SELECT sc_detach('{c}', 'target')$$),
+  (15, $$SELECT sc_grant('{c}', 'SELECT', 'sc_nobody')$$),
+  (16, $$SELECT sc_revoke('{c}', 'SELECT', 'sc_reader')$$),
+  (17, $$SELECT sc_alter_owner('{c}', 'sc_heir')$$),
+  (18, $$SELECT sc_drop('{c}')$$),
+  (19, $$SELECT sc_has_privilege('{c}', 'SELECT')$$),
+  (20, $$SELECT sc_rollup()$$),
+  (21, $$SELECT sc_create('{c}_new')$$))
+SELECT n, replace(sql, '{c}', 'c') AS call,
+       try_as('sc_owner', replace(sql, '{c}', 'c')) AS owner,
+       try_as('sc_reader', replace(sql, '{c}', 'c')) AS "select",
+       try_as('sc_writer', replace(sql, '{c}', 'c')) AS "update",
+       try_as('sc_nobody', replace(sql, '{c}', 'c')) AS "none",
+       try_as('sc_nobody', replace(sql, '{c}', 'pub')) AS "public",
+       try_as(current_user, replace(sql, '{c}', 'c')) AS superuser
+FROM calls ORDER BY n;
+
+-- What a refusal says: 42501 with the counter's name.
+SET ROLE sc_nobody;
+SELECT sc_incr('c');
+SELECT sc_sum('c');
+SELECT sc_drop('c');
+SELECT sc_create('mine');
+RESET ROLE;
+SET ROLE sc_owner;
+SELECT sc_alter_owner('c', 'sc_writer');
+RESET ROLE;
+-- a superuser may give it to anyone, and take it back
+SELECT sc_alter_owner('c', 'sc_nobody');
+SELECT owner FROM slotted_counter.counters WHERE name = 'c';
+SELECT sc_alter_owner('c', 'sc_owner');
+
+-- sc_has_privilege, as has_sequence_privilege: any of the listed privileges; for the current
+-- role, or for a role (PUBLIC too); superusers hold everything.
+SELECT r, sc_has_privilege(r, 'c', 'SELECT') AS "select", sc_has_privilege(r, 'c', 'UPDATE') AS "update",
+       sc_has_privilege(r, 'c', 'SELECT, UPDATE') AS "any",
+       sc_has_privilege(r, 'pub', 'UPDATE') AS pub_update
+FROM unnest(ARRAY['sc_owner', 'sc_reader', 'sc_writer', 'sc_nobody', 'public', current_user]) r;
+SET ROLE sc_reader;
+SELECT sc_has_privilege('c', 'select'), sc_has_privilege('c', 'update');
+RESET ROLE;
+-- bad input: 22023 for an unknown privilege, 42704 for an unknown role or counter, NULL is NULL
+SELECT sc_grant('c', 'DELETE', 'sc_reader');
+SELECT sc_grant('c', 'SELECT, ', 'sc_reader');
+SELECT sc_has_privilege('c', 'ALL');
+SELECT sc_grant('c', 'SELECT', 'no_such_role');
+SELECT sc_grant('c', 'SELECT', repeat('r', 100));
+SELECT sc_grant('no_such_counter', 'SELECT', 'sc_reader');
+SELECT sc_has_privilege('no_such_role', 'c', 'SELECT');
+SELECT sc_grant('c', NULL, 'sc_reader');
+SELECT sc_has_privilege('c', NULL) IS NULL AS is_null;
+
+-- A grant to a role is a grant to its members; granting twice is once; revoking takes it back.
+CREATE ROLE sc_team;
+GRANT sc_team TO sc_nobody;
+SET ROLE sc_owner;
+SELECT sc_grant('c', 'SELECT', 'sc_team'), sc_grant('c', 'SELECT', 'sc_team');
+RESET ROLE;
+SELECT readers FROM slotted_counter.counters WHERE name = 'c';
+SET ROLE sc_nobody;
+SELECT sc_sum('c', 1) > 0 AS reads_through_team;
+RESET ROLE;
+REVOKE sc_team FROM sc_nobody;
+SET ROLE sc_nobody;
+SELECT sc_sum('c', 1);
+RESET ROLE;
+SET ROLE sc_owner;
+SELECT sc_revoke('c', 'ALL', 'sc_team'), sc_revoke('c', 'UPDATE', 'sc_reader');
+RESET ROLE;
+SELECT readers, writers FROM slotted_counter.counters WHERE name = 'c';
+
+-- The owner gives the counter away: the new owner holds everything, the old one nothing more.
+SET ROLE sc_owner;
+SELECT sc_alter_owner('c', 'sc_heir');
+SELECT sc_incr('c');
+RESET ROLE;
+REVOKE sc_heir FROM sc_owner;
+SET ROLE sc_owner;
+SELECT sc_incr('c');
+RESET ROLE;
+SET ROLE sc_heir;
+SELECT sc_incr('c', 1, 0) > 0 AS heir_writes;
+SELECT sc_alter_owner('c', 'sc_owner');
+RESET ROLE;
+SELECT sc_alter_owner('c', 'sc_owner');
+
+-- What a role may not read, it does not see: rows of the extension's tables per role.
+SELECT sc_rollup() >= 0 AS flushed;
+SELECT r, visible_as(r) FROM unnest(ARRAY['sc_owner', 'sc_reader', 'sc_writer', 'sc_nobody', current_user]) r
+ORDER BY r;
+-- and none writes them directly: the extension does
+SET ROLE sc_owner;
+INSERT INTO slotted_counter.counters (id, name, durability, owner) VALUES (999, 'x', 'buffered', 'sc_owner');
+UPDATE slotted_counter.counters SET owner = 'sc_owner';
+DELETE FROM slotted_counter.totals;
+RESET ROLE;
+
+-- slotted_counter.stats: other databases only for members of pg_read_all_stats
+SET ROLE sc_nobody;
+SELECT count(*) FILTER (WHERE datname <> current_database()) AS others,
+       count(*) FILTER (WHERE datname = current_database()) AS mine
+FROM slotted_counter.stats;
+RESET ROLE;
+
+SELECT sc_drop(id::slotted_counter) FROM slotted_counter.counters ORDER BY id;
+DROP FUNCTION try_as(name, text), visible_as(name);
+DROP TABLE target;
+REVOKE CREATE ON DATABASE :"db" FROM sc_owner, sc_heir;
+DROP ROLE sc_owner, sc_reader, sc_writer, sc_nobody, sc_heir, sc_team;

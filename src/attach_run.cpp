@@ -1,0 +1,426 @@
+// attach_run.cpp: the attacher, a short-lived background worker per database that runs the
+// attachments that are due and exits.
+//
+// The flusher starts it after a committed flush when an attachment is due (worker.cpp), and
+// never waits for it: code on the user's table (triggers, index expressions, policies) cannot
+// delay or block a flush, and the attacher obeys pg_terminate_backend and shutdown at once.
+//
+// Each attachment runs in a transaction of its own. As the extension (the bootstrap superuser,
+// who may read every counter) it reads the keys of the counter changed since the last successful
+// run; then, as the role that attached, it updates the target. That part runs the way PostgreSQL
+// runs other roles' code in maintenance commands (REFRESH MATERIALIZED VIEW, VACUUM): under
+// SECURITY_RESTRICTED_OPERATION, so no deferred trigger, WITH HOLD cursor, SET ROLE or temporary
+// table can carry the role's code past its run or into the superuser's part, and in a GUC nest
+// level that is rolled back, so settings its code changes end with it. A time limit
+// (slotted_counter.attach_timeout) cancels the run; code that swallows the cancel is ended with
+// the process a second later, and the next attacher records that run as failed.
+//
+// Which keys changed: the flusher stamps every totals row it writes with its transaction's start
+// (updated_at), and a run records as its watermark the time from which on rows its snapshot
+// could not see may be stamped (shmem.hpp: the totals writers). The next run reads the keys
+// stamped at or after it, so a flush that commits during a run is written by the next one.
+//
+// A failed run (its table, column or role gone, a lost privilege, its time limit, an error in a
+// trigger) changes nothing, is logged (a WARNING when an attachment starts failing) and counted
+// in slotted_counter.stats, is shown in slotted_counter.attachments (failures, last_error), and
+// is tried again after its interval (`every`), like any run.
+#include "attach.hpp"
+
+#include "catalog.hpp"
+#include "privileges.hpp"
+#include "settings.hpp"
+
+extern "C" {
+#include "storage/lmgr.h"
+#include "utils/syscache.h"
+#include "utils/timeout.h"
+}
+
+namespace sc {
+
+namespace {
+
+// How long code that ignores the cancel of its time limit gets before its process ends.
+constexpr int kKillGraceMs = 1000;
+
+struct DueAttachment {
+  int32 counter;
+  Oid target;
+  NameData key_column;
+  NameData value_column;
+  NameData role;
+  bool has_last_run;
+  TimestampTz last_run;
+};
+
+DatabaseSlot* my_slot = nullptr;
+TimeoutId cancel_timeout;
+TimeoutId kill_timeout;
+volatile sig_atomic_t time_limit_reached = false;
+volatile sig_atomic_t time_limit_ignored = false;
+
+void OnTimeLimit() {
+  time_limit_reached = true;
+  QueryCancelPending = true;
+  InterruptPending = true;
+  SetLatch(MyLatch);
+}
+
+void OnTimeLimitIgnored() {
+  time_limit_ignored = true;
+  ProcDiePending = true;
+  InterruptPending = true;
+  SetLatch(MyLatch);
+}
+
+void StartTimeLimit() {
+  time_limit_reached = false;
+  if (settings.attach_timeout <= 0) return;
+  EnableTimeoutParams limits[2];
+  memset(limits, 0, sizeof(limits));
+  limits[0].id = cancel_timeout;
+  limits[0].type = TMPARAM_AFTER;
+  limits[0].delay_ms = settings.attach_timeout;
+  limits[1].id = kill_timeout;
+  limits[1].type = TMPARAM_AFTER;
+  limits[1].delay_ms = settings.attach_timeout + kKillGraceMs;
+  enable_timeouts(limits, 2);
+}
+
+void StopTimeLimit() {
+  DisableTimeoutParams limits[2] = {{cancel_timeout, false}, {kill_timeout, false}};
+  disable_timeouts(limits, 2);
+  // A cancel that fired as the run ended belongs to the run, not to what follows it.
+  if (time_limit_reached) QueryCancelPending = false;
+}
+
+bool ClaimSlot(Oid db) {
+  DatabaseSlot* slot = FindSlot(db);
+  if (slot == nullptr) return false;
+  SpinLockAcquire(&slot->mutex);
+  bool claimed = slot->db == db && slot->attacher_pid == 0;
+  if (claimed) {
+    slot->attacher_pid = MyProcPid;
+    slot->attacher_requested = 0;
+  }
+  SpinLockRelease(&slot->mutex);
+  if (claimed) my_slot = slot;
+  return claimed;
+}
+
+// As the process exits, however: a run still open was cut short.
+void LeaveSlot(int, Datum) {
+  SpinLockAcquire(&my_slot->mutex);
+  if (my_slot->attacher_pid == MyProcPid) {
+    my_slot->attacher_pid = 0;
+    if (my_slot->run_open) {
+      my_slot->run_open = false;
+      my_slot->run_cut = true;
+      my_slot->run_timed_out = time_limit_ignored;
+    }
+  }
+  SpinLockRelease(&my_slot->mutex);
+}
+
+void MarkRun(const DueAttachment* a) {
+  SpinLockAcquire(&my_slot->mutex);
+  my_slot->run_open = a != nullptr;
+  if (a != nullptr) {
+    my_slot->run_counter = a->counter;
+    my_slot->run_target = a->target;
+  }
+  SpinLockRelease(&my_slot->mutex);
+}
+
+void CountRun(int64 skipped, bool failed) {
+  SpinLockAcquire(&my_slot->mutex);
+  if (my_slot->db == MyDatabaseId) {
+    my_slot->attach_skipped += uint64(skipped);
+    if (failed) my_slot->attach_errors++;
+  }
+  SpinLockRelease(&my_slot->mutex);
+}
+
+void Begin() {
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  SPI_connect();
+  PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+void End() {
+  PopActiveSnapshot();
+  SPI_finish();
+  CommitTransactionCommand();
+}
+
+// The due attachments of this database, in their own transaction, in TopMemoryContext: those
+// that did not fail last time first, then the longest waiting, so that an attachment whose runs
+// fail or end with their process (every round, perhaps) delays no other.
+DueAttachment* ReadDue(int* count) {
+  Begin();
+  int rc = SPI_execute(
+      "SELECT counter, target::pg_catalog.oid, key_column, value_column, role, last_run "
+      "FROM slotted_counter.attachments "
+      "WHERE COALESCE(last_attempt, '-infinity'::pg_catalog.timestamptz) "
+      "OPERATOR(pg_catalog.+) every OPERATOR(pg_catalog.<=) pg_catalog.now() "
+      "ORDER BY failures OPERATOR(pg_catalog.>) 0, last_attempt NULLS FIRST, counter, "
+      "target::pg_catalog.oid",
+      true, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.attachments failed: %d", rc);
+  *count = int(SPI_processed);
+  auto* due = static_cast<DueAttachment*>(
+      MemoryContextAllocZero(TopMemoryContext, sizeof(DueAttachment) * (*count + 1)));
+  for (int i = 0; i < *count; i++) {
+    HeapTuple tup = SPI_tuptable->vals[i];
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    bool isnull;
+    DueAttachment& a = due[i];
+    a.counter = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+    a.target = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+    namestrcpy(&a.key_column, SPI_getvalue(tup, desc, 3));
+    namestrcpy(&a.value_column, SPI_getvalue(tup, desc, 4));
+    namestrcpy(&a.role, SPI_getvalue(tup, desc, 5));
+    Datum last = SPI_getbinval(tup, desc, 6, &isnull);
+    a.has_last_run = !isnull;
+    a.last_run = isnull ? 0 : DatumGetTimestampTz(last);
+  }
+  End();
+  return due;
+}
+
+// Reads the changed keys of the attachment's counter as of this transaction's snapshot: two
+// int8[] (keys, values) in args; returns how many.
+int ChangedValues(const DueAttachment& a, Datum* args) {
+  Oid types[2] = {INT4OID, TIMESTAMPTZOID};
+  Datum params[2] = {Int32GetDatum(a.counter), TimestampTzGetDatum(a.last_run)};
+  char nulls[2] = {' ', a.has_last_run ? ' ' : 'n'};
+  int rc = SPI_execute_with_args(
+      "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND bucket IS NULL AND ($2::pg_catalog.timestamptz IS NULL "
+      "OR updated_at OPERATOR(pg_catalog.>=) $2)",
+      2, types, params, nulls, true, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  int n = int(SPI_processed);
+  auto* keys = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  for (int i = 0; i < n; i++) {
+    bool isnull;
+    keys[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+    values[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+  }
+  args[0] = PointerGetDatum(construct_array(keys, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+  args[1] = PointerGetDatum(construct_array(values, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+  return n;
+}
+
+// Writes the changed values into the target as `role`, where nothing it runs can outlast the
+// statement or act as anyone else; returns the changed keys that have no row there.
+int64 WriteAsRole(const DueAttachment& a, Oid role, const char* table, Datum* args) {
+  const char* key = quote_identifier(NameStr(a.key_column));
+  const char* value = quote_identifier(NameStr(a.value_column));
+  char* sql = psprintf(
+      "WITH changed AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), "
+      "pg_catalog.unnest($2::pg_catalog.int8[])) AS c(key, value)), "
+      "written AS (UPDATE %s AS t SET %s = c.value FROM changed c "
+      "WHERE t.%s OPERATOR(pg_catalog.=) c.key RETURNING 1) "
+      "SELECT (SELECT pg_catalog.count(*) FROM changed c WHERE NOT EXISTS "
+      "(SELECT FROM %s AS t WHERE t.%s OPERATOR(pg_catalog.=) c.key)), "
+      "(SELECT pg_catalog.count(*) FROM written)",
+      table, value, key, table, key);
+  Oid types[2] = {INT8ARRAYOID, INT8ARRAYOID};
+  Oid saved_user;
+  int saved_context;
+  GetUserIdAndSecContext(&saved_user, &saved_context);
+  SetUserIdAndSecContext(role, saved_context | SECURITY_LOCAL_USERID_CHANGE |
+                                   SECURITY_RESTRICTED_OPERATION);
+  int nest_level = NewGUCNestLevel();
+  int rc = SPI_execute_with_args(sql, 2, types, args, nullptr, false, 0);
+  AtEOXact_GUC(false, nest_level);
+  SetUserIdAndSecContext(saved_user, saved_context);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "writing the attached table failed: %d", rc);
+  bool isnull;
+  return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+// One attachment's run, in the current transaction; returns the changed keys with no row.
+int64 RunOne(const DueAttachment& a, TimestampTz watermark) {
+  Oid role = get_role_oid(NameStr(a.role), true);
+  if (!OidIsValid(role))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("role \"%s\" does not exist", NameStr(a.role)),
+                    errdetail("An attachment runs as the role that attached it.")));
+  const CounterDef* def = FindCounter(a.counter);
+  if (def == nullptr)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("counter %d does not exist", a.counter)));
+  if ((PrivilegesOf(*def, role) & kSelect) == 0)
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("role \"%s\" may not read counter \"%s\"", NameStr(a.role), def->name),
+                    errdetail("An attachment writes what its role may read; the counter's owner "
+                              "can grant SELECT with sc_grant().")));
+  // The time limit covers everything that can wait for the user: the table's lock and the update.
+  StartTimeLimit();
+  LockRelationOid(a.target, RowExclusiveLock);
+  if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(a.target)))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                    errmsg("relation with OID %u does not exist", a.target)));
+  char* table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(a.target)),
+                                           get_rel_name(a.target));
+  Datum args[2];
+  int64 skipped = 0;
+  if (ChangedValues(a, args) > 0) skipped = WriteAsRole(a, role, table, args);
+  StopTimeLimit();
+
+  Oid types[3] = {INT4OID, OIDOID, TIMESTAMPTZOID};
+  Datum params[3] = {Int32GetDatum(a.counter), ObjectIdGetDatum(a.target),
+                     TimestampTzGetDatum(watermark)};
+  int rc = SPI_execute_with_args(
+      "UPDATE slotted_counter.attachments SET last_run = $3, last_attempt = pg_catalog.now(), "
+      "failures = 0, last_error = NULL WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2",
+      3, types, params, nullptr, false, 0);
+  if (rc != SPI_OK_UPDATE) elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
+  return skipped;
+}
+
+// Records a failed run in its row (in a transaction of its own) and in the log: a WARNING when
+// the attachment starts failing, then LOG at each further failure (one per `every`).
+void RecordFailure(int32 counter, Oid target, const char* message) {
+  const char* table = nullptr;
+  const char* name = nullptr;
+  volatile int failures = 1;
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    Begin();
+    table = get_rel_name(target);
+    const CounterDef* def = FindCounter(counter);
+    name = def != nullptr ? MemoryContextStrdup(TopMemoryContext, def->name) : nullptr;
+    Oid types[3] = {INT4OID, OIDOID, TEXTOID};
+    Datum params[3] = {Int32GetDatum(counter), ObjectIdGetDatum(target),
+                       CStringGetTextDatum(message)};
+    int rc = SPI_execute_with_args(
+        "UPDATE slotted_counter.attachments SET last_attempt = pg_catalog.now(), "
+        "failures = failures OPERATOR(pg_catalog.+) 1, last_error = $3 "
+        "WHERE counter OPERATOR(pg_catalog.=) $1 "
+        "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 RETURNING failures",
+        3, types, params, nullptr, false, 0);
+    if (rc != SPI_OK_UPDATE_RETURNING)
+      elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
+    if (SPI_processed == 1) {
+      bool isnull;
+      failures = DatumGetInt32(
+          SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    }
+    table = table != nullptr ? MemoryContextStrdup(TopMemoryContext, table) : nullptr;
+    End();
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    EmitErrorReport();
+    FlushErrorState();
+    AbortCurrentTransaction();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  ereport(failures <= 1 ? WARNING : LOG,
+          (errmsg("attachment of counter \"%s\" to %s failed: %s",
+                  name != nullptr ? name : psprintf("%d", counter),
+                  table != nullptr ? quote_identifier(table) : "a dropped table", message),
+           errdetail("It is tried again after its interval; slotted_counter.attachments shows "
+                     "its failures.")));
+  CountRun(0, true);
+}
+
+void Run(const DueAttachment& a) {
+  // Read before this run's snapshot: see the top of the file.
+  TimestampTz watermark = TotalsWatermark(my_slot);
+  MarkRun(&a);
+  MemoryContext context = CurrentMemoryContext;
+  char message[512];
+  volatile bool failed = false;
+  int64 skipped = 0;
+  PG_TRY();
+  {
+    Begin();
+    skipped = RunOne(a, watermark);
+    End();
+  }
+  PG_CATCH();
+  {
+    StopTimeLimit();
+    MemoryContextSwitchTo(context);
+    ErrorData* edata = CopyErrorData();
+    if (time_limit_reached && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+      snprintf(message, sizeof(message),
+               "the run took longer than slotted_counter.attach_timeout (%d ms)",
+               settings.attach_timeout);
+    else
+      snprintf(message, sizeof(message), "%s", edata->message != nullptr ? edata->message : "");
+    FreeErrorData(edata);
+    FlushErrorState();
+    AbortCurrentTransaction();
+    failed = true;
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  MarkRun(nullptr);
+  if (failed)
+    RecordFailure(a.counter, a.target, message);
+  else
+    CountRun(skipped, false);
+}
+
+// A run of the previous attacher that ended with its process (the time limit's second step, a
+// termination) is recorded as the failure it was.
+void RecordCutRun() {
+  SpinLockAcquire(&my_slot->mutex);
+  bool cut = my_slot->run_cut;
+  bool timed_out = my_slot->run_timed_out;
+  int32 counter = my_slot->run_counter;
+  Oid target = my_slot->run_target;
+  my_slot->run_cut = false;
+  SpinLockRelease(&my_slot->mutex);
+  if (!cut) return;
+  RecordFailure(counter, target,
+                timed_out ? "the run ignored the cancel of slotted_counter.attach_timeout and "
+                            "was ended with its process"
+                          : "the run was ended with its process (terminated)");
+}
+
+}  // namespace
+
+}  // namespace sc
+
+void slotted_counter_attacher_main(Datum arg) {
+  using namespace sc;
+  Oid db = DatumGetObjectId(arg);
+  // A terminated attacher ends at once, in the middle of a run if need be: the run's
+  // transaction aborts, and the next attacher records it as failed.
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
+  if (!ClaimSlot(db)) proc_exit(0);
+  before_shmem_exit(LeaveSlot, 0);
+  // What the database's or the superuser's defaults may say, the extension's own part needs
+  // these (the role's code may change them within its run; they are reset after it).
+  SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_SESSION);
+  SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+  SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+  SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+  cancel_timeout = RegisterTimeout(USER_TIMEOUT, OnTimeLimit);
+  kill_timeout = RegisterTimeout(USER_TIMEOUT, OnTimeLimitIgnored);
+  pgstat_report_activity(STATE_RUNNING, "running attachments");
+
+  RecordCutRun();
+  int count = 0;
+  DueAttachment* due = ReadDue(&count);
+  for (int i = 0; i < count; i++) {
+    CHECK_FOR_INTERRUPTS();
+    Run(due[i]);
+  }
+  pgstat_report_activity(STATE_IDLE, nullptr);
+  proc_exit(0);
+}

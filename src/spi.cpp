@@ -1,0 +1,31 @@
+// spi.cpp: the extension's own SQL, as the bootstrap superuser (see spi.hpp).
+#include "spi.hpp"
+
+namespace sc {
+
+SpiSession ConnectSpi() {
+  SpiSession session;
+  GetUserIdAndSecContext(&session.user, &session.security_context);
+  SPI_connect();
+  SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+                         session.security_context | SECURITY_LOCAL_USERID_CHANGE);
+  return session;
+}
+
+void FinishSpi(const SpiSession& session) {
+  SPI_finish();
+  SetUserIdAndSecContext(session.user, session.security_context);
+}
+
+SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types) {
+  if (*plan == nullptr) {
+    SPIPlanPtr prepared = SPI_prepare(sql, nargs, const_cast<Oid*>(types));
+    if (prepared == nullptr)
+      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPI_keepplan(prepared);
+    *plan = prepared;
+  }
+  return *plan;
+}
+
+}  // namespace sc

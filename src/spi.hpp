@@ -1,0 +1,28 @@
+// spi.hpp: how the extension runs SQL on its own tables.
+//
+// As the bootstrap superuser, whoever called: a role needs no grant on slotted_counter.*, and the
+// row-level security that hides other roles' counters from users does not hide them from the
+// extension's own reads (a load that saw no row would count from 0). Every statement run this way
+// is the extension's own, schema-qualified, on tables that no user can add triggers, rules or
+// indexes to, so no code of a user runs with those rights. An error inside restores the caller's
+// identity with the (sub)transaction's abort.
+#pragma once
+
+#include "pg.hpp"
+
+namespace sc {
+
+struct SpiSession {
+  Oid user;
+  int security_context;
+};
+
+// SPI_connect, then the superuser's identity until FinishSpi.
+SpiSession ConnectSpi();
+// SPI_finish, then the identity ConnectSpi found.
+void FinishSpi(const SpiSession& session);
+
+// The plan of `sql`, prepared once per backend and kept in *plan.
+SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types);
+
+}  // namespace sc
