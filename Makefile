@@ -32,10 +32,11 @@ PG_CXXFLAGS = -std=c++17 -Wno-register
 SHLIB_LINK = -lstdc++
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
-REGRESS = setup type api errors buffer transactional batch set top attach buckets privileges
+REGRESS = setup type api errors buffer transactional batch set top attach buckets privileges \
+	upgrade
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
-	bucket_drop
+	bucket_drop revoke
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1
