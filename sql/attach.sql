@@ -1,21 +1,6 @@
 -- sc_attach: the lagged total of each changed key, written into the user's own table by the
--- attacher (a worker of its own) after a flush, as the role that attached.
+-- attacher (a worker of its own) after a flush, as the role that attached. (attached(): setup.)
 \set VERBOSITY terse
--- Flushes and waits (10 s at most) until every attachment due at the call has had a run after it.
-CREATE FUNCTION attached() RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-  since timestamptz := clock_timestamp();
-BEGIN
-  FOR i IN 1..500 LOOP
-    PERFORM sc_rollup();
-    IF NOT EXISTS (SELECT FROM slotted_counter.attachments
-                   WHERE COALESCE(last_attempt, '-infinity') + every <= since) THEN
-      RETURN true;
-    END IF;
-    PERFORM pg_sleep(0.02);
-  END LOOP;
-  RETURN false;
-END $$;
 CREATE TABLE posts (id integer PRIMARY KEY, title text, views bigint NOT NULL DEFAULT 0,
                     likes numeric NOT NULL DEFAULT 0);
 INSERT INTO posts (id, title) SELECT g, 'post ' || g FROM generate_series(1, 3) g;
@@ -141,4 +126,3 @@ SELECT sc_drop('reader_views');
 DROP VIEW posts_view;
 DROP TABLE posts, "Odd ""Table""";
 DROP ROLE sc_attach_reader;
-DROP FUNCTION attached();

@@ -31,20 +31,6 @@ SET ROLE sc_old_app;
 SELECT sc_incr('old_b', 1, 1), sc_incr('old_t', 2, 1), sc_sum('old_h', 3);
 RESET ROLE;
 -- the attachment made before the update runs, as its role
-CREATE FUNCTION attached() RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-  since timestamptz := clock_timestamp();
-BEGIN
-  FOR i IN 1..500 LOOP
-    PERFORM sc_rollup();
-    IF NOT EXISTS (SELECT FROM slotted_counter.attachments
-                   WHERE COALESCE(last_attempt, '-infinity') + every <= since) THEN
-      RETURN true;
-    END IF;
-    PERFORM pg_sleep(0.02);
-  END LOOP;
-  RETURN false;
-END $$;
 SELECT attached();
 SELECT id, views FROM old_posts ORDER BY id;
 -- revoked from PUBLIC: the role may no longer write it, nor have it attached
@@ -60,6 +46,6 @@ SELECT failures, last_error FROM slotted_counter.attachments;
 SELECT sc_create('new_one', 'buffered');
 SELECT owner = current_user AS mine, readers, writers FROM slotted_counter.counters WHERE name = 'new_one';
 SELECT sc_drop(id::slotted_counter) FROM slotted_counter.counters ORDER BY id;
-DROP FUNCTION attached();
+DROP FUNCTION attached();  -- from setup
 DROP TABLE old_posts;
 DROP ROLE sc_old_app;
