@@ -62,10 +62,10 @@ SELECT sc_attach('post_views', 'posts', 'id', 'views', '178000000 years');
 \echo :LAST_ERROR_SQLSTATE
 SELECT sc_attach('post_views', 'posts', 'id', 'views', '101 years');
 \echo :LAST_ERROR_SQLSTATE
--- only the counter's owner attaches and detaches (42501), and the attaching role must be able to
--- read the key and update the value column (42501)
+-- only the counter's owner attaches and detaches (42501), only to a table it owns (42501: the
+-- runs write the table as its owner), and the key must be readable and the value updatable
 CREATE ROLE sc_attach_reader;
-GRANT SELECT ON posts TO sc_attach_reader;
+GRANT SELECT, UPDATE ON posts TO sc_attach_reader;
 SET ROLE sc_attach_reader;
 SELECT sc_attach('post_views', 'posts', 'id', 'views');
 \echo :LAST_ERROR_SQLSTATE
@@ -78,11 +78,17 @@ SET ROLE sc_attach_reader;
 SELECT sc_attach('reader_views', 'posts', 'id', 'views');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
--- a run that fails (its role lost the privilege) changes nothing, is counted and shown, and the
--- other attachments go on
 CREATE TABLE mirror (id bigint, views bigint);
 INSERT INTO mirror VALUES (1, 0);
-GRANT SELECT, UPDATE ON mirror TO sc_attach_reader;
+ALTER TABLE mirror OWNER TO sc_attach_reader;
+REVOKE UPDATE ON mirror FROM sc_attach_reader;
+SET ROLE sc_attach_reader;
+SELECT sc_attach('reader_views', 'mirror', 'id', 'views');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT UPDATE ON mirror TO sc_attach_reader;
+-- a run that fails (the table's owner lost the privilege) changes nothing, is counted and shown,
+-- and the other attachments go on
 SET ROLE sc_attach_reader;
 SELECT sc_attach('reader_views', 'mirror', 'id', 'views', '0');
 SELECT sc_incr('reader_views', 1, 7);

@@ -11,7 +11,7 @@ CREATE ROLE sc_heir;
 GRANT sc_heir TO sc_owner;
 GRANT CREATE ON DATABASE :"db" TO sc_owner, sc_heir;
 CREATE TABLE target (id bigint PRIMARY KEY, v bigint);
-GRANT SELECT, UPDATE ON target TO PUBLIC;
+ALTER TABLE target OWNER TO sc_owner;
 
 -- Runs sql as role, returns 'ok' or the error's SQLSTATE, and undoes whatever it did.
 CREATE FUNCTION try_as(role name, sql text) RETURNS text LANGUAGE plpgsql AS $$

@@ -55,3 +55,7 @@ CREATE FUNCTION sc_has_privilege(counter slotted_counter, privilege text) RETURN
 CREATE FUNCTION sc_has_privilege(role text, counter slotted_counter, privilege text)
     RETURNS boolean
     AS 'MODULE_PATHNAME', 'sc_has_privilege_role' LANGUAGE C STRICT STABLE;
+
+-- Name lookups take the latest snapshot, which a parallel worker cannot.
+ALTER FUNCTION slotted_counter_in(cstring) PARALLEL RESTRICTED;
+ALTER FUNCTION slotted_counter_out(slotted_counter) PARALLEL RESTRICTED;

@@ -6,7 +6,7 @@ DROP EXTENSION slotted_counter;
 CREATE EXTENSION slotted_counter VERSION '0.2';
 CREATE ROLE sc_old_app;
 CREATE TABLE old_posts (id bigint PRIMARY KEY, views bigint NOT NULL DEFAULT 0);
-GRANT SELECT, UPDATE ON old_posts TO sc_old_app;
+ALTER TABLE old_posts OWNER TO sc_old_app;
 INSERT INTO old_posts SELECT generate_series(1, 3);
 -- on 0.2's objects: counting, reading, creating work; attaching waits for the update
 SELECT sc_create('old_b', 'buffered'), sc_create('old_t'), sc_create('old_h', 'buffered', '1 day');

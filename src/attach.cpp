@@ -4,7 +4,9 @@
 // An attachment names a counter, a target table (by OID, so that it follows renames and a dump
 // names it), its key and value columns (by name), an interval, and the role that attached (by
 // name, so that a dump restores it into another cluster by name). Only the counter's owner may
-// attach or detach it. The row is written by the extension, not by the caller, who needs no
+// attach or detach it, and only to a table it owns (it has the privileges of the table's owner):
+// the runs write the table as its owner, as VACUUM does, so the owner's code never runs with
+// anyone else's rights. The row is written by the extension, not by the caller, who needs no
 // grant on slotted_counter.attachments.
 #include "attach.hpp"
 
@@ -148,6 +150,11 @@ Datum sc_attach(PG_FUNCTION_ARGS) {
                     errhint("Attach an unbucketed counter, or join slotted_counter.totals, "
                             "which holds one row per key and bucket.")));
   CheckTarget(relid);
+  if (!pg_class_ownercheck(relid, GetUserId()))
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("must be owner of table %s", get_rel_name(relid)),
+                    errdetail("An attachment writes its table as the table's owner, so only a "
+                              "role with the owner's privileges may attach one.")));
   CheckEvery(PG_GETARG_INTERVAL_P(4));
   if (strcmp(key_column, value_column) == 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -167,16 +174,22 @@ Datum sc_attach(PG_FUNCTION_ARGS) {
   Oid types[6] = {INT4OID, REGCLASSOID, NAMEOID, NAMEOID, INTERVALOID, NAMEOID};
   Datum args[6] = {Int32GetDatum(def.id), ObjectIdGetDatum(relid), PG_GETARG_DATUM(2),
                    PG_GETARG_DATUM(3), PG_GETARG_DATUM(4), NameGetDatum(&role)};
+  // The counter's row is locked FOR KEY SHARE: a drop of the counter that has not committed yet
+  // is waited for, and if it commits, nothing is attached to the counter it dropped.
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
       "INSERT INTO slotted_counter.attachments "
-      "(counter, target, key_column, value_column, every, role) VALUES ($1, $2, $3, $4, $5, $6) "
+      "(counter, target, key_column, value_column, every, role) "
+      "SELECT id, $2, $3, $4, $5, $6 FROM slotted_counter.counters "
+      "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE "
       "ON CONFLICT (counter, target) DO UPDATE SET key_column = excluded.key_column, "
       "value_column = excluded.value_column, every = excluded.every, role = excluded.role, "
       "last_run = NULL, last_attempt = NULL, failures = 0, last_error = NULL",
       6, types, args, nullptr, false, 0);
   if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.attachments failed: %d", rc);
+  bool attached = SPI_processed == 1;
   FinishSpi(spi);
+  if (!attached) ReportUnknownCounter(def.name);
   PG_RETURN_VOID();
 }
 

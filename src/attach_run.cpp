@@ -7,13 +7,22 @@
 //
 // Each attachment runs in a transaction of its own. As the extension (the bootstrap superuser,
 // who may read every counter) it reads the keys of the counter changed since the last successful
-// run; then, as the role that attached, it updates the target. That part runs the way PostgreSQL
-// runs other roles' code in maintenance commands (REFRESH MATERIALIZED VIEW, VACUUM): under
+// run; then it updates the target the way PostgreSQL runs a table owner's code in maintenance
+// commands (VACUUM, REFRESH MATERIALIZED VIEW): as the table's owner, whose code it is (so a
+// trigger never runs with the rights of whoever attached, a superuser say), under
 // SECURITY_RESTRICTED_OPERATION, so no deferred trigger, WITH HOLD cursor, SET ROLE or temporary
-// table can carry the role's code past its run or into the superuser's part, and in a GUC nest
-// level that is rolled back, so settings its code changes end with it. A time limit
-// (slotted_counter.attach_timeout) cancels the run; code that swallows the cancel is ended with
-// the process a second later, and the next attacher records that run as failed.
+// table can carry that code past its run or into the superuser's part, and in a GUC nest level
+// that is rolled back, so settings its code changes end with it. Only a role with the owner's
+// privileges may attach, and the run checks again that the attaching role still has them and may
+// read the counter. A time limit (slotted_counter.attach_timeout) cancels the run; code that
+// swallows the cancel is ended with the process a second later, and the next attacher records
+// that run as failed.
+//
+// One process runs the due attachments of one table owner (the first due one's) and hands the rest
+// over to a new attacher: what an owner's code leaves in its session (session advisory locks, the
+// random seed) ends with the process instead of reaching another owner's code. A run whose
+// attachment row is locked (its sc_attach, sc_detach or sc_drop has not committed) is skipped and
+// stays due: the attacher never waits for a user's transaction.
 //
 // Which keys changed: the flusher stamps every totals row it writes with its transaction's start
 // (updated_at), and a run records as its watermark the time from which on rows its snapshot
@@ -29,8 +38,10 @@
 #include "catalog.hpp"
 #include "privileges.hpp"
 #include "settings.hpp"
+#include "worker.hpp"
 
 extern "C" {
+#include "catalog/pg_class.h"
 #include "storage/lmgr.h"
 #include "utils/syscache.h"
 #include "utils/timeout.h"
@@ -46,6 +57,7 @@ constexpr int kKillGraceMs = 1000;
 struct DueAttachment {
   int32 counter;
   Oid target;
+  Oid owner;  // the target's owner when the round began; InvalidOid if it is gone
   NameData key_column;
   NameData value_column;
   NameData role;
@@ -154,19 +166,30 @@ void End() {
   CommitTransactionCommand();
 }
 
-// The due attachments of this database, in their own transaction, in TopMemoryContext: those
+// The attachments of this database due at `round`, in their own transaction, in
+// TopMemoryContext: those
 // that did not fail last time first, then the longest waiting, so that an attachment whose runs
 // fail or end with their process (every round, perhaps) delays no other.
-DueAttachment* ReadDue(int* count) {
+DueAttachment* ReadDue(TimestampTz round, int* count) {
   Begin();
+  // Attachments of counters that no longer exist (an sc_attach that raced an sc_drop in an older
+  // version) are nobody's to detach: they go.
   int rc = SPI_execute(
-      "SELECT counter, target::pg_catalog.oid, key_column, value_column, role, last_run "
-      "FROM slotted_counter.attachments "
-      "WHERE COALESCE(last_attempt, '-infinity'::pg_catalog.timestamptz) "
-      "OPERATOR(pg_catalog.+) every OPERATOR(pg_catalog.<=) pg_catalog.now() "
-      "ORDER BY failures OPERATOR(pg_catalog.>) 0, last_attempt NULLS FIRST, counter, "
-      "target::pg_catalog.oid",
-      true, 0);
+      "DELETE FROM slotted_counter.attachments a WHERE NOT EXISTS (SELECT FROM "
+      "slotted_counter.counters c WHERE c.id OPERATOR(pg_catalog.=) a.counter)",
+      false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting orphan attachments failed: %d", rc);
+  Oid type = TIMESTAMPTZOID;
+  Datum arg = TimestampTzGetDatum(round);
+  rc = SPI_execute_with_args(
+      "SELECT a.counter, a.target::pg_catalog.oid, a.key_column, a.value_column, a.role, "
+      "a.last_run, c.relowner FROM slotted_counter.attachments a "
+      "LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.target "
+      "WHERE COALESCE(a.last_attempt, '-infinity'::pg_catalog.timestamptz) "
+      "OPERATOR(pg_catalog.+) a.every OPERATOR(pg_catalog.<=) $1 "
+      "ORDER BY a.failures OPERATOR(pg_catalog.>) 0, a.last_attempt NULLS FIRST, a.counter, "
+      "a.target::pg_catalog.oid",
+      1, &type, &arg, nullptr, true, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.attachments failed: %d", rc);
   *count = int(SPI_processed);
   auto* due = static_cast<DueAttachment*>(
@@ -184,6 +207,8 @@ DueAttachment* ReadDue(int* count) {
     Datum last = SPI_getbinval(tup, desc, 6, &isnull);
     a.has_last_run = !isnull;
     a.last_run = isnull ? 0 : DatumGetTimestampTz(last);
+    Datum owner = SPI_getbinval(tup, desc, 7, &isnull);
+    a.owner = isnull ? InvalidOid : DatumGetObjectId(owner);
   }
   End();
   return due;
@@ -214,9 +239,9 @@ int ChangedValues(const DueAttachment& a, Datum* args) {
   return n;
 }
 
-// Writes the changed values into the target as `role`, where nothing it runs can outlast the
-// statement or act as anyone else; returns the changed keys that have no row there.
-int64 WriteAsRole(const DueAttachment& a, Oid role, const char* table, Datum* args) {
+// Writes the changed values into the target as its owner, where nothing the owner's code does can
+// outlast the statement or act as anyone else; returns the changed keys that have no row there.
+int64 WriteAsOwner(const DueAttachment& a, Oid owner, const char* table, Datum* args) {
   const char* key = quote_identifier(NameStr(a.key_column));
   const char* value = quote_identifier(NameStr(a.value_column));
   char* sql = psprintf(
@@ -232,8 +257,8 @@ int64 WriteAsRole(const DueAttachment& a, Oid role, const char* table, Datum* ar
   Oid saved_user;
   int saved_context;
   GetUserIdAndSecContext(&saved_user, &saved_context);
-  SetUserIdAndSecContext(role, saved_context | SECURITY_LOCAL_USERID_CHANGE |
-                                   SECURITY_RESTRICTED_OPERATION);
+  SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE |
+                                    SECURITY_RESTRICTED_OPERATION);
   int nest_level = NewGUCNestLevel();
   int rc = SPI_execute_with_args(sql, 2, types, args, nullptr, false, 0);
   AtEOXact_GUC(false, nest_level);
@@ -243,13 +268,28 @@ int64 WriteAsRole(const DueAttachment& a, Oid role, const char* table, Datum* ar
   return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-// One attachment's run, in the current transaction; returns the changed keys with no row.
-int64 RunOne(const DueAttachment& a, TimestampTz watermark) {
+// kLocked: a user's transaction holds the attachment's row, so it stays due for a later round;
+// kOtherOwner: its table has another owner now, so it is handed over with the others.
+enum class Outcome { kRan, kLocked, kOtherOwner };
+
+// One attachment's run, in the current transaction, as `owner` (this process's table owner);
+// changes nothing unless kRan, when *skipped is the changed keys with no row.
+Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* skipped) {
+  Oid types[3] = {INT4OID, OIDOID, TIMESTAMPTZOID};
+  Datum params[3] = {Int32GetDatum(a.counter), ObjectIdGetDatum(a.target),
+                     TimestampTzGetDatum(watermark)};
+  int rc = SPI_execute_with_args(
+      "SELECT FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED",
+      2, types, params, nullptr, false, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "locking the attachment failed: %d", rc);
+  if (SPI_processed == 0) return Outcome::kLocked;
+
   Oid role = get_role_oid(NameStr(a.role), true);
   if (!OidIsValid(role))
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("role \"%s\" does not exist", NameStr(a.role)),
-                    errdetail("An attachment runs as the role that attached it.")));
+                    errdetail("An attachment runs only while the role that attached it exists.")));
   const CounterDef* def = FindCounter(a.counter);
   if (def == nullptr)
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -262,26 +302,40 @@ int64 RunOne(const DueAttachment& a, TimestampTz watermark) {
   // The time limit covers everything that can wait for the user: the table's lock and the update.
   StartTimeLimit();
   LockRelationOid(a.target, RowExclusiveLock);
-  if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(a.target)))
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(a.target));
+  if (!HeapTupleIsValid(tuple))
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("relation with OID %u does not exist", a.target)));
+  auto* rel = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple));
+  Oid table_owner = rel->relowner;
+  char relkind = rel->relkind;
+  ReleaseSysCache(tuple);
+  if (table_owner != owner) {
+    StopTimeLimit();
+    return Outcome::kOtherOwner;
+  }
   char* table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(a.target)),
                                            get_rel_name(a.target));
+  if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                    errmsg("\"%s\" is not a table", table)));
+  if (!has_privs_of_role(role, owner))
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("role \"%s\" no longer owns table %s", NameStr(a.role), table),
+                    errdetail("An attachment runs as the table's owner, while the role that "
+                              "attached it has the owner's privileges.")));
   Datum args[2];
-  int64 skipped = 0;
-  if (ChangedValues(a, args) > 0) skipped = WriteAsRole(a, role, table, args);
+  *skipped = 0;
+  if (ChangedValues(a, args) > 0) *skipped = WriteAsOwner(a, owner, table, args);
   StopTimeLimit();
 
-  Oid types[3] = {INT4OID, OIDOID, TIMESTAMPTZOID};
-  Datum params[3] = {Int32GetDatum(a.counter), ObjectIdGetDatum(a.target),
-                     TimestampTzGetDatum(watermark)};
-  int rc = SPI_execute_with_args(
+  rc = SPI_execute_with_args(
       "UPDATE slotted_counter.attachments SET last_run = $3, last_attempt = pg_catalog.now(), "
       "failures = 0, last_error = NULL WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2",
       3, types, params, nullptr, false, 0);
   if (rc != SPI_OK_UPDATE) elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
-  return skipped;
+  return Outcome::kRan;
 }
 
 // Records a failed run in its row (in a transaction of its own) and in the log: a WARNING when
@@ -300,11 +354,14 @@ void RecordFailure(int32 counter, Oid target, const char* message) {
     Oid types[3] = {INT4OID, OIDOID, TEXTOID};
     Datum params[3] = {Int32GetDatum(counter), ObjectIdGetDatum(target),
                        CStringGetTextDatum(message)};
+    // A row a user's transaction holds is left as it is (the failure is still logged).
     int rc = SPI_execute_with_args(
-        "UPDATE slotted_counter.attachments SET last_attempt = pg_catalog.now(), "
-        "failures = failures OPERATOR(pg_catalog.+) 1, last_error = $3 "
+        "WITH mine AS (SELECT ctid FROM slotted_counter.attachments "
         "WHERE counter OPERATOR(pg_catalog.=) $1 "
-        "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 RETURNING failures",
+        "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED) "
+        "UPDATE slotted_counter.attachments a SET last_attempt = pg_catalog.now(), "
+        "failures = a.failures OPERATOR(pg_catalog.+) 1, last_error = $3 FROM mine "
+        "WHERE a.ctid OPERATOR(pg_catalog.=) mine.ctid RETURNING a.failures",
         3, types, params, nullptr, false, 0);
     if (rc != SPI_OK_UPDATE_RETURNING)
       elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
@@ -334,18 +391,20 @@ void RecordFailure(int32 counter, Oid target, const char* message) {
   CountRun(0, true);
 }
 
-void Run(const DueAttachment& a) {
+// Runs one attachment as `owner`: kRan also when the run failed (and was recorded).
+Outcome Run(const DueAttachment& a, Oid owner) {
   // Read before this run's snapshot: see the top of the file.
   TimestampTz watermark = TotalsWatermark(my_slot);
   MarkRun(&a);
   MemoryContext context = CurrentMemoryContext;
   char message[512];
   volatile bool failed = false;
+  volatile Outcome outcome = Outcome::kRan;
   int64 skipped = 0;
   PG_TRY();
   {
     Begin();
-    skipped = RunOne(a, watermark);
+    outcome = RunOne(a, owner, watermark, &skipped);
     End();
   }
   PG_CATCH();
@@ -367,10 +426,26 @@ void Run(const DueAttachment& a) {
   PG_END_TRY();
   MemoryContextSwitchTo(context);
   MarkRun(nullptr);
-  if (failed)
+  if (failed) {
     RecordFailure(a.counter, a.target, message);
-  else
-    CountRun(skipped, false);
+    return Outcome::kRan;
+  }
+  if (outcome == Outcome::kRan) CountRun(skipped, false);
+  return outcome;
+}
+
+// Leaves the attachments of other owners to a new attacher, started now, for the same round
+// (those due when it began: each run moves its attachment's last_attempt past it, so the chain
+// of attachers ends).
+void HandOver(Oid db, TimestampTz round) {
+  SpinLockAcquire(&my_slot->mutex);
+  bool mine = my_slot->attacher_pid == MyProcPid;
+  if (mine) {
+    my_slot->attacher_pid = 0;
+    my_slot->attacher_requested = GetCurrentTimestamp();
+  }
+  SpinLockRelease(&my_slot->mutex);
+  if (mine) StartAttacher(db, round);
 }
 
 // A run of the previous attacher that ended with its process (the time limit's second step, a
@@ -415,12 +490,27 @@ void slotted_counter_attacher_main(Datum arg) {
   pgstat_report_activity(STATE_RUNNING, "running attachments");
 
   RecordCutRun();
+  // The round this attacher belongs to: the flusher starts one now; one handed over keeps its
+  // predecessor's.
+  TimestampTz round;
+  memcpy(&round, MyBgworkerEntry->bgw_extra, sizeof(round));
+  if (round == 0) round = GetCurrentTimestamp();
   int count = 0;
-  DueAttachment* due = ReadDue(&count);
+  DueAttachment* due = ReadDue(round, &count);
+  // This process's identity: the owner of the first due attachment's table (a gone table's
+  // attachment fails before any code runs, so it runs in any process).
+  Oid owner = InvalidOid;
+  bool others = false;
   for (int i = 0; i < count; i++) {
     CHECK_FOR_INTERRUPTS();
-    Run(due[i]);
+    if (!OidIsValid(owner)) owner = due[i].owner;
+    if (OidIsValid(due[i].owner) && due[i].owner != owner) {
+      others = true;
+      continue;
+    }
+    if (Run(due[i], owner) == Outcome::kOtherOwner) others = true;
   }
   pgstat_report_activity(STATE_IDLE, nullptr);
+  if (others) HandOver(db, round);
   proc_exit(0);
 }

@@ -25,6 +25,12 @@ namespace sc {
 uint32 role_generation = 1;
 const CounterDef* last_def = nullptr;
 uint64 cached_epoch = 0;
+TimestampTz checked_statement = 0;
+
+void ProcessInvalidations(TimestampTz statement) {
+  checked_statement = statement;
+  AcceptInvalidationMessages();
+}
 
 namespace {
 

@@ -57,10 +57,18 @@ const CounterDef* GetCounterSlow(int32 id, uint32 need);
 extern const CounterDef* last_def;
 extern uint64 cached_epoch;
 
+// The start of the statement whose first call processed invalidation messages: a change of role
+// membership (REVOKE role FROM ...) reaches this session's cached privileges by its next
+// statement, even inside a transaction, as a lock on a table would.
+extern TimestampTz checked_statement;
+void ProcessInvalidations(TimestampTz statement);
+
 // The hot path's lookup: the definition of the call before, if the catalog has not moved and its
 // privileges were computed for this role under the current role generation; else the full
 // lookup and check.
 inline const CounterDef* GetCounter(int32 id, uint32 need) {
+  TimestampTz statement = GetCurrentStatementStartTimestamp();
+  if (unlikely(statement != checked_statement)) ProcessInvalidations(statement);
   const CounterDef* def = last_def;
   if (likely(def != nullptr && def->id == id &&
              cached_epoch == pg_atomic_read_u64(&shared->catalog_epoch) &&

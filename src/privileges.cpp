@@ -43,10 +43,13 @@ bool Holds(Oid role, const Oid* grantees, int n) {
 uint32 CurrentPrivileges(const CounterDef* def) {
   Oid user = GetUserId();
   if (def->checked_user != user || def->checked_generation != role_generation) {
+    // The generation before the computation: role lookups can process invalidations, and one
+    // that arrives meanwhile must leave the result untrusted.
+    uint32 generation = role_generation;
     auto* cached = const_cast<CounterDef*>(def);
     cached->granted = PrivilegesOf(*def, user);
     cached->checked_user = user;
-    cached->checked_generation = role_generation;
+    cached->checked_generation = generation;
   }
   return def->granted;
 }
@@ -82,7 +85,12 @@ uint32 ParsePrivileges(const char* text, bool allow_all) {
   return mask;
 }
 
-bool IsPublic(const char* role) { return pg_strcasecmp(role, "public") == 0; }
+// PUBLIC: "public" (a name no role can have), or PUBLIC in another case unless a role has that
+// very name (CREATE ROLE "PUBLIC" is allowed), which a grant then names.
+bool IsPublic(const char* role) {
+  return strcmp(role, "public") == 0 ||
+         (pg_strcasecmp(role, "public") == 0 && !OidIsValid(get_role_oid(role, true)));
+}
 
 // The role named `role`; 42704 if there is none (naming at most its first 63 bytes).
 Oid RoleNamed(const char* role) {

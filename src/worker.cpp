@@ -84,8 +84,9 @@ DatabaseSlot* SlotFor(Oid db) {
   return free_slot;
 }
 
-// Registers a worker of database db: the flusher, or the attacher (attach_run.cpp).
-bool RegisterWorker(Oid db, const char* function, const char* type) {
+// Registers a worker of database db: the flusher, or the attacher (attach_run.cpp), with `extra`
+// in bgw_extra.
+bool RegisterWorker(Oid db, const char* function, const char* type, TimestampTz extra = 0) {
   BackgroundWorker worker;
   memset(&worker, 0, sizeof(worker));
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -96,6 +97,7 @@ bool RegisterWorker(Oid db, const char* function, const char* type) {
   snprintf(worker.bgw_name, BGW_MAXLEN, "%s for database %u", type, db);
   strlcpy(worker.bgw_type, type, BGW_MAXLEN);
   worker.bgw_main_arg = ObjectIdGetDatum(db);
+  memcpy(worker.bgw_extra, &extra, sizeof(extra));
   worker.bgw_notify_pid = 0;
   return RegisterDynamicBackgroundWorker(&worker, nullptr);
 }
@@ -116,10 +118,7 @@ void StartAttacherIfDue(Oid db, TimestampTz due) {
                                            kStartRetryMs));
   if (start) my_flusher_slot->attacher_requested = now;
   SpinLockRelease(&my_flusher_slot->mutex);
-  if (start && !RegisterWorker(db, "slotted_counter_attacher_main", "slotted_counter attacher"))
-    ereport(LOG, (errmsg("could not start the slotted_counter attacher of database %u", db),
-                  errhint("Raise max_worker_processes; attachments wait until a worker is "
-                          "free.")));
+  if (start) (void)StartAttacher(db);
 }
 
 void SetWorkerState(WorkerState state) {
@@ -294,6 +293,14 @@ void ShutDown(Oid db) {
 }
 
 }  // namespace
+
+bool StartAttacher(Oid db, TimestampTz round) {
+  if (RegisterWorker(db, "slotted_counter_attacher_main", "slotted_counter attacher", round))
+    return true;
+  ereport(LOG, (errmsg("could not start the slotted_counter attacher of database %u", db),
+                errhint("Raise max_worker_processes; attachments wait until a worker is free.")));
+  return false;
+}
 
 DatabaseSlot* EnsureFlusher(bool after_write) {
   // Unlocked fast path: a slot is reassigned only after its flusher left (DROP EXTENSION), so

@@ -24,6 +24,10 @@ inline void EnsureFlusherFast(bool after_write = false) {
   (void)EnsureFlusher(after_write);
 }
 
+// Registers an attacher for database db (attach_run.cpp), for the round that began at `round`
+// (0: a new round, when it starts); logs and returns false if no worker process can be had.
+bool StartAttacher(Oid db, TimestampTz round = 0);
+
 // Sets the flusher's latch, if it runs.
 void WakeFlusher(DatabaseSlot* slot);
 

@@ -1,10 +1,12 @@
 # Attachments meet other people's code. As an ordinary login role that owns one schema and no
 # other right, every route that used to lead to superuser, into another tenant's session, to a
 # stuck flusher or to a crash: a deferred constraint trigger, a WITH HOLD cursor opened by an index
-# expression, set_config(..., false) in a trigger, a trigger that sleeps (and one that swallows its
-# cancel), a target dropped during another attachment's run, a dropped attaching role. Each ends
-# in a failed run, shown in slotted_counter.attachments, with no escalation, no crash, the other
-# counters flushing all along, and a fast shutdown that is fast and loses nothing.
+# expression, set_config(..., false) and session state (advisory locks, the random seed) left by a
+# trigger, a trigger on a table that a superuser attached, a trigger that sleeps (and one that
+# swallows its cancel), a target dropped during another attachment's run, a dropped attaching
+# role, an open transaction holding an attachment. Each ends in a failed (or skipped) run, shown in
+# slotted_counter.attachments, with no escalation, no crash, the other counters flushing all
+# along, and a fast shutdown that is fast and loses nothing.
 
 use strict;
 use warnings;
@@ -33,10 +35,11 @@ CREATE ROLE mallory LOGIN;
 CREATE ROLE alice LOGIN;
 CREATE SCHEMA mallory AUTHORIZATION mallory;
 CREATE SCHEMA alice AUTHORIZATION alice;
-CREATE TABLE public.victim_log (who text, role text, search_path text, read_only text);
-GRANT INSERT ON public.victim_log TO alice;
+CREATE TABLE public.victim_log (who text, role text, search_path text, read_only text,
+                                pid int, advisory_locks bigint, random float8);
+GRANT INSERT ON public.victim_log TO alice, mallory;
 SELECT sc_create(n, 'buffered') FROM unnest(ARRAY['m_deferred', 'm_cursor', 'm_settings',
-  'a_victim', 'm_sleep', 'm_dropper', 'm_dropped', 'm_stubborn', 'plain']) n;
+  'a_victim', 'm_sleep', 'm_dropper', 'm_dropped', 'm_stubborn', 'plain', 'dba_views']) n;
 SELECT sc_alter_owner(n::slotted_counter, CASE WHEN n LIKE 'a\_%' THEN 'alice' ELSE 'mallory' END)
   FROM unnest(ARRAY['m_deferred', 'm_cursor', 'm_settings', 'a_victim', 'm_sleep', 'm_dropper',
                     'm_dropped', 'm_stubborn']) n;
@@ -129,6 +132,8 @@ CREATE FUNCTION mallory.meddle() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM set_config('search_path', 'mallory, public', false);
   PERFORM set_config('default_transaction_read_only', 'on', false);
+  PERFORM pg_advisory_lock(4242), setseed(0.42);
+  INSERT INTO public.victim_log (who, role, pid) VALUES ('mallory', current_user, pg_backend_pid());
   RETURN NEW;
 END $$;
 CREATE TRIGGER meddle BEFORE UPDATE ON mallory.t_settings FOR EACH ROW
@@ -141,21 +146,33 @@ INSERT INTO alice.t VALUES (1, 0);
 CREATE FUNCTION alice.audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO public.victim_log VALUES ('alice', current_user,
-    current_setting('search_path'), current_setting('default_transaction_read_only'));
+    current_setting('search_path'), current_setting('default_transaction_read_only'),
+    pg_backend_pid(), (SELECT count(*) FROM pg_locks
+                       WHERE locktype = 'advisory' AND pid = pg_backend_pid()), random());
   RETURN NEW;
 END $$;
 CREATE TRIGGER audit BEFORE UPDATE ON alice.t FOR EACH ROW EXECUTE FUNCTION alice.audit();
 SELECT sc_attach('a_victim', 'alice.t', 'id', 'v', '0');
 });
-# Both counted in one go: one attacher runs mallory's attachment, then alice's.
+# Both counted in one go: one round runs mallory's attachment, then alice's.
 $node->safe_psql('postgres', q{SELECT sc_incr('m_settings', 1), sc_incr('a_victim', 1, 5)});
 ok( $node->poll_query_until(
 		'postgres', q{SELECT v = 5 FROM alice.t}),
 	'settings: the victim\'s attachment ran');
 is( $node->safe_psql(
-		'postgres', q{SELECT who, role, search_path, read_only FROM public.victim_log LIMIT 1}),
-	'alice|alice|"$user", public|off',
-	'settings: the victim\'s trigger ran as alice, with the default search_path, writable');
+		'postgres', q{SELECT who, role, search_path, read_only, advisory_locks FROM public.victim_log
+		              WHERE who = 'alice' LIMIT 1}),
+	'alice|alice|"$user", public|off|0',
+	'settings: the victim\'s trigger ran as alice, with the default search_path, writable, '
+	  . 'holding no advisory lock of mallory\'s');
+is( $node->safe_psql(
+		'postgres', q{SELECT count(*) FROM public.victim_log a, public.victim_log m
+		              WHERE a.who = 'alice' AND m.who = 'mallory' AND a.pid = m.pid}),
+	'0', 'settings: each owner\'s runs had a process of their own');
+my $seeded = $node->safe_psql('postgres', q{SELECT setseed(0.42); SELECT random()});
+isnt( $node->safe_psql(
+		'postgres', q{SELECT random FROM public.victim_log WHERE who = 'alice' LIMIT 1}),
+	$seeded, 'settings: mallory\'s random seed did not reach alice\'s trigger');
 $node->safe_psql('postgres', q{SELECT sc_incr('m_settings', 1, 2), sc_incr('a_victim', 1, 5)});
 ok($node->poll_query_until('postgres', q{SELECT v = 10 FROM alice.t}),
 	'settings: later runs still write');
@@ -167,6 +184,37 @@ is( $node->safe_psql(
 		              WHERE counter IN ('a_victim'::slotted_counter::integer,
 		                                'm_settings'::slotted_counter::integer) AND failures > 0}),
 	'0', 'settings: no run of either failed');
+
+# 3b. The DBA attaches a counter to mallory's table: the run is the table owner's (mallory's), as
+# VACUUM's is, so mallory's trigger does not run as the superuser; and alice may not attach to a
+# table of mallory's at all, even with UPDATE on it.
+as_role('mallory', q{
+CREATE TABLE mallory.t_dba (id bigint PRIMARY KEY, v bigint);
+INSERT INTO mallory.t_dba VALUES (1, 0);
+GRANT SELECT, UPDATE ON mallory.t_dba TO alice;
+GRANT USAGE ON SCHEMA mallory TO alice;
+CREATE FUNCTION mallory.grab() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    EXECUTE 'ALTER ROLE mallory SUPERUSER';
+  EXCEPTION WHEN insufficient_privilege THEN
+    RAISE EXCEPTION 'grab ran as %: %', current_user, SQLERRM;
+  END;
+  RAISE EXCEPTION 'grab ran as % and made mallory superuser', current_user;
+END $$;
+CREATE TRIGGER grab BEFORE UPDATE ON mallory.t_dba FOR EACH ROW EXECUTE FUNCTION mallory.grab();
+});
+$node->safe_psql('postgres',
+	q{SELECT sc_attach('dba_views', 'mallory.t_dba', 'id', 'v', '0'); SELECT sc_incr('dba_views', 1)});
+ok(wait_failed('dba_views'), 'DBA\'s attachment: the run failed');
+like(last_error('dba_views'), qr/^grab ran as mallory: must be superuser/,
+	'DBA\'s attachment: the trigger ran as the table\'s owner, without the superuser\'s rights');
+is(rolsuper(), 'alice=false,mallory=false', 'DBA\'s attachment: no role became superuser');
+my ($rc, $out, $err) = $node->psql('postgres',
+	q{SELECT sc_attach('a_victim', 'mallory.t_dba', 'id', 'v', '0')},
+	extra_params => [ '-U', 'alice' ]);
+like($err, qr/must be owner of table t_dba/,
+	'alice may not attach to a table she does not own');
 
 # 4. A trigger that sleeps for a minute: the run is cancelled at attach_timeout, and meanwhile
 # every other counter flushes, sc_rollup() answers, and the flusher obeys pg_terminate_backend.
@@ -271,15 +319,16 @@ is( $node->safe_psql(
 $node->safe_psql(
 	'postgres', q{
 CREATE ROLE passing LOGIN;
+CREATE ROLE passing_team;
+GRANT passing_team TO passing;
 CREATE TABLE public.t_passing (id bigint PRIMARY KEY, v bigint);
 INSERT INTO public.t_passing VALUES (1, 0);
-GRANT SELECT, UPDATE ON public.t_passing TO passing;
+ALTER TABLE public.t_passing OWNER TO passing_team;
 SELECT sc_create('p_counter', 'buffered');
 SELECT sc_alter_owner('p_counter', 'passing');
 });
 as_role('passing', q{SELECT sc_attach('p_counter', 'public.t_passing', 'id', 'v', '0')});
 $node->safe_psql('postgres', q{
-REVOKE ALL ON public.t_passing FROM passing;
 DROP ROLE passing;
 SELECT sc_incr('p_counter', 1, 9);
 });
@@ -287,6 +336,16 @@ ok(wait_failed('p_counter'), 'dropped role: the run failed');
 is(last_error('p_counter'), 'role "passing" does not exist', 'dropped role: shown, naming it');
 is($node->safe_psql('postgres', 'SELECT v FROM public.t_passing'), '0',
 	'dropped role: nothing was written with anyone else\'s rights');
+
+# 8. A transaction of mallory's holds her attachment's row (an sc_attach not committed): that run is
+# skipped, and alice's attachments go on.
+my $holder = $node->background_psql('postgres', extra_params => [ '-U', 'mallory' ]);
+$holder->query_safe(q{BEGIN; SELECT sc_attach('m_settings', 'mallory.t_settings', 'id', 'v', '0')});
+$node->safe_psql('postgres', q{SELECT sc_incr('a_victim', 1, 100)});
+ok($node->poll_query_until('postgres', q{SELECT v = 110 FROM alice.t}),
+	'open transaction: the other tenant\'s attachment still runs');
+$holder->query_safe('ROLLBACK');
+$holder->quit;
 
 is(rolsuper(), 'alice=false,mallory=false', 'after every route, no role is superuser');
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'after every route, no process crashed');
