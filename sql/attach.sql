@@ -109,6 +109,15 @@ GRANT UPDATE ON mirror TO sc_attach_reader;
 SELECT attached();
 SELECT views FROM mirror;
 SELECT target, failures, last_error FROM slotted_counter.attachments WHERE target = 'mirror'::regclass;
+-- a column that goes away makes its attachment fail, saying so, until it is back
+ALTER TABLE mirror RENAME COLUMN views TO old_views;
+SELECT sc_incr('reader_views', 1, 1);
+SELECT attached();
+SELECT target, failures, last_error FROM slotted_counter.attachments WHERE target = 'mirror'::regclass;
+ALTER TABLE mirror RENAME COLUMN old_views TO views;
+SELECT attached();
+SELECT views, (SELECT failures FROM slotted_counter.attachments WHERE target = 'mirror'::regclass)
+  FROM mirror;
 -- detach stops the writes
 SELECT sc_detach('post_views', 'posts');
 SELECT sc_incr('post_views', 1, 1000);
