@@ -33,7 +33,7 @@ SHLIB_LINK = -lstdc++
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
 REGRESS = setup type api errors buffer transactional batch set top attach buckets privileges \
-	upgrade
+	placeholders upgrade
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
 	bucket_drop revoke

@@ -11,7 +11,7 @@ SELECT counter::slotted_counter, target, key_column, value_column, every, role =
        last_run IS NULL AS never_run, failures, last_error
   FROM slotted_counter.attachments;
 -- each run writes the changed keys; a key with no row (99) is skipped and counted
-SELECT sc_incr('post_views', ARRAY[1, 1, 2, 99], ARRAY[1, 1, 1, 1]);
+SELECT sc_incr_batch('post_views', ARRAY[1, 1, 2, 99], ARRAY[1, 1, 1, 1]);
 SELECT attached();
 SELECT id, views FROM posts ORDER BY id;
 SELECT attach_skipped, attach_errors FROM slotted_counter.stats WHERE datname = current_database();

@@ -29,7 +29,7 @@ SELECT * FROM sc_series('hits', 1, '-infinity', 'infinity');
 SELECT * FROM sc_series('hits', 1, '2026-11-21 10:00+00', '2026-11-21 11:00+00');
 SELECT count(*) FROM sc_series('hits', 3, NULL, NULL);
 -- a team: the sum over a group of keys and all their buckets (a key listed twice counts once)
-SELECT sc_sum('hits', ARRAY[1, 2, 3, 1]);
+SELECT sc_sum_keys('hits', ARRAY[1, 2, 3, 1]);
 -- top keys over all buckets, and over a range
 SELECT * FROM sc_top('hits', 5);
 SELECT * FROM sc_top('hits', 5, '2026-11-21 11:00+00', NULL);
@@ -50,7 +50,7 @@ SELECT sc_create('current', 'buffered', '1 hour');
 DO $$
 BEGIN
   PERFORM sc_incr('current', 9);
-  PERFORM sc_incr('current', ARRAY[9], ARRAY[2]);
+  PERFORM sc_incr_batch('current', ARRAY[9], ARRAY[2]);
   PERFORM sc_set('current', 8, 4);
   IF (SELECT array_agg(bucket || '=' || value) FROM sc_series('current', 9, NULL, NULL))
      <> ARRAY[date_trunc('hour', statement_timestamp()) || '=3']
@@ -102,7 +102,7 @@ SELECT * FROM sc_top('visits', 5, '2026-11-21', '2026-11-22');
 -- this transaction's own increments count in ranges, top and groups before the commit
 BEGIN;
 SELECT sc_incr('visits', 2, 20, '2026-11-21 10:00+00');
-SELECT sc_sum('visits', 2, '2026-11-21', '2026-11-22'), sc_sum('visits', ARRAY[1, 2]);
+SELECT sc_sum('visits', 2, '2026-11-21', '2026-11-22'), sc_sum_keys('visits', ARRAY[1, 2]);
 SELECT * FROM sc_top('visits', 5, '2026-11-21', '2026-11-22');
 ROLLBACK;
 
@@ -128,7 +128,7 @@ ROLLBACK;
 SELECT sc_sum('hits', 1), sc_sum('hits', 2);
 SELECT sc_drop_buckets('hits', '2026-11-21 11:00+00');
 SELECT * FROM sc_series('hits', 1, NULL, NULL);
-SELECT sc_sum('hits', 1), sc_sum('hits', 2), sc_sum('hits', ARRAY[1, 2]);
+SELECT sc_sum('hits', 1), sc_sum('hits', 2), sc_sum_keys('hits', ARRAY[1, 2]);
 SELECT * FROM sc_top('hits', 5, NULL, '2026-11-22');
 SELECT count(*) FROM slotted_counter.totals
 WHERE counter = 'hits'::slotted_counter::integer AND bucket < '2026-11-21 11:00+00';

@@ -59,3 +59,18 @@ CREATE FUNCTION sc_has_privilege(role text, counter slotted_counter, privilege t
 -- Name lookups take the latest snapshot, which a parallel worker cannot.
 ALTER FUNCTION slotted_counter_in(cstring) PARALLEL RESTRICTED;
 ALTER FUNCTION slotted_counter_out(slotted_counter) PARALLEL RESTRICTED;
+
+-- The array forms get names of their own: a scalar and an array form of one name made a call
+-- with untyped arguments (a driver's placeholders, a NULL key, an empty array) ambiguous.
+DROP FUNCTION sc_incr(slotted_counter, bigint[], bigint[]);
+DROP FUNCTION sc_sum(slotted_counter, bigint[]);
+CREATE FUNCTION sc_incr_batch(counter slotted_counter, keys bigint[], deltas bigint[])
+    RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'sc_incr_batch' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sum_keys(counter slotted_counter, keys bigint[]) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum_keys' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- A counter given as text, varchar or name, as drivers and PL/pgSQL pass it, needs no cast.
+CREATE CAST (text AS slotted_counter) WITH INOUT AS IMPLICIT;
+CREATE CAST (varchar AS slotted_counter) WITH INOUT AS IMPLICIT;
+CREATE CAST (name AS slotted_counter) WITH INOUT AS IMPLICIT;

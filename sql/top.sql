@@ -2,7 +2,7 @@
 \set VERBOSITY terse
 SELECT sc_create('downloads', 'buffered');
 SELECT sc_create('score');
-SELECT sc_incr('downloads', ARRAY[1, 2, 3, 4, 5], ARRAY[50, 10, 30, 30, -5]);
+SELECT sc_incr_batch('downloads', ARRAY[1, 2, 3, 4, 5], ARRAY[50, 10, 30, 30, -5]);
 SELECT * FROM sc_top('downloads', 3);
 -- ties are ordered by key; n larger than the number of keys returns them all; 0 returns none
 SELECT * FROM sc_top('downloads', 10);
@@ -14,7 +14,7 @@ SELECT * FROM sc_top('downloads', 3);
 SELECT sc_incr('downloads', 2, 100);
 SELECT * FROM sc_top('downloads', 2);
 -- transactional: committed values, plus this transaction's own increments
-SELECT sc_incr('score', ARRAY[1, 2, 3], ARRAY[5, 7, 9]);
+SELECT sc_incr_batch('score', ARRAY[1, 2, 3], ARRAY[5, 7, 9]);
 SELECT sc_rollup() > 0 AS flushed;
 -- a transactional key only in the tables counts its totals row and its deltas (which the next
 -- flush folds into totals; a key leaves the buffer only after its deltas were folded)

@@ -101,11 +101,12 @@ int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
 }
 
 // The counter a write may change: it exists, the current role may write it, and this server can.
-CounterDef WritableCounter(FunctionCallInfo fcinfo) {
+// `function` names the call in errors ("sc_set()").
+CounterDef WritableCounter(FunctionCallInfo fcinfo, const char* function) {
   RequireShared();
-  PreventCommandDuringRecovery("sc_incr()");
+  PreventCommandDuringRecovery(function);
   CounterDef def = *GetCounter(PG_GETARG_INT32(0), kUpdate);
-  if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
+  if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
   return def;
 }
 
@@ -189,6 +190,7 @@ using namespace sc;
 Datum sc_create(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"name", "durability", nullptr};
   RequireShared();
+  PreventCommandDuringRecovery("sc_create()");
   RequireArguments(fcinfo, names);
   char* name = text_to_cstring(PG_GETARG_TEXT_PP(0));
   char* durability_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
@@ -241,6 +243,7 @@ Datum sc_create(PG_FUNCTION_ARGS) {
 Datum sc_drop(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireShared();
+  PreventCommandDuringRecovery("sc_drop()");
   RequireArguments(fcinfo, names);
   CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
   SpiSession spi = ConnectSpi();
@@ -285,7 +288,7 @@ Datum sc_incr(PG_FUNCTION_ARGS) {
 Datum sc_incr_at(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter(fcinfo);
+  CounterDef def = WritableCounter(fcinfo, "sc_incr()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   PG_RETURN_INT64(Increment(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2)));
 }
@@ -293,7 +296,7 @@ Datum sc_incr_at(PG_FUNCTION_ARGS) {
 Datum sc_incr_batch(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "keys", "deltas", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter(fcinfo);
+  CounterDef def = WritableCounter(fcinfo, "sc_incr_batch()");
   int nkeys, ndeltas;
   int64* keys = BigintElements(fcinfo, 1, "keys", &nkeys);
   int64* deltas = BigintElements(fcinfo, 2, "deltas", &ndeltas);
@@ -333,7 +336,7 @@ Datum sc_incr_batch(PG_FUNCTION_ARGS) {
 Datum sc_set(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "value", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter(fcinfo);
+  CounterDef def = WritableCounter(fcinfo, "sc_set()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   int64 key = PG_GETARG_INT64(1);
   int64 value = PG_GETARG_INT64(2);

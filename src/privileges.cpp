@@ -127,6 +127,7 @@ void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* a
 Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
   static const char* const names[] = {"counter", "privileges", "role"};
   RequireShared();
+  PreventCommandDuringRecovery(grant ? "sc_grant()" : "sc_revoke()");
   RequireArgumentsPresent(fcinfo, names, 3);
   const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kOwn);
   int32 id = def->id;
@@ -203,6 +204,7 @@ Datum sc_revoke(PG_FUNCTION_ARGS) { return ChangeGrants(fcinfo, false); }
 Datum sc_alter_owner(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "role"};
   RequireShared();
+  PreventCommandDuringRecovery("sc_alter_owner()");
   RequireArgumentsPresent(fcinfo, names, 2);
   const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kOwn);
   int32 id = def->id;

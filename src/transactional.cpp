@@ -41,6 +41,14 @@ struct PendingTotal {
 
 HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level
 HTAB* totals = nullptr;    // CounterKey -> delta over all levels
+
+// The names of the counters this transaction counted into, for a commit that finds one dropped.
+struct CounterName {
+  int32 id;  // hash key
+  char name[NAMEDATALEN];
+};
+HTAB* names = nullptr;
+int32 last_named = 0;  // the counter named last (ids start at 1)
 Reservation* reservations = nullptr;
 int reservation_count = 0;
 
@@ -57,6 +65,32 @@ void MakeTables() {
   ctl.keysize = sizeof(CounterKey);
   ctl.entrysize = sizeof(PendingTotal);
   totals = hash_create("slotted_counter pending", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = sizeof(int32);
+  ctl.entrysize = sizeof(CounterName);
+  names = hash_create("slotted_counter pending names", 8, &ctl, HASH_ELEM | HASH_BLOBS);
+}
+
+void RememberName(const CounterDef& def) {
+  if (def.id == last_named) return;
+  bool found;
+  auto* entry = static_cast<CounterName*>(hash_search(names, &def.id, HASH_ENTER, &found));
+  if (!found) strlcpy(entry->name, def.name, NAMEDATALEN);
+  last_named = def.id;
+}
+
+// The counter a commit applies to, by the name this transaction counted into it under; 42704
+// naming it if it was dropped since.
+CounterDef CommittingCounter(int32 id) {
+  const CounterDef* def = FindCounter(id);
+  if (def != nullptr) return *def;
+  auto* entry = static_cast<CounterName*>(hash_search(names, &id, HASH_FIND, nullptr));
+  ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                  errmsg("counter \"%s\" does not exist",
+                         entry != nullptr ? entry->name : psprintf("%d", id)),
+                  errdetail("It was dropped after this transaction counted into it; nothing of "
+                            "this transaction is committed.")));
+  return CounterDef{};
 }
 
 void Empty(HTAB* table) {
@@ -90,6 +124,8 @@ void Forget() {
   if (any_pending) {
     Empty(at_level);
     Empty(totals);
+    Empty(names);
+    last_named = 0;
     any_pending = false;
   }
   reservations = nullptr;  // in TopTransactionContext
@@ -156,6 +192,7 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
                               (long long)delta)));
   if (totals == nullptr) MakeTables();
   any_pending = true;
+  RememberName(def);
   // Enter both entries before changing either: an out-of-memory error between them must not
   // leave a delta counted in one table and not the other.
   CounterKey k = MakeKey(def.id, key, bucket);
@@ -240,7 +277,7 @@ void TransactionalPreCommit() {
                             "transactions.")));
   // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
   for (int i = 0; i < rows; i++) {
-    CounterDef def = *GetCounter(counters[i]);
+    CounterDef def = CommittingCounter(counters[i]);
     BufferReserve(def, keys[i], buckets[i], deltas[i], &reservations[reservation_count]);
     reservation_count++;
   }

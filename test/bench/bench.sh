@@ -44,13 +44,13 @@ ALL_WORKLOADS=(
     "redis|Redis INCR (redis-benchmark)|redis|||"
     "incr|buffered sc_incr, one hot key|sc_incr_buffered.sql||1|SELECT sc_sum('hot', 0)"
     "txincr|transactional sc_incr, one hot key|sc_incr_transactional.sql||1|SELECT sc_sum('hot_tx', 0)"
-    "incr_uniform|buffered sc_incr, 10,000 keys uniform|sc_incr_buffered_uniform.sql||1|SELECT sc_sum('uniform', ARRAY(SELECT generate_series(1, 10000)::bigint))"
-    "txincr_uniform|transactional sc_incr, 10,000 keys uniform|sc_incr_transactional_uniform.sql||1|SELECT sc_sum('uniform_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
-    "incr_zipf|buffered sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_buffered_zipf.sql||1|SELECT sc_sum('zipf', ARRAY(SELECT generate_series(1, 1000000)::bigint))"
+    "incr_uniform|buffered sc_incr, 10,000 keys uniform|sc_incr_buffered_uniform.sql||1|SELECT sc_sum_keys('uniform', ARRAY(SELECT generate_series(1, 10000)::bigint))"
+    "txincr_uniform|transactional sc_incr, 10,000 keys uniform|sc_incr_transactional_uniform.sql||1|SELECT sc_sum_keys('uniform_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
+    "incr_zipf|buffered sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_buffered_zipf.sql||1|SELECT sc_sum_keys('zipf', ARRAY(SELECT generate_series(1, 1000000)::bigint))"
     "txincr_zipf|transactional sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_transactional_zipf.sql||1|SELECT (SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = 'zipf_tx'::slotted_counter::integer) + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = 'zipf_tx'::slotted_counter::integer)"
     "sum_mix|buffered hot key, sc_incr and sc_sum alternating (calls/s)|sum_mix.sql||1|SELECT sc_sum('mix', 0)"
-    "batch|batch sc_incr, buffered, BATCH keys per call|batch_buffered.sql||BATCH|SELECT sc_sum('batch', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
-    "txbatch|batch sc_incr, transactional, BATCH keys per call|batch_transactional.sql||BATCH|SELECT sc_sum('batch_tx', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
+    "batch|batch sc_incr, buffered, BATCH keys per call|batch_buffered.sql||BATCH|SELECT sc_sum_keys('batch', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
+    "txbatch|batch sc_incr, transactional, BATCH keys per call|batch_transactional.sql||BATCH|SELECT sc_sum_keys('batch_tx', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
 )
 SECTIONS=(inproc flush shmem)
 
@@ -190,8 +190,8 @@ cp "$BENCH"/setup.sql "$BENCH"/workloads/*.sql "$TMP"/
 # 1,000 returned values from being sent to the client
 keys=$(seq -s, 1 "$BATCH")
 ones=$(printf '1,%.0s' $(seq "$BATCH")); ones=${ones%,}
-printf "SELECT cardinality(sc_incr('batch', '{%s}'::bigint[], '{%s}'::bigint[]));\n" "$keys" "$ones" >"$TMP/batch_buffered.sql"
-printf "SELECT cardinality(sc_incr('batch_tx', '{%s}'::bigint[], '{%s}'::bigint[]));\n" "$keys" "$ones" >"$TMP/batch_transactional.sql"
+printf "SELECT cardinality(sc_incr_batch('batch', '{%s}'::bigint[], '{%s}'::bigint[]));\n" "$keys" "$ones" >"$TMP/batch_buffered.sql"
+printf "SELECT cardinality(sc_incr_batch('batch_tx', '{%s}'::bigint[], '{%s}'::bigint[]));\n" "$keys" "$ones" >"$TMP/batch_transactional.sql"
 chmod -R a+rX "$TMP"
 [[ $AS_ROOT -eq 1 ]] && chown -R postgres: "$TMP"
 cd "$TMP"   # the server user must be able to stat its working directory
@@ -408,7 +408,7 @@ if wanted flush; then
         local a
         for ((a = $2; a <= $3; a += 100000)); do
             local b=$(( a + 99999 < $3 ? a + 99999 : $3 ))
-            q "SELECT cardinality(sc_incr('$1', ARRAY(SELECT generate_series($a, $b)::bigint),
+            q "SELECT cardinality(sc_incr_batch('$1', ARRAY(SELECT generate_series($a, $b)::bigint),
                                           array_fill(1::bigint, ARRAY[$b - $a + 1])))" >/dev/null
         done
     }
@@ -433,9 +433,9 @@ if wanted flush; then
     dirty flush_big 1 "$FLUSH_KEYS"
     rollup "flushed keys (updates), big buffer" "$FLUSH_KEYS"
     verify "\`sc_sum('flush_small', keys 1..$small)\`" $(( 2 * small )) \
-        "SELECT sc_sum('flush_small', ARRAY(SELECT generate_series(1, $small)::bigint))"
+        "SELECT sc_sum_keys('flush_small', ARRAY(SELECT generate_series(1, $small)::bigint))"
     verify "\`sc_sum('flush_big', keys 1..$FLUSH_KEYS)\`" $(( 2 * FLUSH_KEYS + small )) \
-        "SELECT sc_sum('flush_big', ARRAY(SELECT generate_series(1, $FLUSH_KEYS)::bigint))"
+        "SELECT sc_sum_keys('flush_big', ARRAY(SELECT generate_series(1, $FLUSH_KEYS)::bigint))"
     verify "\`sum(value)\` of both flush counters in \`slotted_counter.totals\`" $(( 3 * small + 2 * FLUSH_KEYS )) \
         "SELECT sum(value) FROM slotted_counter.totals WHERE counter IN ('flush_small'::slotted_counter::integer, 'flush_big'::slotted_counter::integer)"
 fi

@@ -119,10 +119,10 @@ COMMIT;
 });
 like($stderr, qr/ERROR:  53400: transaction changed 200 keys of transactional counters/,
 	'a commit of more keys than half the buffer fails with 53400');
-is($node->safe_psql('postgres', q{SELECT sc_sum('t', ARRAY(SELECT generate_series(1, 200)::bigint))}),
+is($node->safe_psql('postgres', q{SELECT sc_sum_keys('t', ARRAY(SELECT generate_series(1, 200)::bigint))}),
 	'0', 'and counts nothing');
 is($node->safe_psql('postgres',
-		q{BEGIN; SELECT count(sc_incr('t', k)) FROM generate_series(1, 100) k; COMMIT; SELECT sc_sum('t', ARRAY(SELECT generate_series(1, 100)::bigint))}),
+		q{BEGIN; SELECT count(sc_incr('t', k)) FROM generate_series(1, 100) k; COMMIT; SELECT sc_sum_keys('t', ARRAY(SELECT generate_series(1, 100)::bigint))}),
 	"100\n100", 'a commit of 100 keys fits');
 
 $node->stop;

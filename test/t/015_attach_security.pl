@@ -372,7 +372,7 @@ $node->stop('fast');
 my $stop_seconds = time() - $t0;
 cmp_ok($stop_seconds, '<', 10, "shutdown: a fast stop took $stop_seconds s");
 $node->start;
-is($node->safe_psql('postgres', q{SELECT sc_sum('plain', ARRAY(SELECT generate_series(0, 9)::bigint))}),
+is($node->safe_psql('postgres', q{SELECT sc_sum_keys('plain', ARRAY(SELECT generate_series(0, 9)::bigint))}),
 	'1003', 'shutdown: every acknowledged increment survived');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no process crashed');
