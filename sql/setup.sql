@@ -19,3 +19,13 @@ BEGIN
   END LOOP;
   RETURN false;
 END $$;
+-- Every function, type, table and view of the extension has a description (\df+, \dT+, \d+).
+SELECT pg_describe_object(classid, objid, 0) AS undescribed
+FROM pg_depend
+WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'slotted_counter')
+  AND classid IN ('pg_proc'::regclass, 'pg_type'::regclass, 'pg_class'::regclass)
+  AND obj_description(objid, classid::regclass::name) IS NULL
+  AND NOT (classid = 'pg_class'::regclass AND objid = 'slotted_counter.counters_id_seq'::regclass)
+  AND NOT (classid = 'pg_type'::regclass AND objid IN (SELECT typarray FROM pg_type))
+ORDER BY 1;

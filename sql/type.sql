@@ -38,3 +38,14 @@ EXECUTE bump('page_views', 1);
 \echo :LAST_ERROR_SQLSTATE
 DEALLOCATE bump;
 DROP TABLE refs;
+-- equality and hashing: GROUP BY and DISTINCT on a column of counters
+SELECT sc_create('a_counter', 'buffered'), sc_create('b_counter', 'buffered');
+CREATE TABLE usage (c slotted_counter, n int);
+INSERT INTO usage VALUES ('a_counter', 1), ('b_counter', 2), ('a_counter', 3);
+SELECT c, sum(n) FROM usage GROUP BY c ORDER BY c::text;
+SELECT c FROM (SELECT DISTINCT c FROM usage) d ORDER BY c::text;
+-- the lagged values by name, with no cast
+SELECT sc_incr('a_counter', 1, 5), sc_rollup() >= 0 AS flushed;
+SELECT counter, key, value FROM slotted_counter.lagged WHERE counter = 'a_counter';
+DROP TABLE usage;
+SELECT sc_drop('a_counter'), sc_drop('b_counter');

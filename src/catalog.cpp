@@ -129,8 +129,12 @@ const Oid* ResolveRoles(Datum array, int* count) {
   return oids;
 }
 
-// Reads one definition row with the latest snapshot and caches it; nullptr if there is none.
+// Reads one definition row with the latest snapshot and caches it; nullptr if there is none (or
+// no extension any more: a transaction that dropped it may have committed meanwhile).
 const CounterDef* Load(bool by_name_lookup, Datum arg) {
+  AcceptInvalidationMessages();  // so that the look-ups below see such a drop
+  Oid schema = get_namespace_oid("slotted_counter", true);
+  if (!OidIsValid(schema) || !OidIsValid(get_relname_relid("counters", schema))) return nullptr;
   SpiSession spi = ConnectSpi();
   SPIPlanPtr plan = Prepare(by_name_lookup);
   int rc = SPI_execute_snapshot(plan, &arg, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,

@@ -139,12 +139,16 @@ void Forget() {
 // (counter, key, bucket) is what makes loading a key's committed deltas an index lookup.
 void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* buckets,
                   const int64* deltas) {
-  Oid schema = get_namespace_oid("slotted_counter", false);
-  Oid relid = get_relname_relid("deltas", schema);
-  if (!OidIsValid(relid))
+  // The extension may have been dropped by a transaction that committed meanwhile: then the
+  // table is gone by the time its lock is granted, and so are the counters.
+  Oid schema = get_namespace_oid("slotted_counter", true);
+  Oid relid = OidIsValid(schema) ? get_relname_relid("deltas", schema) : InvalidOid;
+  Relation rel = OidIsValid(relid) ? try_relation_open(relid, RowExclusiveLock) : nullptr;
+  if (rel == nullptr) {
+    (void)CommittingCounter(counters[0]);  // reports the counter, by the name it was counted under
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("relation \"slotted_counter.deltas\" does not exist")));
-  Relation rel = table_open(relid, RowExclusiveLock);
+  }
   TupleDesc desc = RelationGetDescr(rel);
   EState* estate = CreateExecutorState();
   ResultRelInfo* result_rel = makeNode(ResultRelInfo);
