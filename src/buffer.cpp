@@ -114,7 +114,7 @@ bool DeltasFolded(const Entry& e) {
   uint32 epoch = e.commit_epoch.load(std::memory_order_relaxed);
   if (epoch == 0) return true;
   DatabaseSlot* slot = FindSlot(e.id.db);
-  return slot != nullptr && epoch <= pg_atomic_read_u32(&slot->folded_epoch);
+  return slot != nullptr && Folded(slot, e.id.counter, epoch);
 }
 
 // A free entry, or a clean one taken from its chain by the clock sweep; kNil if none can be had.

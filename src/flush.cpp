@@ -141,26 +141,30 @@ TimestampTz AttachmentsDue() {
 // transaction is settled: nothing that fails here may make it look uncommitted.
 void ReportStatistics() { pgstat_report_stat(true); }
 
-// The ids of this database's counters, sorted, each locked FOR KEY SHARE. *skipped: some
-// counter was locked by a transaction (a drop), so this flush will not fold its deltas.
-int32* LockLiveCounters(int* count, bool* skipped) {
-  // One statement, so that the count and the locked rows come from one snapshot.
+// The ids of this database's counters that this flush locked FOR KEY SHARE, sorted, and in
+// *skipped_ids (sorted) those it could not lock: a transaction is dropping them or their buckets,
+// so this flush writes and folds nothing of theirs.
+int32* LockLiveCounters(int* count, int32** skipped_ids, int* nskipped) {
+  // One statement, so that the locked and the skipped come from one snapshot.
   int rc = SPI_execute(
       "WITH locked AS (SELECT id FROM slotted_counter.counters FOR KEY SHARE SKIP LOCKED) "
-      "SELECT id, (SELECT pg_catalog.count(*) FROM slotted_counter.counters) FROM locked "
-      "UNION ALL SELECT NULL, (SELECT pg_catalog.count(*) FROM slotted_counter.counters) "
-      "ORDER BY 1 NULLS LAST",
+      "SELECT c.id, l.id IS NOT NULL FROM slotted_counter.counters c "
+      "LEFT JOIN locked l ON l.id OPERATOR(pg_catalog.=) c.id ORDER BY 1",
       false, 0);
-  if (rc != SPI_OK_SELECT || SPI_processed == 0)
-    elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
-  int n = int(SPI_processed) - 1;  // the last row carries only the count
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
+  int n = int(SPI_processed);
   auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
-  bool isnull;
-  for (int i = 0; i < n; i++)
-    ids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-  *count = n;
-  *skipped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[n], SPI_tuptable->tupdesc, 2,
-                                         &isnull)) != n;
+  auto* skipped = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
+  *count = *nskipped = 0;
+  for (int i = 0; i < n; i++) {
+    bool isnull;
+    int32 id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+    if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
+      ids[(*count)++] = id;
+    else
+      skipped[(*nskipped)++] = id;
+  }
+  *skipped_ids = skipped;
   return ids;
 }
 
@@ -381,9 +385,9 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   DatabaseSlot* slot = FindSlot(db);
   uint32 epoch = slot != nullptr ? pg_atomic_fetch_add_u32(&slot->fold_epoch, 1) : 0;
   BeginWork(db);
-  int nids;
-  bool skipped;
-  int32* ids = LockLiveCounters(&nids, &skipped);
+  int nids, nskipped;
+  int32* skipped;
+  int32* ids = LockLiveCounters(&nids, &skipped, &nskipped);
   int64 n;
   FlushItem* items = CollectDirty(db, slot, ids, nids, &n);
   int64 folded = 0;
@@ -402,12 +406,9 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   }
   PG_END_TRY();
   Settle(slot, items, n, true);
-  // Folded: the entries committed into up to this epoch may leave the buffer.
-  if (slot != nullptr && !skipped) {
-    uint32 done = pg_atomic_read_u32(&slot->folded_epoch);
-    while (done < epoch && !pg_atomic_compare_exchange_u32(&slot->folded_epoch, &done, epoch)) {
-    }
-  }
+  // Folded: the entries committed into up to this epoch may leave the buffer, but those of the
+  // counters this flush skipped.
+  if (slot != nullptr) PublishFold(slot, epoch, skipped, nskipped);
   ReportStatistics();
   return n + folded;
 }

@@ -111,14 +111,22 @@ struct DatabaseSlot {
   // Folds of transactional deltas (flush.cpp), so that loads need not read slotted_counter.deltas
   // (buffer.cpp). A commit tags the entry it settles with fold_epoch (Entry::commit_epoch); a
   // flush takes fold_epoch's value v and moves it on before its fold reads the deltas, so every
-  // delta tagged v or less is in that fold; once the fold committed with no counter skipped,
-  // folded_epoch becomes v. An entry is evicted only if commit_epoch <= folded_epoch. Loads read
-  // the deltas too while folded_epoch < deltas_until: after the slot was (re)assigned (deltas
-  // from before a restart) and after a bucket drop purged entries whose deltas a later commit
-  // kept. All three are atomics, changed without a lock, and only ever move forward.
+  // delta tagged v or less is in that fold, except the deltas of the counters it had to skip
+  // (locked by a transaction dropping them or their buckets). Once the fold committed,
+  // folded_epoch becomes v and `unfolded` the counters it skipped, together under fold_mutex (a
+  // fold that skipped more than kMaxUnfolded counters leaves both as they were). A transactional
+  // entry is evicted only if, read together under fold_mutex, commit_epoch <= folded_epoch and its
+  // counter is not in `unfolded`: so a transaction that holds one counter locked keeps that
+  // counter's entries in the buffer, not every entry of the database. Loads read the deltas too
+  // while folded_epoch < deltas_until: after the slot was (re)assigned (deltas from before a
+  // restart) and after a bucket drop purged entries whose deltas a later commit kept. The three
+  // epochs are atomics that only ever move forward; folded_epoch is written under fold_mutex.
   pg_atomic_uint32 fold_epoch;
   pg_atomic_uint32 folded_epoch;
   pg_atomic_uint32 deltas_until;
+  slock_t fold_mutex;
+  int unfolded_count;
+  int32 unfolded[16];
 };
 
 enum RequestState : uint32 { kRequestEmpty = 0, kRequestPending, kRequestTaken, kRequestDone,
@@ -177,6 +185,11 @@ inline bool LoadsReadDeltas(DatabaseSlot* slot) {
 }
 // Makes loads read the deltas until a fold of every commit so far.
 void RequireDeltaReads(DatabaseSlot* slot);
+// After a committed fold of epoch `epoch` that skipped the counters `skipped` (sorted): see
+// DatabaseSlot::fold_epoch.
+void PublishFold(DatabaseSlot* slot, uint32 epoch, const int32* skipped, int nskipped);
+// Whether the deltas committed into an entry of `counter` tagged `epoch` are all folded.
+bool Folded(DatabaseSlot* slot, int32 counter, uint32 epoch);
 
 // Appends an entry that became dirty to the ring of `slot` (this backend's database's slot).
 void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation);
