@@ -3,6 +3,8 @@
 # extension, then runs, as an unprivileged user (PostgreSQL refuses root) in a scratch copy of
 # the tree: pg_regress, the isolation tests and the TAP tests (each against temporary instances
 # with the library preloaded), and the unit tests of the C++ core.
+# Then the client suite (test/clients/): psycopg, node-postgres, PgJDBC and pgbouncer against
+# a temporary instance.
 # Works as root or as a sudo user, with no standard input. Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +13,12 @@ top=$(pwd)
 sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)
 packages=(build-essential postgresql-15 postgresql-server-dev-15
-          libipc-run-perl cmake libgtest-dev)
+          libipc-run-perl cmake libgtest-dev
+          python3-psycopg default-jdk-headless libpostgresql-jdbc-java pgbouncer)
+# A Node.js installed from elsewhere bundles npm and conflicts with Debian's npm package: ask apt
+# only for the commands that are missing.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
   "${sudo[@]}" apt-get update -q
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}" </dev/null
@@ -54,6 +61,8 @@ suite "pg_regress" check ISOLATION= TAP_TESTS=
 suite "isolation" check REGRESS= TAP_TESTS=
 suite "tap" check REGRESS= ISOLATION=
 suite "unit" bash "$top/test/unit/run.sh"
+# In the scratch copy, so that npm installs node-postgres where the suite's user may write.
+suite "clients" "${run[@]}" bash "$work/test/clients/run.sh"
 
 rm -rf "$work"
 echo "suites: $passed passed, $failed failed"

@@ -1,0 +1,338 @@
+"""The checks that psycopg_test.py runs against the server directly and pgbouncer_test.py through
+pgbouncer: the README's "Using it" examples with %s placeholders, NULL keys and empty arrays,
+exact totals from 20 concurrent connections, and a counter dropped and re-created under
+connections that have their statements prepared.
+
+Connections keep psycopg's defaults: a transaction starts with the first statement and ends with
+commit() or rollback(), as the psycopg documentation writes it.
+"""
+
+import sys
+import threading
+import traceback
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+
+WORKERS = 20
+# psycopg prepares a statement on the server after 5 executions: more rounds than that run the
+# prepared form too.
+ROUNDS = 12
+
+
+class Checks:
+    """Runs named checks, each independent of the others' outcome, printing ok / not ok."""
+
+    def __init__(self, stack):
+        self.stack = stack
+        self.failures = 0
+
+    def run(self, name, fn, *args):
+        try:
+            fn(*args)
+        except Exception as e:  # any exception is this check's failure, not the suite's end
+            self.failures += 1
+            reason = " ".join(f"{type(e).__name__}: {e}".split())
+            print(f"not ok {self.stack}: {name}: {reason}")
+            traceback.print_exc(file=sys.stdout)
+        else:
+            print(f"ok {self.stack}: {name}")
+
+
+def eq(actual, expected, what):
+    if actual != expected:
+        raise AssertionError(f"{what}: got {actual!r}, expected {expected!r}")
+
+
+def each_once(values, total, what):
+    """Asserts that values are 1..total, each once, as a buffered counter hands them out."""
+    if sorted(values) != list(range(1, total + 1)):
+        seen = set(values)
+        missing = [v for v in range(1, total + 1) if v not in seen][:10]
+        repeated = sorted({v for v in values if values.count(v) > 1})[:10]
+        raise AssertionError(f"{what}: {len(values)} values, expected 1..{total} each once;"
+                             f" missing {missing}, repeated {repeated}")
+
+
+def one(conn, query, params=()):
+    return conn.execute(query, params).fetchone()[0]
+
+
+def expect_sqlstate(conn, sqlstate, query, params):
+    try:
+        conn.execute(query, params)
+    except psycopg.Error as e:
+        conn.rollback()
+        eq(e.sqlstate, sqlstate, f"SQLSTATE of {query} {params!r}")
+    else:
+        conn.rollback()
+        raise AssertionError(f"{query} {params!r} succeeded, expected SQLSTATE {sqlstate}")
+
+
+def page_views(connect):
+    with connect() as conn:
+        eq(one(conn, "SELECT sc_create(%s, %s)", ("page_views", "buffered")), "page_views",
+           "sc_create")
+        for n in range(1, 8):
+            eq(one(conn, "SELECT sc_incr(%s, %s)", ("page_views", 42)), n, f"view {n} of post 42")
+        eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("page_views", 42, 10)), 17, "adding 10")
+        eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("page_views", 42, -2)), 15, "adding -2")
+        for _ in range(7):
+            eq(one(conn, "SELECT sc_sum(%s, %s)", ("page_views", 42)), 15, "sc_sum of post 42")
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("page_views", 43)), 0, "sc_sum of an unseen post")
+
+
+def copies_sold(connect):
+    with connect() as conn, connect() as other:
+        conn.execute("CREATE TABLE sales (book bigint NOT NULL)")
+        eq(one(conn, "SELECT sc_create(%s)", ("copies_sold",)), "copies_sold", "sc_create")
+        conn.commit()
+
+        conn.execute("INSERT INTO sales VALUES (%s)", (7,))
+        eq(one(conn, "SELECT sc_incr(%s, %s)", ("copies_sold", 7)), 1, "incr in the open sale")
+        eq(one(other, "SELECT sc_sum(%s, %s)", ("copies_sold", 7)), 0,
+           "another session's sum before the sale commits")
+        other.commit()
+        conn.commit()
+        eq(one(other, "SELECT sc_sum(%s, %s)", ("copies_sold", 7)), 1,
+           "another session's sum after the commit")
+        other.commit()
+
+        conn.execute("INSERT INTO sales VALUES (%s)", (7,))
+        eq(one(conn, "SELECT sc_incr(%s, %s)", ("copies_sold", 7)), 2,
+           "incr in a sale that will roll back")
+        conn.rollback()
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("copies_sold", 7)), 1, "sum after the rollback")
+        eq(one(conn, "SELECT count(*) FROM sales WHERE book = %s", (7,)), 1, "sales rows")
+        eq(one(other, "SELECT sc_sum(%s, %s)", ("copies_sold", 7)), 1,
+           "another session's sum after the rollback")
+
+
+def team_points(connect):
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s)", ("points", "buffered"))
+        conn.execute("CREATE TABLE friends (user_id bigint, friend_id bigint)")
+        conn.cursor().executemany("INSERT INTO friends VALUES (%s, %s)", [(1, 2), (1, 3), (4, 1)])
+        answers = {1: 3, 2: 5, 3: 1, 4: 2, 5: 4}
+        for user, count in answers.items():
+            for n in range(1, count + 1):
+                eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("points", user, 10)), 10 * n,
+                   f"points of user {user}")
+        conn.commit()
+
+        eq(one(conn, "SELECT sc_sum_keys(%s, %s)", ("points", [2, 3, 1])), 90, "team of user 1")
+        eq(one(conn, "SELECT sc_sum_keys(%s, %s)", ("points", [1, 1, 2])), 80,
+           "a key listed twice counts once")
+        # The README's own query, the group read from a table.
+        team = ("SELECT sc_sum_keys(%s, ARRAY(SELECT friend_id FROM friends WHERE user_id = %s)"
+                " || %s::bigint)")
+        eq(one(conn, team, ("points", 1, 1)), 90, "team of user 1 from friends")
+        eq(one(conn, team, ("points", 4, 4)), 50, "team of user 4 from friends")
+
+        rows = conn.execute("SELECT * FROM sc_top(%s, %s)", ("points", 3)).fetchall()
+        eq(rows, [(2, 50), (5, 40), (1, 30)], "top 3")
+        rows = conn.execute("SELECT * FROM sc_top(%s, %s)", ("points", 10)).fetchall()
+        eq(rows, [(2, 50), (5, 40), (1, 30), (4, 20), (3, 10)], "top 10 of 5 users")
+
+
+def hits_per_hour(connect):
+    def at(hour, minute):
+        return datetime(2021, 11, 21, hour, minute, tzinfo=timezone.utc)
+
+    with connect() as conn:
+        eq(one(conn, "SELECT sc_create(%s, %s, %s)", ("hits", "buffered", timedelta(hours=1))),
+           "hits", "sc_create with a bucket width")
+        incr = "SELECT sc_incr(%s, %s, %s, %s)"
+        for n in range(1, 4):
+            eq(one(conn, incr, ("hits", 42, 1, at(10, 15))), n, "hit at 10:15")
+        for n in range(4, 6):
+            eq(one(conn, incr, ("hits", 42, 1, at(10, 45))), n, "hit at 10:45, same hour")
+        for n in range(1, 5):
+            eq(one(conn, incr, ("hits", 42, 1, at(11, 5))), n, "hit at 11:05, next hour")
+        eq(one(conn, incr, ("hits", 42, 1, at(9, 59))), 1, "hit at 9:59")
+        eq(one(conn, incr, ("hits", 7, 2, at(10, 20))), 2, "2 hits of page 7 at 10:20")
+        eq(one(conn, "SELECT sc_incr(%s, %s)", ("hits", 42)), 1, "a hit in the current hour")
+
+        ranged = "SELECT sc_sum(%s, %s, %s, %s)"
+        eq(one(conn, ranged, ("hits", 42, at(10, 0), at(11, 0))), 5, "hits from 10:00 to 11:00")
+        eq(one(conn, ranged, ("hits", 42, at(10, 0), None)), 10, "hits since 10:00")
+        eq(one(conn, ranged, ("hits", 42, at(10, 30), at(11, 30))), 4,
+           "hits in the buckets that start from 10:30 to 11:30")
+        eq(one(conn, ranged, ("hits", 42, at(23, 0), None)), 1, "hits since the day after")
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("hits", 42)), 11, "hits over all hours")
+
+        rows = conn.execute("SELECT * FROM sc_series(%s, %s, %s, %s)",
+                            ("hits", 42, at(9, 0), at(12, 0))).fetchall()
+        eq(rows, [(at(9, 0), 1), (at(10, 0), 5), (at(11, 0), 4)], "sc_series from 9:00 to 12:00")
+        rows = conn.execute("SELECT * FROM sc_top(%s, %s, %s, %s)",
+                            ("hits", 10, at(10, 0), at(11, 0))).fetchall()
+        eq(rows, [(42, 5), (7, 2)], "top pages from 10:00 to 11:00")
+
+        eq(one(conn, "SELECT sc_set(%s, %s, %s, %s)", ("hits", 42, 100, at(10, 30))), 5,
+           "sc_set of the 10:00 bucket returns its old value")
+        eq(one(conn, ranged, ("hits", 42, at(10, 0), at(11, 0))), 100, "the 10:00 bucket after sc_set")
+        eq(one(conn, ranged, ("hits", 42, at(11, 0), at(12, 0))), 4, "the 11:00 bucket after sc_set")
+
+
+def buyers_reset(connect):
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s)", ("buyers_total", "buffered"))
+        for n in range(1, 8):
+            eq(one(conn, "SELECT sc_incr(%s)", ("buyers_total",)), n, f"buyer {n}")
+        eq(one(conn, "SELECT sc_set(%s, %s, %s)", ("buyers_total", 0, 0)), 7,
+           "sc_set returns the old value")
+        eq(one(conn, "SELECT sc_sum(%s)", ("buyers_total",)), 0, "sum after the reset")
+        eq(one(conn, "SELECT sc_incr(%s)", ("buyers_total",)), 1, "first buyer after the reset")
+        conn.commit()
+
+        # On a transactional counter the reset belongs to its transaction.
+        conn.execute("SELECT sc_create(%s)", ("orders_total",))
+        conn.commit()
+        eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("orders_total", 3, 5)), 5, "5 orders")
+        conn.commit()
+        eq(one(conn, "SELECT sc_set(%s, %s, %s)", ("orders_total", 3, 0)), 5,
+           "transactional sc_set returns the old value")
+        conn.rollback()
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("orders_total", 3)), 5, "a rolled back reset")
+        eq(one(conn, "SELECT sc_set(%s, %s, %s)", ("orders_total", 3, 1)), 5, "reset to 1")
+        conn.commit()
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("orders_total", 3)), 1, "a committed reset")
+
+
+def nulls_and_arrays(connect):
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s)", ("batch", "buffered"))
+        conn.commit()
+        for _ in range(7):
+            expect_sqlstate(conn, "22004", "SELECT sc_incr(%s, %s)", ("batch", None))
+            expect_sqlstate(conn, "22004", "SELECT sc_sum(%s, %s)", ("batch", None))
+            expect_sqlstate(conn, "22004", "SELECT sc_incr(%s, %s, %s)", ("batch", None, 1))
+            expect_sqlstate(conn, "42704", "SELECT sc_sum(%s, %s)", ("no_such_counter", 1))
+        for _ in range(7):
+            eq(one(conn, "SELECT sc_sum_keys(%s, %s)", ("batch", [])), 0, "an empty group")
+            eq(one(conn, "SELECT sc_incr_batch(%s, %s, %s)", ("batch", [], [])), [],
+               "an empty batch")
+        eq(one(conn, "SELECT sc_incr_batch(%s, %s, %s)", ("batch", [1, 2, 1], [5, 1, 2])),
+           [5, 1, 7], "a batch with a key twice")
+        eq(one(conn, "SELECT sc_sum_keys(%s, %s)", ("batch", [1, 2])), 8, "sum of the batch")
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("batch", 1)), 7, "key 1 after the batch")
+        conn.rollback()
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("batch", 1)), 7,
+           "a buffered batch survives rollback")
+
+
+def in_threads(conns, fn):
+    """Runs fn(conn) in one thread per connection, started together; returns their results in
+    order, or raises the first exception one of them raised."""
+    start = threading.Barrier(len(conns))
+    results = [None] * len(conns)
+    errors = []
+
+    def body(i):
+        try:
+            start.wait(timeout=60)
+            results[i] = fn(conns[i])
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    if any(t.is_alive() for t in threads):
+        raise AssertionError("a worker did not finish within 120 s")
+    if errors:
+        raise errors[0]
+    return results
+
+
+def count_hot_key(conn, counter, rounds=ROUNDS):
+    """Counts rounds times into key 1 of counter, one transaction each; returns the values."""
+    values = []
+    for _ in range(rounds):
+        values.append(one(conn, "SELECT sc_incr(%s, %s)", (counter, 1)))
+        conn.commit()
+    return values
+
+
+def concurrent_exact(connect, durability):
+    counter = f"hot_{durability}"
+    total = WORKERS * ROUNDS
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s)", (counter, durability))
+        conn.commit()
+    conns = [connect() for _ in range(WORKERS)]
+    try:
+        values = [v for vs in in_threads(conns, lambda c: count_hot_key(c, counter)) for v in vs]
+    finally:
+        for c in conns:
+            c.close()
+    if durability == "buffered":
+        each_once(values, total, "values returned to concurrent callers")
+    else:
+        eq([v for v in values if not 1 <= v <= total], [], "values outside 1..total")
+    with connect() as conn:
+        eq(one(conn, "SELECT sc_sum(%s, %s)", (counter, 1)), total, "the total")
+
+
+def recreate_under_prepared(connect, server_prepares):
+    """Drops and re-creates counters that 20 connections have counted into with their cached
+    (prepared, if the stack prepares) statements; the same connections then count again."""
+    names = {"buffered": "recreated_buffered", "transactional": "recreated_transactional"}
+    total = WORKERS * ROUNDS
+
+    def work(conn):
+        return {d: count_hot_key(conn, name) for d, name in names.items()}
+
+    def check_phase(results, phase):
+        each_once([v for r in results for v in r["buffered"]], total,
+                  f"buffered values returned {phase}")
+        values = [v for r in results for v in r["transactional"]]
+        eq([v for v in values if not 1 <= v <= total], [],
+           f"transactional values outside 1..total {phase}")
+        with connect() as conn:
+            for d, name in names.items():
+                eq(one(conn, "SELECT sc_sum(%s, %s)", (name, 1)), total, f"{d} total {phase}")
+
+    with connect() as admin:
+        for d, name in names.items():
+            admin.execute("SELECT sc_create(%s, %s)", (name, d))
+        admin.commit()
+        conns = [connect() for _ in range(WORKERS)]
+        try:
+            check_phase(in_threads(conns, work), "before the re-create")
+            if server_prepares:
+                for c in conns:
+                    n = one(c, "SELECT count(*) FROM pg_prepared_statements"
+                               " WHERE statement LIKE %s", ("%sc_incr%",))
+                    c.commit()
+                    if n == 0:
+                        raise AssertionError("a connection has no prepared sc_incr statement")
+            for d, name in names.items():
+                admin.execute("SELECT sc_drop(%s)", (name,))
+                admin.execute("SELECT sc_create(%s, %s)", (name, d))
+            admin.commit()
+            check_phase(in_threads(conns, work), "after the re-create")
+        finally:
+            for c in conns:
+                c.close()
+
+
+def run_all(stack, connect, server_prepares):
+    checks = Checks(stack)
+    checks.run("page views: sc_incr, sc_incr with a delta, sc_sum", page_views, connect)
+    checks.run("copies sold: a committed sc_incr counts, a rolled back one does not",
+               copies_sold, connect)
+    checks.run("team points: sc_sum_keys of a team, sc_top leaderboard", team_points, connect)
+    checks.run("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set",
+               hits_per_hour, connect)
+    checks.run("sc_set returns the old value, buffered and transactional", buyers_reset, connect)
+    checks.run("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch",
+               nulls_and_arrays, connect)
+    for durability in ("buffered", "transactional"):
+        checks.run(f"{WORKERS} connections count one key of a {durability} counter exactly",
+                   concurrent_exact, connect, durability)
+    checks.run(f"drop and re-create under {WORKERS} connections with cached statements",
+               recreate_under_prepared, connect, server_prepares)
+    return checks.failures
