@@ -497,18 +497,23 @@ void slotted_counter_attacher_main(Datum arg) {
   if (round == 0) round = GetCurrentTimestamp();
   int count = 0;
   DueAttachment* due = ReadDue(round, &count);
-  // This process's identity: the owner of the first due attachment's table (a gone table's
-  // attachment fails before any code runs, so it runs in any process).
+  // This process's identity: the owner of the table of the first attachment that runs (one whose
+  // row is locked runs no code and chooses nothing, else it could make every successor hand over
+  // again while the lock lasts; a gone table's attachment fails before any code runs).
   Oid owner = InvalidOid;
   bool others = false;
   for (int i = 0; i < count; i++) {
     CHECK_FOR_INTERRUPTS();
-    if (!OidIsValid(owner)) owner = due[i].owner;
-    if (OidIsValid(due[i].owner) && due[i].owner != owner) {
+    if (OidIsValid(owner) && OidIsValid(due[i].owner) && due[i].owner != owner) {
       others = true;
       continue;
     }
-    if (Run(due[i], owner) == Outcome::kOtherOwner) others = true;
+    Oid as = OidIsValid(owner) ? owner : due[i].owner;
+    Outcome outcome = Run(due[i], as);
+    if (outcome == Outcome::kOtherOwner)
+      others = true;
+    else if (outcome == Outcome::kRan)
+      owner = as;
   }
   pgstat_report_activity(STATE_IDLE, nullptr);
   if (others) HandOver(db, round);

@@ -56,6 +56,7 @@ void CreateSharedState() {
       pg_atomic_init_u32(&slot->fold_epoch, 1);
       pg_atomic_init_u32(&slot->folded_epoch, 0);
       pg_atomic_init_u32(&slot->deltas_until, 1);
+      pg_atomic_init_u32(&slot->evictable_epoch, 0);
       SpinLockInit(&slot->fold_mutex);
       slot->unfolded_count = 0;
       slot->worker_state = kWorkerNone;
@@ -96,17 +97,22 @@ void PublishFold(DatabaseSlot* slot, uint32 epoch, const int32* skipped, int nsk
   if (nskipped > kMaxUnfolded) return;
   SpinLockAcquire(&slot->fold_mutex);
   // An older fold that ends after a newer one (two flushers during a hand-over) says nothing new.
-  if (epoch > pg_atomic_read_u32(&slot->folded_epoch)) {
+  if (epoch > pg_atomic_read_u32(&slot->evictable_epoch)) {
     memcpy(slot->unfolded, skipped, sizeof(int32) * nskipped);
     slot->unfolded_count = nskipped;
-    pg_atomic_write_u32(&slot->folded_epoch, epoch);
+    pg_atomic_write_u32(&slot->evictable_epoch, epoch);
+  }
+  if (nskipped == 0) {
+    uint32 done = pg_atomic_read_u32(&slot->folded_epoch);
+    while (done < epoch && !pg_atomic_compare_exchange_u32(&slot->folded_epoch, &done, epoch)) {
+    }
   }
   SpinLockRelease(&slot->fold_mutex);
 }
 
 bool Folded(DatabaseSlot* slot, int32 counter, uint32 epoch) {
   SpinLockAcquire(&slot->fold_mutex);
-  bool folded = epoch <= pg_atomic_read_u32(&slot->folded_epoch);
+  bool folded = epoch <= pg_atomic_read_u32(&slot->evictable_epoch);
   for (int i = 0; folded && i < slot->unfolded_count; i++) folded = slot->unfolded[i] != counter;
   SpinLockRelease(&slot->fold_mutex);
   return folded;

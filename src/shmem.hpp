@@ -112,18 +112,22 @@ struct DatabaseSlot {
   // (buffer.cpp). A commit tags the entry it settles with fold_epoch (Entry::commit_epoch); a
   // flush takes fold_epoch's value v and moves it on before its fold reads the deltas, so every
   // delta tagged v or less is in that fold, except the deltas of the counters it had to skip
-  // (locked by a transaction dropping them or their buckets). Once the fold committed,
-  // folded_epoch becomes v and `unfolded` the counters it skipped, together under fold_mutex (a
-  // fold that skipped more than kMaxUnfolded counters leaves both as they were). A transactional
-  // entry is evicted only if, read together under fold_mutex, commit_epoch <= folded_epoch and its
-  // counter is not in `unfolded`: so a transaction that holds one counter locked keeps that
-  // counter's entries in the buffer, not every entry of the database. Loads read the deltas too
-  // while folded_epoch < deltas_until: after the slot was (re)assigned (deltas from before a
-  // restart) and after a bucket drop purged entries whose deltas a later commit kept. The three
-  // epochs are atomics that only ever move forward; folded_epoch is written under fold_mutex.
+  // (locked by a transaction dropping them or their buckets). Once the fold committed:
+  //   - if it skipped none, folded_epoch becomes v: every delta tagged v or less is in totals.
+  //     Loads read the deltas too while folded_epoch < deltas_until: after the slot was
+  //     (re)assigned (deltas from before a restart) and after a bucket drop purged entries whose
+  //     deltas a later commit kept.
+  //   - if it skipped at most 16, evictable_epoch becomes v and `unfolded` the counters it
+  //     skipped, together under fold_mutex (more leaves both as they were). A transactional entry
+  //     is evicted only if, read together under fold_mutex, commit_epoch <= evictable_epoch and
+  //     its counter is not in `unfolded`: so a transaction that holds one counter locked keeps
+  //     that counter's entries in the buffer, not every entry of the database.
+  // The four epochs are atomics that only ever move forward; evictable_epoch >= folded_epoch, and
+  // it is written under fold_mutex.
   pg_atomic_uint32 fold_epoch;
   pg_atomic_uint32 folded_epoch;
   pg_atomic_uint32 deltas_until;
+  pg_atomic_uint32 evictable_epoch;
   slock_t fold_mutex;
   int unfolded_count;
   int32 unfolded[16];

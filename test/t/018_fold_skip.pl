@@ -50,11 +50,54 @@ $holder->quit;
 is($node->safe_psql('postgres', q{SELECT sc_sum('held', 1)}), '1',
 	'the held counter kept its value through the rolled-back drop');
 $node->safe_psql('postgres', q{SELECT sc_incr('busy', 1, 1)});
+
+# Reads after a bucket drop include the deltas a later commit kept until a fold of every counter:
+# a fold that skips a counter held by another drop must not end that. An increment commits while
+# a drop of every bucket is open (its delta survives the drop); a second drop, queued behind the
+# first, holds the counter from the first one's commit on (no fold in between) while flushes
+# run; the bucket's value is that increment all along.
+$node->safe_psql('postgres', q{SELECT sc_create('cy', 'transactional', '1 hour')});
+$node->safe_psql('postgres', q{SELECT sc_incr('cy', 1, 100)});
+my $first = $node->background_psql('postgres');
+$first->query_safe(q{BEGIN; SELECT sc_drop_buckets('cy', now() + interval '1 day')});
+is($node->safe_psql('postgres', q{SELECT sc_incr('cy', 1, 5)}), '105',
+	'an increment commits while a drop of its bucket is open');
+my $second = $node->background_psql('postgres');
+$second->query_until(qr/queued/, q{\echo queued
+BEGIN;
+SELECT sc_drop_buckets('cy', '2000-01-01');
+});
+ok( $node->poll_query_until(
+		'postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+		              WHERE wait_event_type = 'Lock' AND query LIKE '%2000-01-01%'}),
+	'the second drop waits for the first');
+$first->query_safe('COMMIT');
+$first->quit;
+ok( $node->poll_query_until(
+		'postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+		              WHERE state = 'idle in transaction' AND query LIKE '%2000-01-01%'}),
+	'and holds the counter from the first one\'s commit on');
+my $flushes = $node->safe_psql('postgres',
+	q{SELECT flushes FROM slotted_counter.stats WHERE datname = current_database()});
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT flushes >= $flushes + 3 FROM slotted_counter.stats
+		               WHERE datname = current_database()}),
+	'flushes run while the second drop holds the counter');
+is( $node->safe_psql(
+		'postgres', q{SELECT sc_sum('cy', 1, now() - interval '1 day', now() + interval '1 day')}),
+	'5', 'the bucket reads the increment that the first drop kept');
+is($node->safe_psql('postgres', q{SELECT sc_incr('cy', 1, 1)}), '6',
+	'and counts on from it');
+$second->query_safe('COMMIT');
+$second->quit;
+$node->safe_psql('postgres', q{SELECT sc_rollup()});
+is($node->safe_psql('postgres', q{SELECT sc_sum('cy', 1)}), '6', 'after the fold too');
+
 $node->restart;
 is( $node->safe_psql(
 		'postgres', q{SELECT sc_sum_keys('busy', ARRAY(SELECT generate_series(1, 1000)::bigint)),
-		                     sc_sum('held', 1)}),
-	'2001|1', 'and after a restart');
+		                     sc_sum('held', 1), sc_sum('cy', 1)}),
+	'2001|1|6', 'and after a restart');
 
 $node->stop;
 done_testing();
