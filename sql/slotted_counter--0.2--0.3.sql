@@ -90,6 +90,21 @@ CREATE VIEW slotted_counter.lagged WITH (security_invoker = true) AS
       ON c.id OPERATOR(pg_catalog.=) t.counter;
 GRANT SELECT ON slotted_counter.lagged TO PUBLIC;
 
+-- A failing flush is visible: failures in a row, the last error and when.
+DROP VIEW slotted_counter.stats;
+DROP FUNCTION slotted_counter.sc_stats();
+CREATE FUNCTION slotted_counter.sc_stats(
+    OUT datname name, OUT capacity bigint, OUT entries_used bigint, OUT dirty_entries bigint,
+    OUT flushes bigint, OUT last_flush_at timestamptz, OUT last_flush_ms double precision,
+    OUT rows_written bigint, OUT write_throughs bigint, OUT evictions bigint,
+    OUT attach_skipped bigint, OUT attach_errors bigint,
+    OUT worker_pid integer, OUT worker_state text,
+    OUT flush_failures bigint, OUT last_error text, OUT last_error_at timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'sc_stats' LANGUAGE C STRICT VOLATILE;
+CREATE VIEW slotted_counter.stats AS SELECT * FROM slotted_counter.sc_stats();
+GRANT SELECT ON slotted_counter.stats TO PUBLIC;
+
 -- Descriptions, for \dT+, \df+, \d+ and \dv+.
 COMMENT ON TYPE slotted_counter IS
     'a reference to a counter of this database, written and shown as its name';

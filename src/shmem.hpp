@@ -46,7 +46,7 @@
 namespace sc {
 
 enum WorkerState : uint32 { kWorkerNone = 0, kWorkerStarting, kWorkerIdle, kWorkerFlushing,
-                            kWorkerServing, kWorkerStopping };
+                            kWorkerServing, kWorkerStopping, kWorkerFailing };
 
 // An entry that became dirty: its index, and its generation then (a stale one is skipped).
 struct DirtyRef {
@@ -69,8 +69,10 @@ struct DatabaseSlot {
   uint64 flush_requested;        // sc_rollup tickets handed out
   uint64 flush_done;             // the highest ticket served by a committed flush
   uint64 flush_failed;           // the highest ticket whose flush failed
-  int flush_error_code;          // the failure's SQLSTATE, and its message
+  int flush_error_code;          // the last failure's SQLSTATE, message and time
   char flush_error[256];
+  TimestampTz flush_error_at;
+  uint64 flush_failures;         // failed flushes since the last committed one
   int64 last_flush_rows;
   uint64 flushes;
   uint64 rows_written;

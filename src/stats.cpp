@@ -21,6 +21,7 @@ const char* WorkerStateName(uint32 state) {
     case kWorkerFlushing: return "flushing";
     case kWorkerServing: return "writing through";
     case kWorkerStopping: return "stopping";
+    case kWorkerFailing: return "failing";
     default: return "not running";
   }
 }
@@ -40,9 +41,10 @@ int64 DirtyEntries(Oid db) {
   return dirty;
 }
 
+// Fills as many columns as the function's SQL declares: 14 before version 0.3, 17 since.
 void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
-  Datum values[14];
-  bool nulls[14] = {false};
+  Datum values[17];
+  bool nulls[17] = {false};
   char* datname = get_database_name(db);
   if (datname == nullptr) nulls[0] = true;
   else values[0] = CStringGetDatum(datname);
@@ -62,6 +64,13 @@ void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
   if (pid == 0) nulls[12] = true;
   else values[12] = Int32GetDatum(pid);
   values[13] = CStringGetTextDatum(WorkerStateName(pid == 0 ? kWorkerNone : copy->worker_state));
+  values[14] = Int64GetDatum(int64(copy->flush_failures));
+  if (copy->flush_error_at == 0) {
+    nulls[15] = nulls[16] = true;
+  } else {
+    values[15] = CStringGetTextDatum(copy->flush_error);
+    values[16] = TimestampTzGetDatum(copy->flush_error_at);
+  }
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -96,6 +105,9 @@ Datum sc_stats(PG_FUNCTION_ARGS) {
     copy.attach_errors = slot->attach_errors;
     copy.last_flush_at = slot->last_flush_at;
     copy.last_flush_ms = slot->last_flush_ms;
+    copy.flush_failures = slot->flush_failures;
+    copy.flush_error_at = slot->flush_error_at;
+    memcpy(copy.flush_error, slot->flush_error, sizeof(copy.flush_error));
     SpinLockRelease(&slot->mutex);
     AddRow(rsinfo, db, &copy, pid);
     seen_mine = seen_mine || db == MyDatabaseId;

@@ -43,6 +43,16 @@ constexpr int kErrorBackoffMs = 1000;
 // Cleared for the flushes of a shutdown: no attacher starts then.
 bool start_attachers = true;
 
+// A failing flusher says so when it starts failing (a WARNING), then at most every
+// kFailureLogMs while it goes on failing, and once more when a flush commits again.
+constexpr int kFailureLogMs = 60000;
+TimestampTz failure_logged_at = 0;
+// Whether the last flush failed: the state the flusher rests in between flushes.
+bool flush_failing = false;
+// The database's name, read once at start: the reports of a failed flush are made outside any
+// transaction, where no catalog can be read.
+char db_name[NAMEDATALEN];
+
 // The slot of db, or a free slot now assigned to db; nullptr if all are taken. slots_lock held.
 DatabaseSlot* SlotFor(Oid db) {
   DatabaseSlot* free_slot = nullptr;
@@ -69,6 +79,8 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->flush_requested = free_slot->flush_done = free_slot->flush_failed = 0;
     free_slot->flush_error_code = 0;
     free_slot->flush_error[0] = '\0';
+    free_slot->flush_error_at = 0;
+    free_slot->flush_failures = 0;
     free_slot->last_flush_rows = 0;
     free_slot->flushes = free_slot->rows_written = free_slot->write_throughs = 0;
     free_slot->attach_skipped = free_slot->attach_errors = 0;
@@ -121,6 +133,27 @@ void StartAttacherIfDue(Oid db, TimestampTz due) {
   if (start) (void)StartAttacher(db);
 }
 
+// Reports a failed flush, the failures in a row counting it.
+void LogFailure(int code, const char* error, uint64 failures) {
+  TimestampTz now = GetCurrentTimestamp();
+  if (failures == 1) {
+    ereport(WARNING, (errcode(code),
+                      errmsg("could not flush the counters of database \"%s\": %s",
+                             db_name, error),
+                      errdetail("Nothing is lost: the values stay in the buffer, and the flusher "
+                                "tries again every second. slotted_counter.stats shows the "
+                                "failures.")));
+  } else if (TimestampDifferenceExceeds(failure_logged_at, now, kFailureLogMs)) {
+    ereport(LOG, (errcode(code),
+                  errmsg("the counters of database \"%s\" still cannot be flushed after %llu "
+                         "attempts: %s",
+                         db_name, (unsigned long long)failures, error)));
+  } else {
+    return;
+  }
+  failure_logged_at = now;
+}
+
 void SetWorkerState(WorkerState state) {
   SpinLockAcquire(&my_flusher_slot->mutex);
   my_flusher_slot->worker_state = state;
@@ -167,6 +200,10 @@ bool ExtensionInstalled() {
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
   bool installed = OidIsValid(get_extension_oid("slotted_counter", true));
+  if (db_name[0] == '\0') {
+    const char* name = get_database_name(MyDatabaseId);
+    strlcpy(db_name, name != nullptr ? name : "?", sizeof(db_name));
+  }
   CommitTransactionCommand();
   return installed;
 }
@@ -196,7 +233,6 @@ bool FlushAndRecord(Oid db) {
     error_code = edata->sqlerrcode;
     strlcpy(error, edata->message != nullptr ? edata->message : "unknown error", sizeof(error));
     FreeErrorData(edata);
-    EmitErrorReport();
     FlushErrorState();
     AbortCurrentTransaction();
     AbandonTotalsWrite();
@@ -208,9 +244,12 @@ bool FlushAndRecord(Oid db) {
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();
+  flush_failing = rows < 0;
   SpinLockAcquire(&my_flusher_slot->mutex);
-  my_flusher_slot->worker_state = kWorkerIdle;
+  my_flusher_slot->worker_state = flush_failing ? kWorkerFailing : kWorkerIdle;
+  uint64 failures = my_flusher_slot->flush_failures;
   if (rows >= 0) {
+    my_flusher_slot->flush_failures = 0;
     my_flusher_slot->flush_done = ticket;
     my_flusher_slot->last_flush_rows = rows;
     my_flusher_slot->flushes++;
@@ -218,12 +257,19 @@ bool FlushAndRecord(Oid db) {
     my_flusher_slot->last_flush_at = end;
     my_flusher_slot->last_flush_ms = double(end - start) / 1000.0;
   } else {
+    failures = ++my_flusher_slot->flush_failures;
     my_flusher_slot->flush_failed = ticket;
     my_flusher_slot->flush_error_code = error_code;
     memcpy(my_flusher_slot->flush_error, error, sizeof(error));
+    my_flusher_slot->flush_error_at = end;
   }
   SpinLockRelease(&my_flusher_slot->mutex);
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
+  if (rows < 0)
+    LogFailure(error_code, error, failures);
+  else if (failures > 0)
+    ereport(LOG, (errmsg("the counters of database \"%s\" are flushed again, after %llu failed "
+                         "attempts", db_name, (unsigned long long)failures)));
   return rows >= 0;
 }
 
@@ -424,7 +470,7 @@ void slotted_counter_flusher_main(Datum arg) {
     }
     SetWorkerState(kWorkerServing);
     bool ok = ServeAndRecord(db);
-    SetWorkerState(kWorkerIdle);
+    SetWorkerState(flush_failing ? kWorkerFailing : kWorkerIdle);
 
     TimestampTz now = GetCurrentTimestamp();
     int interval = settings.flush_interval;
