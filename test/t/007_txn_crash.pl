@@ -136,7 +136,7 @@ sub check_exact
 	my ($when) = @_;
 	is($node->safe_psql('postgres', $mismatch_query),
 		$exact, "$when: every key's value equals the sum of its committed rows");
-	ok($node->safe_psql('postgres', 'SELECT sc_rollup() >= 0'), "$when: sc_rollup succeeds");
+	is($node->safe_psql('postgres', 'SELECT sc_rollup() >= 0'), 't', "$when: sc_rollup succeeds");
 	is($node->safe_psql('postgres', $mismatch_query),
 		$exact, "$when: still exact after a rollup");
 	is($node->safe_psql('postgres', $totals_mismatch_query),
@@ -178,8 +178,8 @@ my ($lock_samples, $busy_samples, $events) = sample_waits(40);
 note 'wait events of the load: ' . join(', ', map { "$_ x$events->{$_}" } sort keys %$events);
 is($lock_samples, 0, 'phase 1: no load session ever waited on a row or transaction lock (40 samples)');
 ok($busy_samples >= 30, "phase 1: the samples saw the load running ($busy_samples of 40)");
-ok( $node->safe_psql('postgres',
-		q{SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'txn_load'}),
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'txn_load'}), 't',
 	'phase 1: pgbench is still running at the stop');
 $node->stop('immediate');
 eval { $pgbench->finish; };
@@ -225,7 +225,7 @@ isnt(($pgbench->full_results)[0], 0, 'phase 2: pgbench was cut off by the crash 
 note "pgbench stdout:\n$out\npgbench stderr:\n$err";
 ok($node->poll_query_until('postgres', 'SELECT true'),
 	'phase 2: the server accepts connections after the crash restart');
-ok($node->safe_psql('postgres', 'SELECT count(*) FROM ref') > $ref_before,
+cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM ref'), '>', $ref_before,
 	'phase 2: the load committed transactions before the crash');
 check_exact('phase 2, after the flusher was killed');
 

@@ -245,10 +245,10 @@ is( $node->safe_psql(
 		'postgres', q{SELECT value FROM slotted_counter.totals
 		              WHERE counter = 'plain'::slotted_counter::integer AND key = 7}),
 	'3', 'sleep: another counter reached the table');
-ok( $node->safe_psql(
+is( $node->safe_psql(
 		'postgres', qq{SELECT flushes > $flushes_before FROM slotted_counter.stats
-		               WHERE datname = current_database()}) eq 't',
-	'sleep: the flusher went on flushing');
+		               WHERE datname = current_database()}),
+	't', 'sleep: the flusher went on flushing');
 ok(wait_failed('m_sleep'), 'sleep: the run ended at its time limit');
 like(last_error('m_sleep'), qr/took longer than slotted_counter.attach_timeout \(2000 ms\)/,
 	'sleep: shown as a time-out');
