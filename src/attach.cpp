@@ -10,6 +10,7 @@
 // grant on slotted_counter.attachments.
 #include "attach.hpp"
 
+#include "arguments.hpp"
 #include "catalog.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
@@ -29,13 +30,6 @@ namespace {
 
 // An `every` longer than this is refused, so that last_attempt + every is always a timestamp.
 constexpr int kMaxEveryYears = 100;
-
-void RequireNotNull(FunctionCallInfo fcinfo, const char* const* names, int n) {
-  for (int i = 0; i < n; i++)
-    if (PG_ARGISNULL(i))
-      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                      errmsg("%s must not be null", names[i])));
-}
 
 AttrNumber RequireColumn(Oid relid, const char* column, const char* what) {
   AttrNumber attnum = get_attnum(relid, column);
@@ -131,10 +125,11 @@ void DetachDroppedTargets(const Oid* relids, int n) {
 using namespace sc;
 
 Datum sc_attach(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "target", "key_column", "value_column", "every"};
+  static const char* const names[] = {"counter",      "target", "key_column",
+                                      "value_column", "every",  nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_attach()");
-  RequireNotNull(fcinfo, names, 5);
+  RequireArguments(fcinfo, names);
   CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
   if (InstalledSchema() < 3)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -194,10 +189,10 @@ Datum sc_attach(PG_FUNCTION_ARGS) {
 }
 
 Datum sc_detach(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "target"};
+  static const char* const names[] = {"counter", "target", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_detach()");
-  RequireNotNull(fcinfo, names, 2);
+  RequireArguments(fcinfo, names);
   CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
   Oid relid = PG_GETARG_OID(1);
   Oid types[2] = {INT4OID, OIDOID};

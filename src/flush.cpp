@@ -22,6 +22,7 @@
 #include "catalog.hpp"
 #include "key_arrays.hpp"
 #include "shmem.hpp"
+#include "spi.hpp"
 
 namespace sc {
 
@@ -85,16 +86,6 @@ const char* const kWriteThroughSql =
     "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
     "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
     "RETURNING value";
-
-SPIPlanPtr Prepare(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types) {
-  if (*plan == nullptr) {
-    *plan = SPI_prepare(sql, nargs, const_cast<Oid*>(types));
-    if (*plan == nullptr)
-      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    SPI_keepplan(*plan);
-  }
-  return *plan;
-}
 
 // The slot whose totals writers this process counts itself among (shmem.hpp), while it does.
 DatabaseSlot* totals_write_slot = nullptr;
@@ -329,7 +320,7 @@ void Settle(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed)
 }
 
 void WriteBatch(const FlushItem* items, int64 n) {
-  if (plan_flush == nullptr) plan_flush = PrepareKeyArrayPlan(kFlushSql);
+  SPIPlanPtr plan = KeyArrayPlan(&plan_flush, kFlushSql);
   auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
   auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
@@ -340,23 +331,18 @@ void WriteBatch(const FlushItem* items, int64 n) {
     buckets[i] = items[i].bucket;
     deltas[i] = items[i].delta;
   }
-  ExecuteKeyArrays(plan_flush, SPI_OK_INSERT, int(n), counters, keys, buckets, deltas);
+  ExecuteKeyArrays(plan, SPI_OK_INSERT, int(n), counters, keys, buckets, deltas);
 }
 
 // Moves the committed deltas of the locked live counters into totals, and deletes the deltas of
 // counters that no longer exist; returns the number of totals rows written.
 int64 FoldDeltas(const int32* ids, int nids) {
-  if (plan_fold == nullptr) {
-    Oid type = INT4ARRAYOID;
-    plan_fold = SPI_prepare(kFoldSql, 1, &type);
-    if (plan_fold == nullptr)
-      elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    SPI_keepplan(plan_fold);
-  }
+  static const Oid type = INT4ARRAYOID;
+  SPIPlanPtr plan = KeptPlan(&plan_fold, kFoldSql, 1, &type);
   auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (nids + 1)));
   for (int i = 0; i < nids; i++) datums[i] = Int32GetDatum(ids[i]);
   Datum arg = PointerGetDatum(construct_array(datums, nids, INT4OID, 4, true, TYPALIGN_INT));
-  int rc = SPI_execute_plan(plan_fold, &arg, nullptr, false, 0);
+  int rc = SPI_execute_plan(plan, &arg, nullptr, false, 0);
   if (rc != SPI_OK_INSERT) elog(ERROR, "folding slotted_counter.deltas failed: %d", rc);
   int64 rows = int64(SPI_processed);
   rc = SPI_execute(kOrphanSql, false, 0);
@@ -439,7 +425,7 @@ int ServeWriteThroughs(Oid db) {
   {
     BeginWork(db);
     static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
-    SPIPlanPtr plan = Prepare(&plan_write_through, kWriteThroughSql, 4, types);
+    SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 4, types);
     for (int j = 0; j < n; j++) {
       WriteThroughRequest* r = &shared->requests[mine[j]];
       Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),

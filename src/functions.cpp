@@ -5,6 +5,7 @@
 // object with a destructor lives in these frames, so an ereport from anywhere below is safe.
 #include <algorithm>
 
+#include "arguments.hpp"
 #include "bucketed.hpp"
 #include "buffer.hpp"
 #include "catalog.hpp"
@@ -35,16 +36,6 @@ PG_FUNCTION_INFO_V1(sc_rollup);
 namespace sc {
 
 namespace {
-
-void RequireArgument(FunctionCallInfo fcinfo, int n, const char* name) {
-  if (PG_ARGISNULL(n))
-    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                    errmsg("%s must not be null", name)));
-}
-
-void RequireArguments(FunctionCallInfo fcinfo, const char* const* names) {
-  for (int n = 0; names[n] != nullptr; n++) RequireArgument(fcinfo, n, names[n]);
-}
 
 void CheckCounterName(const char* name) {
   size_t len = strlen(name);

@@ -2,15 +2,13 @@
 #include "key_arrays.hpp"
 
 #include "counter_table.hpp"
+#include "spi.hpp"
 
 namespace sc {
 
-SPIPlanPtr PrepareKeyArrayPlan(const char* sql) {
-  Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
-  SPIPlanPtr plan = SPI_prepare(sql, 4, types);
-  if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-  SPI_keepplan(plan);
-  return plan;
+SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql) {
+  static const Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
+  return KeptPlan(plan, sql, 4, types);
 }
 
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,

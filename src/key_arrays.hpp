@@ -5,8 +5,9 @@
 
 namespace sc {
 
-// Prepares (and keeps) sql, whose $1..$4 are int4[], int8[], timestamptz[], int8[]. Inside SPI.
-SPIPlanPtr PrepareKeyArrayPlan(const char* sql);
+// The plan of sql, whose $1..$4 are int4[], int8[], timestamptz[], int8[], prepared once and
+// kept in *plan. Inside SPI.
+SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql);
 
 // Executes plan with the n rows as its four arrays (a bucket of kNoBucket becomes NULL); fails
 // unless SPI answers expected_rc. Inside SPI.

@@ -14,6 +14,7 @@
 
 #include <cctype>
 
+#include "arguments.hpp"
 #include "catalog.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
@@ -101,13 +102,6 @@ Oid RoleNamed(const char* role) {
   return oid;
 }
 
-void RequireArgumentsPresent(FunctionCallInfo fcinfo, const char* const* names, int n) {
-  for (int i = 0; i < n; i++)
-    if (PG_ARGISNULL(i))
-      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                      errmsg("%s must not be null", names[i])));
-}
-
 // Runs one UPDATE of the counter's row as the extension, and notes the change for the commit.
 void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* args) {
   SpiSession spi = ConnectSpi();
@@ -125,10 +119,10 @@ void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* a
 
 // sc_grant and sc_revoke: the owner changes who holds SELECT and UPDATE.
 Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
-  static const char* const names[] = {"counter", "privileges", "role"};
+  static const char* const names[] = {"counter", "privileges", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery(grant ? "sc_grant()" : "sc_revoke()");
-  RequireArgumentsPresent(fcinfo, names, 3);
+  RequireArguments(fcinfo, names);
   const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kOwn);
   int32 id = def->id;
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(1)), true);
@@ -202,10 +196,10 @@ Datum sc_grant(PG_FUNCTION_ARGS) { return ChangeGrants(fcinfo, true); }
 Datum sc_revoke(PG_FUNCTION_ARGS) { return ChangeGrants(fcinfo, false); }
 
 Datum sc_alter_owner(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "role"};
+  static const char* const names[] = {"counter", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_alter_owner()");
-  RequireArgumentsPresent(fcinfo, names, 2);
+  RequireArguments(fcinfo, names);
   const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kOwn);
   int32 id = def->id;
   NameData counter_name;
