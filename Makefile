@@ -25,7 +25,7 @@ OBJS = \
 
 EXTENSION = slotted_counter
 DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
-	sql/slotted_counter--0.2--0.3.sql
+	sql/slotted_counter--0.2--0.3.sql sql/slotted_counter--0.3--0.4.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
 PG_CXXFLAGS = -std=c++17 -Wno-register

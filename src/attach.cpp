@@ -12,6 +12,7 @@
 
 #include "arguments.hpp"
 #include "catalog.hpp"
+#include "counter_ref.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
 #include "worker.hpp"
@@ -20,8 +21,6 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "utils/syscache.h"
 
-PG_FUNCTION_INFO_V1(sc_attach);
-PG_FUNCTION_INFO_V1(sc_detach);
 }
 
 namespace sc {
@@ -124,13 +123,14 @@ void DetachDroppedTargets(const Oid* relids, int n) {
 
 using namespace sc;
 
-Datum sc_attach(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Attach(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter",      "target", "key_column",
                                       "value_column", "every",  nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_attach()");
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kOwn);
   if (InstalledSchema() < 3)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("attachments need version 0.3 of extension \"slotted_counter\""),
@@ -188,12 +188,13 @@ Datum sc_attach(PG_FUNCTION_ARGS) {
   PG_RETURN_VOID();
 }
 
-Datum sc_detach(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Detach(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "target", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_detach()");
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kOwn);
   Oid relid = PG_GETARG_OID(1);
   Oid types[2] = {INT4OID, OIDOID};
   Datum args[2] = {Int32GetDatum(def.id), ObjectIdGetDatum(relid)};
@@ -215,3 +216,6 @@ Datum sc_detach(PG_FUNCTION_ARGS) {
   }
   PG_RETURN_VOID();
 }
+
+SC_ENTRY_POINTS(sc_attach, Attach)
+SC_ENTRY_POINTS(sc_detach, Detach)

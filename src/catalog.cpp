@@ -169,6 +169,7 @@ const CounterDef* Load(bool by_name_lookup, Datum arg) {
     def->bucketed = bucketed;
     def->width = width;
     strlcpy(def->name, name, NAMEDATALEN);
+    def->name_len = int32(strlen(def->name));
     def->owner = owner;
     def->nreaders = nreaders;
     def->readers = readers;
@@ -217,12 +218,32 @@ const CounterDef* GetCounterSlow(int32 id, uint32 need) {
 }
 
 int32 FindCounterByName(const char* name) {
-  ValidateCaches();
-  if (strlen(name) >= NAMEDATALEN) return -1;
-  auto* ne = static_cast<NameEntry*>(hash_search(by_name, name, HASH_FIND, nullptr));
-  if (ne != nullptr) return ne->id;
-  const CounterDef* def = Load(true, CStringGetTextDatum(name));
+  const CounterDef* def = FindCounter(name, int(strlen(name)));
   return def != nullptr ? def->id : -1;
+}
+
+const CounterDef* FindCounter(const char* name, int len) {
+  ValidateCaches();
+  if (len <= 0 || len >= NAMEDATALEN) return nullptr;
+  char key[NAMEDATALEN];
+  memset(key, 0, sizeof(key));
+  memcpy(key, name, len);
+  auto* ne = static_cast<NameEntry*>(hash_search(by_name, key, HASH_FIND, nullptr));
+  // A name cached for a counter this transaction dropped: the catalog may hold a new one.
+  if (ne != nullptr && !DroppedInThisTransaction(ne->id)) return FindCounter(ne->id);
+  const CounterDef* def = Load(true, CStringGetTextDatum(key));
+  if (def != nullptr && DroppedInThisTransaction(def->id)) def = nullptr;
+  if (def != nullptr) last_def = def;
+  return def;
+}
+
+const CounterDef* GetCounterSlow(const text* name, uint32 need) {
+  const char* bytes = VARDATA_ANY(name);
+  int len = int(VARSIZE_ANY_EXHDR(name));
+  const CounterDef* def = FindCounter(bytes, len);
+  if (def == nullptr) ReportUnknownCounter(pnstrdup(bytes, len));
+  RequirePrivileges(def, need);
+  return def;
 }
 
 void ReportUnknownCounter(const char* what) {

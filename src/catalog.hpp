@@ -19,6 +19,7 @@ struct CounterDef {
   bool bucketed;
   BucketWidth width;        // the bucket width, when bucketed
   char name[NAMEDATALEN];
+  int32 name_len;           // strlen(name)
   // The roles named in slotted_counter.counters, resolved when the definition was read (a name
   // that no role has is left out; InvalidOid among grantees is PUBLIC). The arrays belong to the
   // cache: valid until the next lookup, so copies of a definition must not use them.
@@ -43,6 +44,8 @@ const CounterDef* GetCounter(int32 id);
 const CounterDef* FindCounter(int32 id);
 // The id of the counter named `name`, or -1.
 int32 FindCounterByName(const char* name);
+// The definition of the counter named by the len bytes at name, or nullptr.
+const CounterDef* FindCounter(const char* name, int len);
 // Fails with 42704 (and a hint) when the name or id is unknown.
 void ReportUnknownCounter(const char* what);
 
@@ -51,6 +54,8 @@ void RequirePrivileges(const CounterDef* def, uint32 need);
 
 // GetCounter, and the current role must hold `need` on it (42501 if not).
 const CounterDef* GetCounterSlow(int32 id, uint32 need);
+// The same for the counter named by the text `name` (42704 naming it if there is none).
+const CounterDef* GetCounterSlow(const text* name, uint32 need);
 
 // The cache of one definition that GetCounter(id, need) reads first, and the catalog epoch it
 // was read under (catalog.cpp). Cleared whenever this transaction notes a drop.
@@ -76,6 +81,21 @@ inline const CounterDef* GetCounter(int32 id, uint32 need) {
              (def->granted & need) == need))
     return def;
   return GetCounterSlow(id, need);
+}
+
+// The same by name (a value of the slotted_counter type, or text): the name is compared with the
+// cached definition's, so a name bound at each call costs a length check and a memcmp.
+inline const CounterDef* GetCounter(const text* name, uint32 need) {
+  TimestampTz statement = GetCurrentStatementStartTimestamp();
+  if (unlikely(statement != checked_statement)) ProcessInvalidations(statement);
+  const CounterDef* def = last_def;
+  if (likely(def != nullptr && def->name_len == int32(VARSIZE_ANY_EXHDR(name)) &&
+             memcmp(def->name, VARDATA_ANY(name), def->name_len) == 0 &&
+             cached_epoch == pg_atomic_read_u64(&shared->catalog_epoch) &&
+             def->checked_user == GetUserId() && def->checked_generation == role_generation &&
+             (def->granted & need) == need))
+    return def;
+  return GetCounterSlow(name, need);
 }
 
 // The version of the extension's SQL objects in this database, as far as the library is concerned:

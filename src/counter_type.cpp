@@ -1,9 +1,16 @@
-// counter_type.cpp: the slotted_counter type, a reference to a named counter, like regclass.
+// counter_type.cpp: the slotted_counter type, a reference to a named counter.
 //
-// Stored as the counter's integer id. Text input is a name (or an id); output is the name, or the
-// bare id of a counter that no longer exists. Lookups go through the backend's cache
-// (catalog.cpp), so a prepared statement's text parameter costs no catalog query per call.
+// From 0.4 a value is the counter's name (a varlena, like text), bound to a counter when a call
+// runs, as nextval('name') was before regclass: views, functions, prepared statements, stored
+// columns and dumps that name a counter outlive a drop and re-create, and restore before the
+// extension's tables are filled. Input checks only that the name could be a counter's (1 to
+// NAMEDATALEN - 1 bytes); equality and hashing compare bytes (the SQL script uses text's and
+// bytea's internal functions). Casts to and from integer look the counter up.
+//
+// Up to 0.3 a value was the counter's integer id, bound at parse time; those functions
+// (slotted_counter_in/out/recv/send) stay for objects not yet updated.
 #include "catalog.hpp"
+#include "counter_ref.hpp"
 #include "shmem.hpp"
 
 extern "C" {
@@ -11,10 +18,62 @@ PG_FUNCTION_INFO_V1(slotted_counter_in);
 PG_FUNCTION_INFO_V1(slotted_counter_out);
 PG_FUNCTION_INFO_V1(slotted_counter_recv);
 PG_FUNCTION_INFO_V1(slotted_counter_send);
+PG_FUNCTION_INFO_V1(slotted_counter_name_in);
+PG_FUNCTION_INFO_V1(slotted_counter_name_recv);
+PG_FUNCTION_INFO_V1(slotted_counter_of_id);
+PG_FUNCTION_INFO_V1(slotted_counter_id);
 }
 
 using namespace sc;
 
+namespace {
+
+// 22023 unless `len` bytes can be a counter's name.
+void CheckNameSyntax(const char* name, int len) {
+  if (len == 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid counter name \"\""),
+                    errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
+  if (len >= NAMEDATALEN)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid counter name \"%s\"", NameForMessage(pnstrdup(name, len))),
+                    errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
+}
+
+}  // namespace
+
+Datum slotted_counter_name_in(PG_FUNCTION_ARGS) {
+  const char* name = PG_GETARG_CSTRING(0);
+  int len = int(strlen(name));
+  CheckNameSyntax(name, len);
+  PG_RETURN_TEXT_P(cstring_to_text_with_len(name, len));
+}
+
+// As textrecv: the bytes arrive in the client's encoding and are converted.
+Datum slotted_counter_name_recv(PG_FUNCTION_ARGS) {
+  StringInfo buf = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
+  int len;
+  char* name = pq_getmsgtext(buf, buf->len - buf->cursor, &len);
+  CheckNameSyntax(name, len);
+  PG_RETURN_TEXT_P(cstring_to_text_with_len(name, len));
+}
+
+// integer::slotted_counter: the counter with that id (42704 if none).
+Datum slotted_counter_of_id(PG_FUNCTION_ARGS) {
+  RequireShared();
+  const CounterDef* def = GetCounter(PG_GETARG_INT32(0));
+  PG_RETURN_TEXT_P(cstring_to_text(def->name));
+}
+
+// slotted_counter::integer: the id of the counter (42704 if none), to join
+// slotted_counter.totals and .deltas, which store ids.
+Datum slotted_counter_id(PG_FUNCTION_ARGS) {
+  RequireShared();
+  PG_RETURN_INT32(CounterArgument<Abi::kName>(fcinfo, 0, 0)->id);
+}
+
+// The ABI of 0.1 to 0.3: the counter's id; text input is a name (or an id), output the name, or
+// the bare id of a counter that no longer exists.
 Datum slotted_counter_in(PG_FUNCTION_ARGS) {
   const char* text = PG_GETARG_CSTRING(0);
   RequireShared();

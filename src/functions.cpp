@@ -10,6 +10,7 @@
 #include "buffer.hpp"
 #include "catalog.hpp"
 #include "checked_math.hpp"
+#include "counter_ref.hpp"
 #include "key_arrays.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
@@ -18,18 +19,6 @@
 #include "xact.hpp"
 
 extern "C" {
-PG_FUNCTION_INFO_V1(sc_create);
-PG_FUNCTION_INFO_V1(sc_drop);
-PG_FUNCTION_INFO_V1(sc_incr);
-PG_FUNCTION_INFO_V1(sc_incr_at);
-PG_FUNCTION_INFO_V1(sc_incr_batch);
-PG_FUNCTION_INFO_V1(sc_set);
-PG_FUNCTION_INFO_V1(sc_top);
-PG_FUNCTION_INFO_V1(sc_sum);
-PG_FUNCTION_INFO_V1(sc_sum_keys);
-PG_FUNCTION_INFO_V1(sc_sum_range);
-PG_FUNCTION_INFO_V1(sc_series);
-PG_FUNCTION_INFO_V1(sc_drop_buckets);
 PG_FUNCTION_INFO_V1(sc_rollup);
 }
 
@@ -93,10 +82,11 @@ int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
 
 // The counter a write may change: it exists, the current role may write it, and this server can.
 // `function` names the call in errors ("sc_set()").
+template <Abi abi>
 CounterDef WritableCounter(FunctionCallInfo fcinfo, const char* function) {
   RequireShared();
   PreventCommandDuringRecovery(function);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kUpdate);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kUpdate);
   if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
   return def;
 }
@@ -178,11 +168,14 @@ inline int64 Increment(const CounterDef& def, int64 key, int64 bucket, int64 del
 
 using namespace sc;
 
-Datum sc_create(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Create(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"name", "durability", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_create()");
   RequireArguments(fcinfo, names);
+  // The name-based functions (0.4) take if_not_exists as a fourth argument.
+  bool if_not_exists = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
   char* name = text_to_cstring(PG_GETARG_TEXT_PP(0));
   char* durability_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
   CheckCounterName(name);
@@ -224,19 +217,38 @@ Datum sc_create(PG_FUNCTION_ARGS) {
     id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
   }
   FinishSpi(spi);
-  if (!created)
+  if (!created) {
+    // As CREATE TABLE IF NOT EXISTS: the existing counter stays as it is, whatever its definition.
+    if (if_not_exists) {
+      ereport(NOTICE, (errcode(ERRCODE_DUPLICATE_OBJECT),
+                       errmsg("counter \"%s\" already exists, skipping", name)));
+      PG_RETURN_DATUM(CounterResult<abi>(FindCounterByName(name), name));
+    }
     ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                     errmsg("counter \"%s\" already exists", name)));
+  }
   NoteCounterCreated(id);
-  PG_RETURN_INT32(id);
+  PG_RETURN_DATUM(CounterResult<abi>(id, name));
 }
 
-Datum sc_drop(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Drop(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_drop()");
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kOwn);
+  // The name-based function (0.4) takes if_exists as a second argument: as DROP ... IF EXISTS,
+  // a missing counter is a notice.
+  bool if_exists = PG_NARGS() > 1 && !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+  if (if_exists) {
+    const char* shown;
+    if (FindCounterArgument<abi>(fcinfo, 0, &shown) == nullptr) {
+      ereport(NOTICE, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                       errmsg("counter \"%s\" does not exist, skipping", shown)));
+      PG_RETURN_VOID();
+    }
+  }
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kOwn);
   SpiSession spi = ConnectSpi();
   Oid type = INT4OID;
   Datum arg = Int32GetDatum(def.id);
@@ -257,7 +269,12 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
     }
   }
   FinishSpi(spi);
-  if (!deleted) ReportUnknownCounter(def.name);
+  if (!deleted) {  // dropped by a transaction that committed meanwhile
+    if (!if_exists) ReportUnknownCounter(def.name);
+    ereport(NOTICE, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                     errmsg("counter \"%s\" does not exist, skipping", def.name)));
+    PG_RETURN_VOID();
+  }
   NoteCounterDropped(def.id);
   ForgetCachedCounters();
   PG_RETURN_VOID();
@@ -265,29 +282,32 @@ Datum sc_drop(PG_FUNCTION_ARGS) {
 
 // The hot path: no copy of the definition, no lookup but the one-entry cache's, no call that
 // is not needed for a buffered counter's resident key.
-Datum sc_incr(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Incr(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", nullptr};
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2)))
     RequireArguments(fcinfo, names);
   RequireShared();
   PreventCommandDuringRecovery("sc_incr()");
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kUpdate);
+  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kUpdate);
   if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   PG_RETURN_INT64(Increment(*def, PG_GETARG_INT64(1), CurrentBucket(*def), PG_GETARG_INT64(2)));
 }
 
-Datum sc_incr_at(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum IncrAt(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter(fcinfo, "sc_incr()");
+  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   PG_RETURN_INT64(Increment(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2)));
 }
 
-Datum sc_incr_batch(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum IncrBatch(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "keys", "deltas", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter(fcinfo, "sc_incr_batch()");
+  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr_batch()");
   int nkeys, ndeltas;
   int64* keys = BigintElements(fcinfo, 1, "keys", &nkeys);
   int64* deltas = BigintElements(fcinfo, 2, "deltas", &ndeltas);
@@ -324,10 +344,11 @@ Datum sc_incr_batch(PG_FUNCTION_ARGS) {
   PG_RETURN_ARRAYTYPE_P(construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
-Datum sc_set(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Set(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "value", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter(fcinfo, "sc_set()");
+  CounterDef def = WritableCounter<abi>(fcinfo, "sc_set()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   int64 key = PG_GETARG_INT64(1);
   int64 value = PG_GETARG_INT64(2);
@@ -388,11 +409,12 @@ int KeyOrder(const void* a, const void* b) {
 
 }  // namespace sc
 
-Datum sc_top(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Top(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "n", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
   int32 n = PG_GETARG_INT32(1);
   if (n < 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -440,11 +462,12 @@ Datum sc_top(PG_FUNCTION_ARGS) {
   return (Datum)0;
 }
 
-Datum sc_sum_keys(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum SumKeys(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "keys", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
   int n;
   int64* keys = BigintElements(fcinfo, 1, "keys", &n);
   n = DistinctKeys(keys, n);
@@ -462,22 +485,24 @@ Datum sc_sum_keys(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(sum);
 }
 
-Datum sc_sum(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Sum(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1))) RequireArguments(fcinfo, names);
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kSelect);
+  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kSelect);
   if (def->durability == Durability::kBuffered && !def->bucketed)
     PG_RETURN_INT64(BufferRead(*def, PG_GETARG_INT64(1), kNoBucket, false));
   CounterDef copy = *def;
   PG_RETURN_INT64(SumOfKey(copy, PG_GETARG_INT64(1)));
 }
 
-Datum sc_sum_range(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum SumRange(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
   int64 key = PG_GETARG_INT64(1);
   if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
     ReportNoBuckets(def, "since and until");
@@ -486,11 +511,12 @@ Datum sc_sum_range(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(RangeSum(def, &key, 1, range));
 }
 
-Datum sc_series(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum Series(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kSelect);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
@@ -505,13 +531,14 @@ Datum sc_series(PG_FUNCTION_ARGS) {
   return (Datum)0;
 }
 
-Datum sc_drop_buckets(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum DropBuckets(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "before", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
   PreventCommandDuringRecovery("sc_drop_buckets()");
   PreventCommandIfReadOnly("sc_drop_buckets()");
-  CounterDef def = *GetCounter(PG_GETARG_INT32(0), kUpdate);
+  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kUpdate);
   if (!def.bucketed) ReportNoBuckets(def, "Buckets to drop");
   PG_RETURN_INT64(DropBuckets(def, PG_GETARG_TIMESTAMPTZ(1)));
 }
@@ -521,3 +548,16 @@ Datum sc_rollup(PG_FUNCTION_ARGS) {
   PreventCommandDuringRecovery("sc_rollup()");
   PG_RETURN_INT64(RequestFlush(EnsureFlusher()));
 }
+
+SC_ENTRY_POINTS(sc_create, Create)
+SC_ENTRY_POINTS(sc_drop, Drop)
+SC_ENTRY_POINTS(sc_incr, Incr)
+SC_ENTRY_POINTS(sc_incr_at, IncrAt)
+SC_ENTRY_POINTS(sc_incr_batch, IncrBatch)
+SC_ENTRY_POINTS(sc_set, Set)
+SC_ENTRY_POINTS(sc_top, Top)
+SC_ENTRY_POINTS(sc_sum, Sum)
+SC_ENTRY_POINTS(sc_sum_keys, SumKeys)
+SC_ENTRY_POINTS(sc_sum_range, SumRange)
+SC_ENTRY_POINTS(sc_series, Series)
+SC_ENTRY_POINTS(sc_drop_buckets, DropBuckets)

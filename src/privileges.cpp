@@ -16,16 +16,12 @@
 
 #include "arguments.hpp"
 #include "catalog.hpp"
+#include "counter_ref.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
 #include "xact.hpp"
 
 extern "C" {
-PG_FUNCTION_INFO_V1(sc_grant);
-PG_FUNCTION_INFO_V1(sc_revoke);
-PG_FUNCTION_INFO_V1(sc_alter_owner);
-PG_FUNCTION_INFO_V1(sc_has_privilege);
-PG_FUNCTION_INFO_V1(sc_has_privilege_role);
 PG_FUNCTION_INFO_V1(sc_may_read);
 }
 
@@ -118,12 +114,13 @@ void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* a
 }
 
 // sc_grant and sc_revoke: the owner changes who holds SELECT and UPDATE.
+template <Abi abi>
 Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
   static const char* const names[] = {"counter", "privileges", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery(grant ? "sc_grant()" : "sc_revoke()");
   RequireArguments(fcinfo, names);
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kOwn);
+  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kOwn);
   int32 id = def->id;
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(1)), true);
   char* role = text_to_cstring(PG_GETARG_TEXT_PP(2));
@@ -191,16 +188,23 @@ void RequirePrivileges(const CounterDef* def, uint32 need) {
 
 using namespace sc;
 
-Datum sc_grant(PG_FUNCTION_ARGS) { return ChangeGrants(fcinfo, true); }
+template <Abi abi>
+Datum Grant(PG_FUNCTION_ARGS) {
+  return ChangeGrants<abi>(fcinfo, true);
+}
 
-Datum sc_revoke(PG_FUNCTION_ARGS) { return ChangeGrants(fcinfo, false); }
+template <Abi abi>
+Datum Revoke(PG_FUNCTION_ARGS) {
+  return ChangeGrants<abi>(fcinfo, false);
+}
 
-Datum sc_alter_owner(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum AlterOwner(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_alter_owner()");
   RequireArguments(fcinfo, names);
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0), kOwn);
+  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kOwn);
   int32 id = def->id;
   NameData counter_name;
   namestrcpy(&counter_name, def->name);
@@ -228,17 +232,19 @@ Datum sc_alter_owner(PG_FUNCTION_ARGS) {
   PG_RETURN_VOID();
 }
 
-Datum sc_has_privilege(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum HasPrivilege(PG_FUNCTION_ARGS) {
   RequireShared();
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0));
+  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, 0);
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
   PG_RETURN_BOOL((CurrentPrivileges(def) & mask) != 0);
 }
 
-Datum sc_has_privilege_role(PG_FUNCTION_ARGS) {
+template <Abi abi>
+Datum HasPrivilegeOfRole(PG_FUNCTION_ARGS) {
   RequireShared();
   Oid role = RoleArgument(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(1));
+  const CounterDef* def = CounterArgument<abi>(fcinfo, 1, 0);
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(2)), false);
   PG_RETURN_BOOL((PrivilegesOf(*def, role) & mask) != 0);
 }
@@ -250,3 +256,9 @@ Datum sc_may_read(PG_FUNCTION_ARGS) {
   const CounterDef* def = FindCounter(PG_GETARG_INT32(0));
   PG_RETURN_BOOL(def != nullptr && HasPrivileges(def, kSelect));
 }
+
+SC_ENTRY_POINTS(sc_grant, Grant)
+SC_ENTRY_POINTS(sc_revoke, Revoke)
+SC_ENTRY_POINTS(sc_alter_owner, AlterOwner)
+SC_ENTRY_POINTS(sc_has_privilege, HasPrivilege)
+SC_ENTRY_POINTS(sc_has_privilege_role, HasPrivilegeOfRole)
