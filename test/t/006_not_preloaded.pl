@@ -21,7 +21,7 @@ my @calls = (
 	"SELECT sc_drop('c')",
 	"SELECT sc_rollup()",
 	"SELECT * FROM slotted_counter.stats",
-	"SELECT 'c'::slotted_counter",);
+	"SELECT 1::slotted_counter",);
 foreach my $sql (@calls)
 {
 	my ($ret, $stdout, $stderr) = $node->psql('postgres',
@@ -34,6 +34,8 @@ foreach my $sql (@calls)
 }
 is($node->safe_psql('postgres', 'SELECT count(*) FROM slotted_counter.counters'),
 	'0', 'no counter was created');
+# A name is only a value until a call uses it: it needs no shared memory.
+is($node->safe_psql('postgres', "SELECT 'c'::slotted_counter"), 'c', 'a name is a value');
 
 # Once preloaded, the same database works.
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'slotted_counter'");

@@ -403,6 +403,41 @@ public class ClientTest {
         }
     }
 
+    // A counter's name written into a statement (prepared on the server after 5 runs) and into a
+    // view reaches the counter created again under that name after a drop.
+    static void literalNames() throws Exception {
+        try (Connection c = connect()) {
+            oneString(c, "SELECT sc_create(?, ?)", "literal_views", "buffered");
+            try (Statement st = c.createStatement()) {
+                st.execute("CREATE VIEW literal_view AS SELECT sc_sum('literal_views', 1) AS v");
+            }
+            try (PreparedStatement ps = c.prepareStatement("SELECT sc_incr('literal_views', 1)")) {
+                List<Long> before = new ArrayList<>();
+                for (int i = 0; i < 10; i++) before.add(single(ps));
+                eq(before, List.of(1L, 2L, 3L, 4L, 5L, 6L, 7L, 8L, 9L, 10L), "values before the re-create");
+                eq(oneLong(c, "SELECT v FROM literal_view"), 10L, "the view before the re-create");
+                oneString(c, "SELECT sc_drop(?)", "literal_views");
+                oneString(c, "SELECT sc_create(?, ?)", "literal_views", "buffered");
+                List<Long> after = new ArrayList<>();
+                for (int i = 0; i < 3; i++) after.add(single(ps));
+                eq(after, List.of(1L, 2L, 3L), "values after the re-create");
+                eq(oneLong(c, "SELECT v FROM literal_view"), 3L, "the view after the re-create");
+            }
+            try (Statement st = c.createStatement()) {
+                st.execute("DROP VIEW literal_view");
+                st.execute("SELECT sc_drop('literal_views', if_exists => true)");
+                st.execute("SELECT sc_drop('literal_views', if_exists => true)");
+            }
+        }
+    }
+
+    static long single(PreparedStatement ps) throws SQLException {
+        try (ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+
     interface Check { void run() throws Exception; }
 
     public static void main(String[] args) {
@@ -416,6 +451,7 @@ public class ClientTest {
         checks.put(WORKERS + " connections count one key of a buffered counter exactly", () -> concurrentExact("buffered"));
         checks.put(WORKERS + " connections count one key of a transactional counter exactly", () -> concurrentExact("transactional"));
         checks.put("drop and re-create under " + WORKERS + " connections with prepared statements", ClientTest::recreateUnderPrepared);
+        checks.put("a name written in a prepared statement and a view outlives a drop and re-create", ClientTest::literalNames);
         int failures = 0;
         for (Map.Entry<String, Check> check : checks.entrySet()) {
             try {

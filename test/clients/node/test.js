@@ -263,6 +263,32 @@ async function recreateUnderPrepared() {
   await check(await phase(), 'after the re-create');
 }
 
+// A counter's name written into a named (prepared) statement and into a view reaches the
+// counter created again under that name after a drop.
+async function literalNames() {
+  const client = await pool.connect();
+  try {
+    await client.query('SELECT sc_create($1, $2)', ['literal_views', 'buffered']);
+    await client.query("CREATE VIEW literal_view AS SELECT sc_sum('literal_views', 1) AS v");
+    const count = () => one(client, { name: 'literal-incr', text: "SELECT sc_incr('literal_views', 1)" });
+    const before = [];
+    for (let i = 0; i < 10; i++) before.push(await count());
+    assert.deepEqual(before, ['1', '2', '3', '4', '5', '6', '7', '8', '9', '10'], 'values before the re-create');
+    assert.equal(await one(client, 'SELECT v FROM literal_view'), '10', 'the view before the re-create');
+    await client.query('SELECT sc_drop($1)', ['literal_views']);
+    await client.query('SELECT sc_create($1, $2)', ['literal_views', 'buffered']);
+    const after = [];
+    for (let i = 0; i < 3; i++) after.push(await count());
+    assert.deepEqual(after, ['1', '2', '3'], 'values after the re-create');
+    assert.equal(await one(client, 'SELECT v FROM literal_view'), '3', 'the view after the re-create');
+    await client.query('DROP VIEW literal_view');
+    await client.query('SELECT sc_drop($1, if_exists => $2)', ['literal_views', true]);
+    await client.query('SELECT sc_drop($1, if_exists => $2)', ['literal_views', true]);
+  } finally {
+    client.release();
+  }
+}
+
 async function main() {
   const checks = [
     ['page views: sc_incr, sc_incr with a delta, sc_sum', pageViews],
@@ -274,6 +300,7 @@ async function main() {
     [`${WORKERS} pooled connections count one key of a buffered counter exactly`, () => concurrentExact('buffered')],
     [`${WORKERS} pooled connections count one key of a transactional counter exactly`, () => concurrentExact('transactional')],
     [`drop and re-create under ${WORKERS} pooled connections with prepared statements`, recreateUnderPrepared],
+    ['a name written in a prepared statement and a view outlives a drop and re-create', literalNames],
   ];
   let failures = 0;
   for (const [name, fn] of checks) {

@@ -319,6 +319,28 @@ def recreate_under_prepared(connect, server_prepares):
                 c.close()
 
 
+def literal_names(connect):
+    """A counter's name written into a statement (prepared after 5 runs by psycopg) and into a
+    view reaches the counter created again under that name after a drop."""
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s)", ("literal_views", "buffered"))
+        conn.execute("CREATE VIEW literal_view AS SELECT sc_sum('literal_views', 1) AS v")
+        conn.commit()
+        eq([one(conn, "SELECT sc_incr('literal_views', 1)") for _ in range(10)],
+           list(range(1, 11)), "values before the re-create")
+        eq(one(conn, "SELECT v FROM literal_view"), 10, "the view before the re-create")
+        conn.execute("SELECT sc_drop(%s)", ("literal_views",))
+        conn.execute("SELECT sc_create(%s, %s)", ("literal_views", "buffered"))
+        conn.commit()
+        eq([one(conn, "SELECT sc_incr('literal_views', 1)") for _ in range(3)], [1, 2, 3],
+           "values after the re-create")
+        eq(one(conn, "SELECT v FROM literal_view"), 3, "the view after the re-create")
+        conn.execute("DROP VIEW literal_view")
+        conn.execute("SELECT sc_drop(%s, if_exists => %s)", ("literal_views", True))
+        conn.execute("SELECT sc_drop(%s, if_exists => %s)", ("literal_views", True))
+        conn.commit()
+
+
 def run_all(stack, connect, server_prepares):
     checks = Checks(stack)
     checks.run("page views: sc_incr, sc_incr with a delta, sc_sum", page_views, connect)
@@ -335,4 +357,6 @@ def run_all(stack, connect, server_prepares):
                    concurrent_exact, connect, durability)
     checks.run(f"drop and re-create under {WORKERS} connections with cached statements",
                recreate_under_prepared, connect, server_prepares)
+    checks.run("a name written in a prepared statement and a view outlives a drop and re-create",
+               literal_names, connect)
     return checks.failures
