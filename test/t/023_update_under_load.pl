@@ -39,6 +39,7 @@ my %run;
 for my $mode (@modes)
 {
 	my ($out, $err) = ('', '');
+	local $ENV{PGAPPNAME} = "pgbench_$mode";
 	$run{$mode} = {
 		out => \$out,
 		err => \$err,
@@ -55,7 +56,7 @@ for my $mode (@modes)
 my $started = time;
 ok( $node->poll_query_until('postgres', q{
 SELECT count(*) = 12 AND sc_sum('buf', 1) > 0 AND sc_sum('txn', 1) > 0
-FROM pg_stat_activity WHERE application_name = 'pgbench'}),
+FROM pg_stat_activity WHERE application_name LIKE 'pgbench\_%'}),
 	'the 12 pgbench clients are counting');
 sleep 1 while time - $started < 2;
 my ($rc, $out, $err) = $node->psql('postgres', 'ALTER EXTENSION slotted_counter UPDATE');
