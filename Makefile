@@ -36,7 +36,7 @@ REGRESS = setup type api errors buffer transactional batch set top attach bucket
 	placeholders upgrade
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
-	bucket_drop revoke drop_extension
+	bucket_drop revoke drop_extension update_in_flight
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1

@@ -35,6 +35,11 @@ BEGIN
   -- Every statement below names objects with their schema.
   PERFORM pg_catalog.set_config('search_path', 'pg_catalog', true);
 
+  -- A fresh CREATE EXTENSION runs this script in the transaction that made the old type.
+  IF (SELECT t.xmin = pg_current_xact_id()::xid FROM pg_type t WHERE t.oid = old_type) THEN
+    INSERT INTO slotted_counter.update_steps (phase) VALUES ('fresh');
+  END IF;
+
   -- Everything that depends on the old type, directly or through other objects (a view's rule
   -- stands for its view; a column for its table's column).
   CREATE TABLE slotted_counter.update_users AS
@@ -304,18 +309,45 @@ BEGIN
 END
 $convert$;
 
--- The old type goes, with everything of the extension that used it (functions, operators,
--- casts); nothing of the user's uses it any more.
-DO $drop$
+-- The old type and its functions stay, out of the way in schema slotted_counter under other
+-- names, until a later version drops them: PostgreSQL takes no lock on a function, so a
+-- statement parsed before this update commits may call them after it, and must find them (the
+-- library still serves them). Nothing of the user's uses them any more; their casts go.
+DROP CAST (text AS slotted_counter_03);
+DROP CAST (varchar AS slotted_counter_03);
+DROP CAST (name AS slotted_counter_03);
+DROP CAST (integer AS slotted_counter_03);
+DROP CAST (slotted_counter_03 AS integer);
+ALTER TYPE slotted_counter_03 SET SCHEMA slotted_counter;
+ALTER OPERATOR CLASS slotted_counter_03_hash_ops USING hash SET SCHEMA slotted_counter;
+ALTER OPERATOR FAMILY slotted_counter_03_hash_ops USING hash SET SCHEMA slotted_counter;
+DO $retire$
 DECLARE
-  saved text := pg_catalog.current_setting('client_min_messages');
+  old_type oid := 'slotted_counter.slotted_counter_03'::pg_catalog.regtype;
+  ext oid := (SELECT oid FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter');
+  f record;
 BEGIN
-  PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);
-  DROP TYPE slotted_counter_03 CASCADE;
-  DROP OPERATOR FAMILY slotted_counter_03_hash_ops USING hash;
-  PERFORM pg_catalog.set_config('client_min_messages', saved, true);
+  FOR f IN
+    SELECT p.oid, p.proname FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+     AND d.objid = p.oid AND d.refobjid = ext AND d.deptype = 'e'
+    WHERE p.prorettype = old_type OR old_type = ANY (p.proargtypes::pg_catalog.oid[])
+  LOOP
+    EXECUTE pg_catalog.format('ALTER FUNCTION %s SET SCHEMA slotted_counter',
+                              f.oid::pg_catalog.regprocedure);
+    IF f.proname NOT LIKE 'slotted\_counter\_03%' THEN
+      EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f.oid::pg_catalog.regprocedure,
+                                f.proname || '_03');
+    END IF;
+  END LOOP;
+  FOR f IN
+    SELECT o.oid FROM pg_catalog.pg_operator o WHERE o.oprleft = old_type
+  LOOP
+    EXECUTE pg_catalog.format('ALTER OPERATOR %s SET SCHEMA slotted_counter',
+                              f.oid::pg_catalog.regoperator);
+  END LOOP;
 END
-$drop$;
+$retire$;
 
 -- Counters
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
@@ -399,6 +431,19 @@ BEGIN
   PERFORM pg_catalog.set_config('search_path', saved_path, true);
 END
 $recreate$;
+-- In a fresh CREATE EXTENSION no other session can have seen the old type: it goes now.
+DO $fresh$
+DECLARE
+  saved text := pg_catalog.current_setting('client_min_messages');
+BEGIN
+  IF EXISTS (SELECT FROM slotted_counter.update_steps WHERE phase = 'fresh') THEN
+    PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);
+    DROP TYPE slotted_counter.slotted_counter_03 CASCADE;
+    DROP OPERATOR FAMILY slotted_counter.slotted_counter_03_hash_ops USING hash;
+    PERFORM pg_catalog.set_config('client_min_messages', saved, true);
+  END IF;
+END
+$fresh$;
 DROP TABLE slotted_counter.update_steps, slotted_counter.update_users;
 
 -- Descriptions, for \dT+, \df+, \d+ and \dv+.
