@@ -35,7 +35,7 @@ void CheckCounterName(const char* name) {
   if (strspn(name, "0123456789") == len)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("invalid counter name \"%s\"", name),
-                    errdetail("A name of digits only would read as a counter id.")));
+                    errdetail("A name of digits only could be taken for a counter id.")));
 }
 
 void CheckDurability(const char* text) {
