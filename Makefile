@@ -21,7 +21,8 @@ OBJS = \
 	src/attach.o \
 	src/attach_run.o \
 	src/privileges.o \
-	src/spi.o
+	src/spi.o \
+	src/databases.o
 
 EXTENSION = slotted_counter
 DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
@@ -29,7 +30,11 @@ DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
 PG_CXXFLAGS = -std=c++17 -Wno-register
-SHLIB_LINK = -lstdc++
+# -Bsymbolic: the library's references to its own symbols bind to its own definitions. Without
+# it a second copy of the library loaded into a backend (the file replaced by an upgrade while the
+# server runs) would bind to the preloaded copy's globals, its shared-memory pointer among them,
+# and use them with its own layout.
+SHLIB_LINK = -lstdc++ -Wl,-Bsymbolic
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
 REGRESS = setup type api errors buffer transactional batch set top attach buckets privileges \

@@ -36,6 +36,7 @@
 #include "attach.hpp"
 
 #include "catalog.hpp"
+#include "databases.hpp"
 #include "privileges.hpp"
 #include "settings.hpp"
 #include "worker.hpp"
@@ -476,9 +477,11 @@ void slotted_counter_attacher_main(Datum arg) {
   // transaction aborts, and the next attacher records it as failed.
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
+  if (DatabaseClosing(db)) proc_exit(0);  // a command on the whole database waits for no one
   BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
   if (!ClaimSlot(db)) proc_exit(0);
   before_shmem_exit(LeaveSlot, 0);
+  if (DatabaseClosing(db)) proc_exit(0);
   // What the database's or the superuser's defaults may say, the extension's own part needs
   // these (the role's code may change them within its run; they are reset after it).
   SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_SESSION);

@@ -3,6 +3,7 @@
 // Everything that needs shared memory is installed only while shared_preload_libraries is being
 // processed; loaded any other way the module defines nothing and every SQL function fails with
 // 55000 (shmem.cpp, RequireShared).
+#include "databases.hpp"
 #include "pg.hpp"
 #include "settings.hpp"
 #include "shmem.hpp"
@@ -68,4 +69,5 @@ void _PG_init(void) {
   sc::prev_shmem_startup_hook = shmem_startup_hook;
   shmem_startup_hook = sc::ShmemStartup;
   sc::InstallTransactionHooks();
+  sc::InstallDatabaseHooks();
 }

@@ -9,6 +9,9 @@ SharedState* shared = nullptr;
 
 namespace {
 
+// The shared memory found was made by a library of another layout (CreateSharedState).
+bool layout_mismatch = false;
+
 const char* const kTranche = "slotted_counter";
 
 Size SharedStateSize() {
@@ -31,7 +34,15 @@ void CreateSharedState() {
   LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
   bool found;
   auto* s = static_cast<SharedState*>(ShmemInitStruct("slotted_counter", SharedStateSize(), &found));
+  if (found && (s->layout_version != kLayoutVersion || s->layout_size != SharedStateSize())) {
+    // Made by another build of the library: not a byte of it is ours to read.
+    LWLockRelease(AddinShmemInitLock);
+    layout_mismatch = true;
+    return;
+  }
   if (!found) {
+    s->layout_version = kLayoutVersion;
+    s->layout_size = SharedStateSize();
     LWLockPadded* locks = GetNamedLWLockTranche(kTranche);
     s->slots_lock = &locks[0].lock;
     s->partition_locks = &locks[1];
@@ -50,6 +61,7 @@ void CreateSharedState() {
       DatabaseSlot* slot = &s->slots[i];
       memset(static_cast<void*>(slot), 0, sizeof(*slot));
       slot->db = InvalidOid;
+      pg_atomic_init_u32(&slot->closing, 0);
       SpinLockInit(&slot->mutex);
       SpinLockInit(&slot->dirty_mutex);
       slot->dirty_overflow = true;
@@ -168,6 +180,20 @@ TimestampTz TotalsWatermark(DatabaseSlot* slot) {
 }
 
 void ReportNotPreloaded() {
+  // Preloaded, yet this copy of the library has no shared memory: the server started with
+  // another file (the library was replaced while it runs, or this copy was loaded from another
+  // path), whose shared memory this one must not touch.
+  const char* preloaded = GetConfigOption("shared_preload_libraries", true, false);
+  if (layout_mismatch || (preloaded != nullptr && strstr(preloaded, "slotted_counter") != nullptr))
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("this slotted_counter library is not the one the server started with"),
+             errdetail("The library file was replaced, or loaded from another path, while the "
+                       "server runs: the shared memory belongs to the copy the server preloaded, "
+                       "and this copy (shared-memory layout %u) does not touch it.",
+                       kLayoutVersion),
+             errhint("Restart the server to use the installed library, then run ALTER "
+                     "EXTENSION slotted_counter UPDATE in each database.")));
   ereport(ERROR,
           (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
            errmsg("slotted_counter must be loaded via \"shared_preload_libraries\""),

@@ -63,6 +63,11 @@ struct DatabaseSlot {
   int worker_pid;                // slots_lock; 0 when no flusher runs
   Latch* worker_latch;           // slots_lock; read racily to wake the flusher
   TimestampTz start_requested;   // slots_lock; when a backend last registered a flusher
+  // Backends running a command on the whole database (databases.cpp): while nonzero no flusher
+  // or attacher of it starts, and one that starts leaves. Changed with atomic adds, so that taking
+  // the mark back after a failed command cannot fail; taken back under slots_lock when the slot
+  // is freed with it.
+  pg_atomic_uint32 closing;
 
   slock_t mutex;                 // guards everything below
   uint32 worker_state;           // WorkerState
@@ -157,7 +162,13 @@ struct BucketDrop {
 
 constexpr int kMaxBucketDrops = 32;
 
+// The version of the layout below: raised with every change to a struct in shared memory. A
+// library attaches only to shared memory of its own layout and size (CreateSharedState).
+constexpr uint32 kLayoutVersion = 4;
+
 struct SharedState {
+  uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
+  uint64 layout_size;             // SharedStateSize() then
   LWLock* slots_lock;
   LWLockPadded* partition_locks;  // kPartitions of them
   pg_atomic_uint64 catalog_epoch;

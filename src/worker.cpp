@@ -19,6 +19,7 @@
 
 #include "flush.hpp"
 #include "settings.hpp"
+#include "databases.hpp"
 #include "shmem.hpp"
 
 extern "C" {
@@ -360,7 +361,7 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
   LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
   slot = SlotFor(MyDatabaseId);
   bool start = false;
-  if (slot != nullptr && slot->worker_pid == 0) {
+  if (slot != nullptr && slot->worker_pid == 0 && pg_atomic_read_u32(&slot->closing) == 0) {
     TimestampTz now = GetCurrentTimestamp();
     start = slot->start_requested == 0 ||
             TimestampDifferenceExceeds(slot->start_requested, now, kStartRetryMs);
@@ -434,10 +435,13 @@ void slotted_counter_flusher_main(Datum arg) {
   pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   BackgroundWorkerUnblockSignals();
+  // A command on the whole database (DROP DATABASE, ...) waits for no connection of ours.
+  if (DatabaseClosing(db)) proc_exit(0);
   BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
 
   if (!ClaimSlot(db)) proc_exit(0);
   before_shmem_exit(LeaveSlot, 0);
+  if (DatabaseClosing(db)) ShutdownRequestPending = true;
   if (!ExtensionInstalled()) {
     FreeSlot();
     proc_exit(0);
