@@ -798,4 +798,23 @@ void PurgeDatabase(Oid db) {
   }
 }
 
+uint32 PurgeCleanEntries(Oid db) {
+  uint32 kept = 0;
+  for (uint32 p = 0; p < kPartitions; p++) {
+    LWLock* lock = &shared->partition_locks[p].lock;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    shared->table->RemoveIf(p, [&](const Entry& e) {
+      if (e.id.db != db) return false;
+      bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
+                   e.value.load(std::memory_order_relaxed) ==
+                       e.flushed.load(std::memory_order_relaxed) &&
+                   e.pins.load(std::memory_order_relaxed) == 0 && DeltasFolded(e);
+      if (!clean) kept++;
+      return clean;
+    });
+    LWLockRelease(lock);
+  }
+  return kept;
+}
+
 }  // namespace sc

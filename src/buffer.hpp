@@ -80,5 +80,8 @@ void PurgeCounter(Oid db, int32 counter);
 // Removes the entries of one counter's buckets that start before `before`.
 void PurgeBuckets(Oid db, int32 counter, int64 before);
 void PurgeDatabase(Oid db);
+// Removes the entries of database db that hold nothing the tables lack (flushed, folded, not
+// pinned); returns how many of its entries stay. Takes only LWLocks and cannot fail.
+uint32 PurgeCleanEntries(Oid db);
 
 }  // namespace sc

@@ -16,7 +16,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000, 30000};
+Settings settings = {100000, 16, 1000, 30000, 2000};
 
 namespace {
 
@@ -54,6 +54,12 @@ void DefineSettings() {
       "How long one attachment run may take (its table's triggers included); 0 = no limit.",
       nullptr, &settings.attach_timeout, 30000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
       nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.idle_timeout",
+      "How long a database's flusher stays with no client connected to the database before it "
+      "flushes, leaves and gives its slot back; 0 = it stays.",
+      nullptr, &settings.idle_timeout, 2000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+      nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("slotted_counter");
 }
 

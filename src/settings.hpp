@@ -8,6 +8,7 @@ struct Settings {
   int max_databases;   // slotted_counter.max_databases (postmaster): databases with a flusher
   int flush_interval;  // slotted_counter.flush_interval (sighup), ms; 0 = only on demand
   int attach_timeout;  // slotted_counter.attach_timeout (sighup), ms; 0 = no limit
+  int idle_timeout;    // slotted_counter.idle_timeout (sighup), ms; 0 = the flusher stays
 };
 
 extern Settings settings;

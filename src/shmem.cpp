@@ -62,6 +62,7 @@ void CreateSharedState() {
       memset(static_cast<void*>(slot), 0, sizeof(*slot));
       slot->db = InvalidOid;
       pg_atomic_init_u32(&slot->closing, 0);
+      pg_atomic_init_u32(&slot->leave_requested, 0);
       SpinLockInit(&slot->mutex);
       SpinLockInit(&slot->dirty_mutex);
       slot->dirty_overflow = true;

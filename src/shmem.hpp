@@ -68,6 +68,9 @@ struct DatabaseSlot {
   // the mark back after a failed command cannot fail; taken back under slots_lock when the slot
   // is freed with it.
   pg_atomic_uint32 closing;
+  // Set by a backend of another database that needs a slot or a worker process: the flusher, if
+  // idle, leaves now instead of after slotted_counter.idle_timeout (worker.cpp).
+  pg_atomic_uint32 leave_requested;
 
   slock_t mutex;                 // guards everything below
   uint32 worker_state;           // WorkerState
@@ -164,7 +167,7 @@ constexpr int kMaxBucketDrops = 32;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 4;
+constexpr uint32 kLayoutVersion = 5;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always

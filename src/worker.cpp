@@ -17,6 +17,7 @@
 // When the extension has been dropped from its database, it frees the slot and exits.
 #include "worker.hpp"
 
+#include "buffer.hpp"
 #include "flush.hpp"
 #include "settings.hpp"
 #include "databases.hpp"
@@ -50,6 +51,9 @@ constexpr int kFailureLogMs = 60000;
 TimestampTz failure_logged_at = 0;
 // Whether the last flush failed: the state the flusher rests in between flushes.
 bool flush_failing = false;
+// Whether the database has attachments (as of the last committed flush): the flusher then stays,
+// to start their runs.
+bool has_attachments = false;
 // The database's name, read once at start: the reports of a failed flush are made outside any
 // transaction, where no catalog can be read.
 char db_name[NAMEDATALEN];
@@ -75,6 +79,7 @@ DatabaseSlot* SlotFor(Oid db) {
     free_slot->worker_pid = 0;
     free_slot->worker_latch = nullptr;
     free_slot->start_requested = 0;
+    pg_atomic_write_u32(&free_slot->leave_requested, 0);
     SpinLockAcquire(&free_slot->mutex);
     free_slot->worker_state = kWorkerNone;
     free_slot->flush_requested = free_slot->flush_done = free_slot->flush_failed = 0;
@@ -242,6 +247,7 @@ bool FlushAndRecord(Oid db) {
   MemoryContextSwitchTo(context);
   // Attached tables follow a committed flush, written by the attacher in a process of its own.
   if (rows >= 0 && start_attachers) StartAttacherIfDue(db, attachments_due);
+  if (rows >= 0) has_attachments = attachments_due != DT_NOEND;
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();
@@ -339,6 +345,49 @@ void ShutDown(Oid db) {
   ServeAndRecord(db);
 }
 
+// Whether the flusher has nothing to do and no one to do it for: no client is connected to its
+// database, nothing was asked of it, its last flush committed, and no attachment needs it.
+bool Idle(Oid db) {
+  if (flush_failing || has_attachments || FlushRequested() || CountDBConnections(db) > 0)
+    return false;
+  SpinLockAcquire(&my_flusher_slot->mutex);
+  bool attacher = my_flusher_slot->attacher_pid != 0;
+  SpinLockRelease(&my_flusher_slot->mutex);
+  return !attacher;
+}
+
+// After an idle flusher left: purges the database's clean entries and frees its slot, unless
+// something of the database is left in the buffer or a client came meanwhile (its write keeps an
+// entry dirty; its request for a flusher, start_requested, is made under slots_lock before it
+// writes). A client that comes after that gets a slot anew, whose first flush scans everything.
+void ReleaseSlot(Oid db) {
+  uint32 kept = PurgeCleanEntries(db);
+  bool clients = CountDBConnections(db) > 0;
+  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
+  DatabaseSlot* slot = my_flusher_slot;
+  SpinLockAcquire(&slot->mutex);
+  bool attacher = slot->attacher_pid != 0;
+  SpinLockRelease(&slot->mutex);
+  if (kept == 0 && !clients && !attacher && slot->db == db && slot->worker_pid == 0 &&
+      slot->start_requested == 0 && pg_atomic_read_u32(&slot->closing) == 0)
+    slot->db = InvalidOid;
+  LWLockRelease(shared->slots_lock);
+}
+
+// Leaves for being idle: gives up the slot (the hand-over at the top of this file), flushes what
+// is left, and gives the slot back. False if that flush failed and the slot could be taken again:
+// the flusher then stays.
+bool LeaveIdle(Oid db) {
+  SetWorkerState(kWorkerStopping);
+  LeaveSlot(0, 0);
+  pg_memory_barrier();
+  full_scan_next = true;
+  if (!FlushAndRecord(db)) return !ClaimSlot(db);
+  ServeAndRecord(db);
+  ReleaseSlot(db);
+  return true;
+}
+
 }  // namespace
 
 bool StartAttacher(Oid db, TimestampTz round) {
@@ -349,17 +398,37 @@ bool StartAttacher(Oid db, TimestampTz round) {
   return false;
 }
 
-DatabaseSlot* EnsureFlusher(bool after_write) {
-  // Unlocked fast path: a slot is reassigned only after its flusher left (DROP EXTENSION), so
-  // a live flusher in a slot that still names this database is this database's flusher.
-  if (after_write) pg_memory_barrier();
-  DatabaseSlot* slot = my_flusher_slot;
-  if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
-      *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId)
-    return slot;
+namespace {
 
+// How long a write waits for an idle flusher of another database to leave, when every slot or
+// every worker process is taken.
+constexpr int kRoomForFlusherMs = 5000;
+
+// Asks the flushers of other databases to leave now if they are idle (no client connected):
+// their slots and processes are what this database needs. False if there is none to ask.
+bool AskIdleFlushersToLeave() {
+  bool asked = false;
+  LWLockAcquire(shared->slots_lock, LW_SHARED);
+  for (int i = 0; i < shared->max_databases; i++) {
+    DatabaseSlot* s = &shared->slots[i];
+    if (s->db == MyDatabaseId || s->worker_pid == 0) continue;
+    pg_atomic_write_u32(&s->leave_requested, 1);
+    if (s->worker_latch != nullptr) SetLatch(s->worker_latch);
+    asked = true;
+  }
+  LWLockRelease(shared->slots_lock);
+  return asked;
+}
+
+enum class Start { kRunning, kStarted, kNoSlot, kNoWorker };
+
+// One attempt: this database's slot (assigned now if need be) with a flusher registered if none
+// runs. A slot assigned by an attempt whose flusher could not be registered is given back: no
+// value was written to it yet.
+Start TryEnsureFlusher(DatabaseSlot** out) {
   LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  slot = SlotFor(MyDatabaseId);
+  bool fresh = FindSlot(MyDatabaseId) == nullptr;
+  DatabaseSlot* slot = SlotFor(MyDatabaseId);
   bool start = false;
   if (slot != nullptr && slot->worker_pid == 0 && pg_atomic_read_u32(&slot->closing) == 0) {
     TimestampTz now = GetCurrentTimestamp();
@@ -368,22 +437,54 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
     if (start) slot->start_requested = now;
   }
   LWLockRelease(shared->slots_lock);
+  *out = slot;
+  if (slot == nullptr) return Start::kNoSlot;
+  if (!start) return Start::kRunning;
+  if (RegisterFlusher(MyDatabaseId)) return Start::kStarted;
+  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
+  slot->start_requested = 0;
+  if (fresh && slot->db == MyDatabaseId && slot->worker_pid == 0) slot->db = InvalidOid;
+  LWLockRelease(shared->slots_lock);
+  return Start::kNoWorker;
+}
+
+}  // namespace
+
+DatabaseSlot* EnsureFlusher(bool after_write) {
+  // Unlocked fast path: a slot is reassigned only after its flusher left, so a live flusher in a
+  // slot that still names this database is this database's flusher.
+  if (after_write) pg_memory_barrier();
+  DatabaseSlot* slot = my_flusher_slot;
+  if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
+      *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId)
+    return slot;
+
+  Start result = TryEnsureFlusher(&slot);
+  // Every slot or worker process taken: idle flushers of other databases make room.
+  if ((result == Start::kNoSlot || result == Start::kNoWorker) && AskIdleFlushersToLeave()) {
+    TimestampTz since = GetCurrentTimestamp();
+    do {
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 20,
+                      PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
+      CHECK_FOR_INTERRUPTS();
+      result = TryEnsureFlusher(&slot);
+    } while ((result == Start::kNoSlot || result == Start::kNoWorker) &&
+             !TimestampDifferenceExceeds(since, GetCurrentTimestamp(), kRoomForFlusherMs));
+  }
   // After a write, fail softly: the write is done, and the next write tries again.
   int elevel = after_write ? WARNING : ERROR;
-  if (slot == nullptr)
+  if (result == Start::kNoSlot)
     ereport(elevel, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                      errmsg("too many databases use slotted_counter"),
-                     errdetail("Each database that uses it needs one of the %d flusher slots.",
+                     errdetail("Each database that uses it needs one of the %d flusher slots "
+                               "while a client of it is connected.",
                                shared->max_databases),
                      errhint("Raise slotted_counter.max_databases and restart the server.")));
-  if (start && !RegisterFlusher(MyDatabaseId)) {
-    LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-    slot->start_requested = 0;
-    LWLockRelease(shared->slots_lock);
+  if (result == Start::kNoWorker)
     ereport(elevel, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                      errmsg("could not start the slotted_counter flusher"),
                      errhint("Raise max_worker_processes and restart the server.")));
-  }
   if (slot != nullptr) my_flusher_slot = slot;
   // A write that just went in may have noted its entry in a slot its database no longer has
   // (the flusher left it meanwhile): the next flush must not trust its ring alone.
@@ -466,6 +567,7 @@ void slotted_counter_flusher_main(Datum arg) {
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
 
   TimestampTz last_flush = GetCurrentTimestamp();
+  TimestampTz idle_since = 0;
   bool failing = false;
   while (!ShutdownRequestPending) {
     if (ConfigReloadPending) {
@@ -489,11 +591,31 @@ void slotted_counter_flusher_main(Datum arg) {
     }
     failing = !ok;
 
+    // With no client for idle_timeout, leave and give the slot back; the next write starts a
+    // flusher again.
+    // A write of another database that found every slot or worker taken asks for it at once.
+    int idle_timeout = settings.idle_timeout;
+    bool asked = pg_atomic_exchange_u32(&my_flusher_slot->leave_requested, 0) != 0;
+    if (!failing && (idle_timeout > 0 || asked) && Idle(db)) {
+      if (idle_since == 0) idle_since = GetCurrentTimestamp();
+      if (asked || TimestampDifferenceExceeds(idle_since, GetCurrentTimestamp(), idle_timeout)) {
+        if (LeaveIdle(db)) proc_exit(0);
+        idle_since = 0;
+      }
+    } else {
+      idle_since = 0;
+    }
+
     long timeout = -1;
     if (failing)
       timeout = kErrorBackoffMs;
     else if (interval > 0)
       timeout = Max(0L, long(interval) - long((GetCurrentTimestamp() - last_flush) / 1000));
+    // Often enough to notice the idle time run out.
+    if (idle_timeout > 0) {
+      long check = Min(idle_timeout, 1000);
+      timeout = timeout < 0 ? check : Min(timeout, check);
+    }
     WaitOnLatch(timeout);
   }
   ShutDown(db);
