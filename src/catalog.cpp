@@ -260,6 +260,13 @@ const char* NameForMessage(const char* name) {
   return psprintf("%.*s...", clipped, name);
 }
 
+void CheckNameSyntax(const char* name, int len) {
+  if (len == 0 || len >= NAMEDATALEN)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid counter name \"%s\"", NameForMessage(pnstrdup(name, len))),
+                    errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
+}
+
 int InstalledSchema() {
   ValidateCaches();
   if (schema_version == 0) {

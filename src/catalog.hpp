@@ -115,4 +115,8 @@ void ForgetCachedCounters();
 // if it was longer, so that an oversized argument does not fill the log.
 const char* NameForMessage(const char* name);
 
+// Fails with 22023 unless the len bytes at name can be a counter's name (1 to NAMEDATALEN - 1
+// bytes): the syntax the slotted_counter type checks, and sc_create before its own rules.
+void CheckNameSyntax(const char* name, int len);
+
 }  // namespace sc

@@ -26,22 +26,6 @@ PG_FUNCTION_INFO_V1(slotted_counter_id);
 
 using namespace sc;
 
-namespace {
-
-// 22023 unless `len` bytes can be a counter's name.
-void CheckNameSyntax(const char* name, int len) {
-  if (len == 0)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("invalid counter name \"\""),
-                    errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
-  if (len >= NAMEDATALEN)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("invalid counter name \"%s\"", NameForMessage(pnstrdup(name, len))),
-                    errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
-}
-
-}  // namespace
-
 Datum slotted_counter_name_in(PG_FUNCTION_ARGS) {
   const char* name = PG_GETARG_CSTRING(0);
   int len = int(strlen(name));

@@ -138,14 +138,13 @@ void ForgetDatabase(DatabaseSlot* slot, Oid db) {
 void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
                ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* env,
                DestReceiver* dest, QueryCompletion* qc) {
+  ProcessUtility_hook_type next =
+      prev_process_utility != nullptr ? prev_process_utility : standard_ProcessUtility;
   bool dropping, force;
   Oid db = TargetDatabase(pstmt->utilityStmt, &dropping, &force);
   DatabaseSlot* slot = OidIsValid(db) ? FindSlot(db) : nullptr;
   if (slot == nullptr) {
-    if (prev_process_utility != nullptr)
-      prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
-    else
-      standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    next(pstmt, query, read_only_tree, context, params, env, dest, qc);
     return;
   }
   pg_atomic_fetch_add_u32(&slot->closing, 1);
@@ -155,10 +154,7 @@ void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
     // WITH (FORCE) terminates every process of the database, ours included, and waits. With a
     // client connected the command fails anyway: the flusher stays for it.
     if (!force && CountDBConnections(db) == 0) StopWorkers(slot, db);
-    if (prev_process_utility != nullptr)
-      prev_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
-    else
-      standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    next(pstmt, query, read_only_tree, context, params, env, dest, qc);
     done = true;
   }
   PG_FINALLY();

@@ -28,10 +28,7 @@ namespace {
 
 void CheckCounterName(const char* name) {
   size_t len = strlen(name);
-  if (len == 0 || len >= NAMEDATALEN)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("invalid counter name \"%s\"", NameForMessage(name)),
-                    errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
+  CheckNameSyntax(name, int(len));
   if (strspn(name, "0123456789") == len)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("invalid counter name \"%s\"", name),

@@ -323,6 +323,15 @@ void WaitOnLatch(long timeout_ms) {
   CHECK_FOR_INTERRUPTS();
 }
 
+// Gives up the slot (a no-op once done), then flushes with a full scan: the hand-over at the
+// top of this file. False if the flush failed.
+bool HandOverAndFlush(Oid db) {
+  LeaveSlot(0, 0);
+  pg_memory_barrier();
+  full_scan_next = true;
+  return FlushAndRecord(db);
+}
+
 // After SIGTERM: serve the clients still connected, leave the slot, then flush until a flush
 // succeeds (see the hand-over at the top of this file).
 void ShutDown(Oid db) {
@@ -334,10 +343,7 @@ void ShutDown(Oid db) {
     ServeAndRecord(db);
     WaitOnLatch(10);
   }
-  LeaveSlot(0, 0);
-  pg_memory_barrier();
-  full_scan_next = true;
-  while (!FlushAndRecord(db) &&
+  while (!HandOverAndFlush(db) &&
          !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kFinalFlushMs)) {
     ServeAndRecord(db);
     WaitOnLatch(kErrorBackoffMs);
@@ -379,10 +385,7 @@ void ReleaseSlot(Oid db) {
 // the flusher then stays.
 bool LeaveIdle(Oid db) {
   SetWorkerState(kWorkerStopping);
-  LeaveSlot(0, 0);
-  pg_memory_barrier();
-  full_scan_next = true;
-  if (!FlushAndRecord(db)) return !ClaimSlot(db);
+  if (!HandOverAndFlush(db)) return !ClaimSlot(db);
   ServeAndRecord(db);
   ReleaseSlot(db);
   return true;
