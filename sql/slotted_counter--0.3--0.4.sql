@@ -112,8 +112,8 @@ BEGIN
                     CASE WHEN c.reloptions IS NOT NULL
                          THEN ' WITH (' || array_to_string(c.reloptions, ', ') || ')' ELSE '' END,
                     rtrim(pg_get_viewdef(c.oid), ';'),
-                    CASE WHEN c.relkind = 'm' AND c.relispopulated THEN ' WITH DATA'
-                         WHEN c.relkind = 'm' THEN ' WITH NO DATA' ELSE '' END)
+                    -- filled below by REFRESH, which runs the query as the owner
+                    CASE WHEN c.relkind = 'm' THEN ' WITH NO DATA' ELSE '' END)
       FROM pg_class c WHERE c.oid = obj.objid;
       INSERT INTO slotted_counter.update_steps (phase, statement)
       SELECT 'recreate', s FROM (
@@ -123,6 +123,9 @@ BEGIN
         UNION ALL
         SELECT format('ALTER %s %s OWNER TO %I', kind, name, pg_get_userbyid(c.relowner))
         FROM pg_class c WHERE c.oid = obj.objid
+        UNION ALL
+        SELECT format('REFRESH MATERIALIZED VIEW %s', name)
+        FROM pg_class c WHERE c.oid = obj.objid AND c.relkind = 'm' AND c.relispopulated
         UNION ALL
         SELECT format('REVOKE ALL ON %s FROM PUBLIC, %I', name, pg_get_userbyid(c.relowner))
         FROM pg_class c WHERE c.oid = obj.objid AND c.relacl IS NOT NULL

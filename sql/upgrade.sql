@@ -31,7 +31,8 @@ COMMENT ON VIEW old_view IS 'made on 0.2';
 GRANT SELECT ON old_view TO sc_old_app;
 ALTER VIEW old_view_of_view OWNER TO sc_old_app;
 CREATE VIEW old_by_column AS SELECT r.id, sc_sum(r.c, 1) AS v FROM old_refs r;
-CREATE MATERIALIZED VIEW old_mat AS SELECT sc_sum('old_b', 1) AS b;
+CREATE MATERIALIZED VIEW old_mat AS SELECT sc_sum('old_b', 1) AS b, current_user AS filled_by;
+ALTER MATERIALIZED VIEW old_mat OWNER TO sc_old_app;
 CREATE FUNCTION old_atomic() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT sc_sum('old_t', 2); END;
 CREATE FUNCTION old_param(c slotted_counter) RETURNS bigint LANGUAGE plpgsql
   AS $$ BEGIN RETURN sc_sum(c, 1); END $$;
@@ -49,6 +50,7 @@ ALTER EXTENSION slotted_counter UPDATE;
 SELECT * FROM old_view;
 SELECT * FROM old_view_of_view;
 SELECT * FROM old_by_column ORDER BY id;
+-- filled again as its owner (REFRESH), not as the role running the update
 SELECT * FROM old_mat;
 SELECT old_atomic(), old_param('old_b');
 SELECT id, c, cs FROM old_refs ORDER BY id;
