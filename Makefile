@@ -22,7 +22,8 @@ OBJS = \
 	src/attach_run.o \
 	src/privileges.o \
 	src/spi.o \
-	src/databases.o
+	src/databases.o \
+	src/saved_values.o
 
 EXTENSION = slotted_counter
 DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \

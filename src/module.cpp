@@ -5,6 +5,7 @@
 // 55000 (shmem.cpp, RequireShared).
 #include "databases.hpp"
 #include "pg.hpp"
+#include "saved_values.hpp"
 #include "settings.hpp"
 #include "shmem.hpp"
 #include "xact.hpp"
@@ -76,4 +77,5 @@ void _PG_init(void) {
   shmem_startup_hook = sc::ShmemStartup;
   sc::InstallTransactionHooks();
   sc::InstallDatabaseHooks();
+  sc::ReadSavedValues();
 }

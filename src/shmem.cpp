@@ -1,6 +1,7 @@
 // shmem.cpp: sizing and creating the shared state (layout and lock protocol: shmem.hpp).
 #include "shmem.hpp"
 
+#include "saved_values.hpp"
 #include "settings.hpp"
 
 namespace sc {
@@ -88,6 +89,12 @@ void CreateSharedState() {
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;
+  // The postmaster: values a clean shutdown saved go back into the new buffer, and what the
+  // flushers leave unflushed at the next clean shutdown is saved.
+  if (!found && !IsUnderPostmaster) {
+    RestoreSavedValues();
+    on_shmem_exit(SaveUnflushedValues, 0);
+  }
 }
 
 DatabaseSlot* FindSlot(Oid db) {

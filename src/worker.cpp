@@ -39,7 +39,10 @@ constexpr int kStartRetryMs = 10000;
 // (Smart shutdown signals workers only after the clients left; pg_terminate_backend on the
 // flusher leaves them connected, so the wait is bounded.)
 constexpr int kShutdownWaitMs = 5000;
-constexpr int kFinalFlushMs = 60000;
+// How long the last flush is tried again when it fails. Not longer: pg_ctl waits 60 s for a
+// shutdown, and what that flush cannot write stays in the buffer, which a clean shutdown saves
+// to a file (saved_values.cpp).
+constexpr int kFinalFlushMs = 3000;
 constexpr int kErrorBackoffMs = 1000;
 
 // Cleared for the flushes of a shutdown: no attacher starts then.
@@ -102,9 +105,10 @@ DatabaseSlot* SlotFor(Oid db) {
   return free_slot;
 }
 
-// Registers a worker of database db: the flusher, or the attacher (attach_run.cpp), with `extra`
+// Describes a worker of database db: the flusher, or the attacher (attach_run.cpp), with `extra`
 // in bgw_extra.
-bool RegisterWorker(Oid db, const char* function, const char* type, TimestampTz extra = 0) {
+BackgroundWorker DescribeWorker(Oid db, const char* function, const char* type,
+                                TimestampTz extra = 0) {
   BackgroundWorker worker;
   memset(&worker, 0, sizeof(worker));
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -117,12 +121,18 @@ bool RegisterWorker(Oid db, const char* function, const char* type, TimestampTz 
   worker.bgw_main_arg = ObjectIdGetDatum(db);
   memcpy(worker.bgw_extra, &extra, sizeof(extra));
   worker.bgw_notify_pid = 0;
+  return worker;
+}
+
+bool RegisterWorker(Oid db, const char* function, const char* type, TimestampTz extra = 0) {
+  BackgroundWorker worker = DescribeWorker(db, function, type, extra);
   return RegisterDynamicBackgroundWorker(&worker, nullptr);
 }
 
-bool RegisterFlusher(Oid db) {
-  return RegisterWorker(db, "slotted_counter_flusher_main", "slotted_counter flusher");
-}
+const char* const kFlusherMain = "slotted_counter_flusher_main";
+const char* const kFlusherType = "slotted_counter flusher";
+
+bool RegisterFlusher(Oid db) { return RegisterWorker(db, kFlusherMain, kFlusherType); }
 
 // Starts the database's attacher if an attachment is due and none runs (or was registered in
 // the last kStartRetryMs). The flusher never waits for it.
@@ -333,7 +343,7 @@ bool HandOverAndFlush(Oid db) {
 }
 
 // After SIGTERM: serve the clients still connected, leave the slot, then flush until a flush
-// succeeds (see the hand-over at the top of this file).
+// succeeds or kFinalFlushMs passed (see the hand-over at the top of this file).
 void ShutDown(Oid db) {
   SetWorkerState(kWorkerStopping);
   start_attachers = false;
@@ -343,12 +353,20 @@ void ShutDown(Oid db) {
     ServeAndRecord(db);
     WaitOnLatch(10);
   }
-  while (!HandOverAndFlush(db) &&
+  start = GetCurrentTimestamp();
+  bool flushed;
+  while (!(flushed = HandOverAndFlush(db)) &&
          !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kFinalFlushMs)) {
     ServeAndRecord(db);
     WaitOnLatch(kErrorBackoffMs);
   }
   ServeAndRecord(db);
+  if (!flushed)
+    ereport(LOG, (errmsg("the flusher of database \"%s\" exits with values it could not flush",
+                         db_name),
+                  errdetail("They stay in the buffer: the next flusher of the database writes "
+                            "them, and a clean shutdown saves them to a file that the next start "
+                            "restores.")));
 }
 
 // Whether the flusher has nothing to do and no one to do it for: no client is connected to its
@@ -392,6 +410,11 @@ bool LeaveIdle(Oid db) {
 }
 
 }  // namespace
+
+void RegisterFlusherAtStart(Oid db) {
+  BackgroundWorker worker = DescribeWorker(db, kFlusherMain, kFlusherType);
+  RegisterBackgroundWorker(&worker);
+}
 
 bool StartAttacher(Oid db, TimestampTz round) {
   if (RegisterWorker(db, "slotted_counter_attacher_main", "slotted_counter attacher", round))

@@ -24,6 +24,10 @@ inline void EnsureFlusherFast(bool after_write = false) {
   (void)EnsureFlusher(after_write);
 }
 
+// From _PG_init: registers a flusher of database db that starts with the server (to write the
+// values a clean shutdown saved; saved_values.cpp).
+void RegisterFlusherAtStart(Oid db);
+
 // Registers an attacher for database db (attach_run.cpp), for the round that began at `round`
 // (0: a new round, when it starts); logs and returns false if no worker process can be had.
 bool StartAttacher(Oid db, TimestampTz round = 0);

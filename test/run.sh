@@ -32,6 +32,15 @@ make -s -j2 PG_CONFIG="$PG_CONFIG"
 # The database tests run as postgres when we are root, else as ourselves, in a copy they own.
 work=$(mktemp -d /tmp/slotted_counter_test.XXXXXX)
 cp -a "$top/." "$work/"
+# A small filesystem for the test of a full disk (test/t/028_full_disk.pl), where one may be
+# mounted; that test is skipped elsewhere.
+mkdir "$work/small_fs"
+if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=16m tmpfs "$work/small_fs" 2>/dev/null; then
+  export SC_SMALL_FS="$work/small_fs"
+  trap 'umount "$work/small_fs" 2>/dev/null || true' EXIT
+else
+  echo "no small filesystem could be mounted: the full-disk test is skipped"
+fi
 run=()
 if [ "$(id -u)" -eq 0 ]; then
   chown -R postgres "$work"
@@ -64,6 +73,8 @@ suite "unit" bash "$top/test/unit/run.sh"
 # In the scratch copy, so that npm installs node-postgres where the suite's user may write.
 suite "clients" "${run[@]}" bash "$work/test/clients/run.sh"
 
+if [ -n "${SC_SMALL_FS:-}" ]; then umount "$work/small_fs"; fi
+trap - EXIT
 rm -rf "$work"
 echo "suites: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
