@@ -183,7 +183,8 @@ LoadResult Load(const CounterKey& k, uint32 hash, bool transactional) {
 
   LWLockAcquire(lock, LW_EXCLUSIVE);
   LoadResult refused = LoadResult::kLoaded;
-  if (t->Find(k, hash) != kNil || WriteThroughPendingFor(k))
+  if (t->Find(k, hash) != kNil || WriteThroughPendingFor(k) ||
+      pg_atomic_read_u32(&shared->through_holds[CounterTable::PartitionOf(hash)]) != 0)
     refused = LoadResult::kRetry;
   else if (pg_atomic_read_u64(&shared->catalog_epoch) != epoch)
     refused = LoadResult::kStale;
@@ -305,6 +306,7 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
     r->delta = delta;
     r->result = 0;
     r->sqlerrcode = 0;
+    r->nbatch = 0;
     SpinLockRelease(&r->mutex);
     pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
   }
@@ -431,6 +433,362 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
       if (!retry) return value;
     }
   }
+}
+
+namespace {
+
+// A buffered batch in progress (BufferIncrementBatch): the entries it pinned and the partitions
+// it holds for its write-through, given back by the batch or, if it fails before its adds, by
+// the abort of its transaction (BufferBatchAbort). In TopMemoryContext.
+struct BatchPin {
+  uint32 index;
+  uint32 generation;
+  uint32 partition;
+};
+BatchPin* batch_pins = nullptr;
+int batch_npins = 0;
+bool batch_holds[kPartitions];
+bool batch_holding = false;
+
+// How long a batch waits for the flusher to write its keys through.
+constexpr int kBatchThroughWaitMs = 10000;
+
+// Pins the resident entry of k, if there is one; false otherwise (*loading: it is being loaded).
+// The pin is recorded in the same critical section, so that no error can leak it.
+bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading) {
+  CounterTable* t = shared->table;
+  LWLock* lock = PartitionLock(hash);
+  LWLockAcquire(lock, LW_EXCLUSIVE);
+  uint32 index = t->Find(k, hash);
+  bool resident = index != kNil && t->at(index).state.load(std::memory_order_relaxed) == kResident;
+  *loading = index != kNil && !resident;
+  if (resident) {
+    Entry& e = t->at(index);
+    e.pins.fetch_add(1, std::memory_order_relaxed);
+    batch_pins[batch_npins++] = BatchPin{index, e.generation.load(std::memory_order_relaxed),
+                                         CounterTable::PartitionOf(hash)};
+  }
+  LWLockRelease(lock);
+  return resident;
+}
+
+// Makes k resident and pins it; false if no entry can be had.
+bool PinResident(CounterDef* def, const CounterKey& k, uint32 hash) {
+  int waits = 0;
+  for (;;) {
+    bool loading;
+    if (PinIfResident(k, hash, &loading)) return true;
+    if (loading)
+      WaitForLoad(&waits);
+    else if (!MakeResident(def, k, hash, &waits))
+      return false;
+  }
+}
+
+void ReleaseBatch() {
+  for (int i = 0; i < batch_npins; i++) {
+    const BatchPin& pin = batch_pins[i];
+    LWLock* lock = &shared->partition_locks[pin.partition].lock;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    Entry& e = shared->table->at(pin.index);
+    if (e.generation.load(std::memory_order_relaxed) == pin.generation)
+      e.pins.fetch_sub(1, std::memory_order_relaxed);
+    LWLockRelease(lock);
+  }
+  batch_npins = 0;
+  if (batch_pins != nullptr) pfree(batch_pins);
+  batch_pins = nullptr;
+  if (batch_holding)
+    for (uint32 p = 0; p < kPartitions; p++)
+      if (batch_holds[p]) {
+        pg_atomic_fetch_sub_u32(&shared->through_holds[p], 1);
+        batch_holds[p] = false;
+      }
+  batch_holding = false;
+}
+
+// Holds the partitions of the keys of `through` (occurrences of keys[]) against loads. A key
+// that is resident (or is being loaded) by then is pinned instead: *pinned[i] is set for it.
+void HoldPartitions(const CounterDef& def, const int64* keys, int64 bucket, const int* through,
+                    int nthrough, bool* pinned, int* pin_of) {
+  memset(batch_holds, 0, sizeof(batch_holds));
+  batch_holding = true;
+  uint32* partitions = static_cast<uint32*>(palloc(sizeof(uint32) * nthrough));
+  uint32* hashes = static_cast<uint32*>(palloc(sizeof(uint32) * nthrough));
+  bool wanted[kPartitions] = {};
+  for (int j = 0; j < nthrough; j++) {
+    hashes[j] = HashCounterKey(CounterKey{MyDatabaseId, def.id, keys[through[j]], bucket});
+    partitions[j] = CounterTable::PartitionOf(hashes[j]);
+    wanted[partitions[j]] = true;
+  }
+  CounterTable* t = shared->table;
+  for (uint32 p = 0; p < kPartitions; p++) {
+    if (!wanted[p]) continue;
+    int waits = 0;
+    for (;;) {
+      LWLock* lock = &shared->partition_locks[p].lock;
+      LWLockAcquire(lock, LW_EXCLUSIVE);
+      bool loading = false;
+      for (int j = 0; j < nthrough && !loading; j++) {
+        if (partitions[j] != p || pinned[through[j]]) continue;
+        CounterKey k{MyDatabaseId, def.id, keys[through[j]], bucket};
+        uint32 index = t->Find(k, hashes[j]);
+        if (index == kNil) continue;
+        Entry& e = t->at(index);
+        if (e.state.load(std::memory_order_relaxed) != kResident) {
+          loading = true;
+          continue;
+        }
+        e.pins.fetch_add(1, std::memory_order_relaxed);
+        pin_of[through[j]] = batch_npins;
+        batch_pins[batch_npins++] =
+            BatchPin{index, e.generation.load(std::memory_order_relaxed), p};
+        pinned[through[j]] = true;
+      }
+      if (!loading) {
+        pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
+        batch_holds[p] = true;
+      }
+      LWLockRelease(lock);
+      if (!loading) break;
+      WaitForLoad(&waits);
+    }
+  }
+  pfree(partitions);
+  pfree(hashes);
+}
+
+int CompareItems(const void* a, const void* b) {
+  int64 x = static_cast<const ThroughItem*>(a)->key, y = static_cast<const ThroughItem*>(b)->key;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+
+// The outcome of a batch's write-through.
+struct ThroughOutcome {
+  bool done;
+  int sqlerrcode;
+};
+
+// Publishes this backend's request for the m items in `segment` and waits for the flusher's
+// answer, with interrupts held: at most kBatchThroughWaitMs while the request is still pending
+// (then it is withdrawn), and for as long as the flusher is writing it once taken (its lock
+// timeout bounds that). Raises no error.
+ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segment* segment,
+                                 int m) {
+  WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
+  DatabaseSlot* slot = EnsureFlusher(true);
+  // A single-key request left by an earlier, cancelled call is still served first.
+  TimestampTz start = GetCurrentTimestamp();
+  for (;;) {
+    SpinLockAcquire(&r->mutex);
+    bool busy = r->state == kRequestPending || r->state == kRequestTaken;
+    if (!busy) {
+      r->state = kRequestPending;
+      r->key = CounterKey{MyDatabaseId, def.id, 0, bucket};
+      r->delta = 0;
+      r->result = 0;
+      r->sqlerrcode = 0;
+      r->nbatch = m;
+      r->batch = dsm_segment_handle(segment);
+    }
+    SpinLockRelease(&r->mutex);
+    if (!busy) break;
+    if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kBatchThroughWaitMs))
+      return ThroughOutcome{false, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED};
+    if (slot != nullptr) WakeFlusher(slot);
+    pg_usleep(1000);
+  }
+  pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
+  start = GetCurrentTimestamp();
+  TimestampTz ensured = start;
+  ThroughOutcome outcome{false, 0};
+  for (;;) {
+    if (slot != nullptr) {
+      WakeFlusher(slot);
+      ConditionVariableTimedSleep(&slot->done_cv, 100, PG_WAIT_EXTENSION);
+    } else {
+      pg_usleep(100000);
+    }
+    TimestampTz now = GetCurrentTimestamp();
+    SpinLockAcquire(&r->mutex);
+    uint32 state = r->state;
+    bool withdraw = state == kRequestPending &&
+                    TimestampDifferenceExceeds(start, now, kBatchThroughWaitMs);
+    if (state == kRequestDone || state == kRequestFailed || withdraw) {
+      outcome = ThroughOutcome{state == kRequestDone,
+                               withdraw ? ERRCODE_CONFIGURATION_LIMIT_EXCEEDED : r->sqlerrcode};
+      r->state = kRequestEmpty;
+      r->nbatch = 0;
+    }
+    SpinLockRelease(&r->mutex);
+    if (withdraw) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+    if (state == kRequestDone || state == kRequestFailed || withdraw) break;
+    // The flusher may have left meanwhile (only warns: no error may be raised here).
+    if (TimestampDifferenceExceeds(ensured, now, 1000)) {
+      slot = EnsureFlusher(true);
+      ensured = now;
+    }
+  }
+  ConditionVariableCancelSleep();
+  return outcome;
+}
+
+// Adds delta to a pinned entry; false if that leaves the bigint range (nothing changed then).
+// An entry whose counter was dropped meanwhile (a new generation) takes nothing: the increment
+// falls before the drop.
+bool AddPinned(const BatchPin& pin, int64 delta, int64* value) {
+  LWLock* lock = &shared->partition_locks[pin.partition].lock;
+  LWLockAcquire(lock, LW_SHARED);
+  Entry& e = shared->table->at(pin.index);
+  bool ours = e.generation.load(std::memory_order_relaxed) == pin.generation &&
+              e.state.load(std::memory_order_relaxed) == kResident;
+  bool ok = true;
+  Dirtied dirtied;
+  if (ours) {
+    ok = CounterTable::Add(e, delta, value);
+    if (ok) CheckDirtied(pin.index, e, *value - delta, *value, &dirtied);
+  } else {
+    *value = 0;
+  }
+  LWLockRelease(lock);
+  NoteDirtied(dirtied);
+  return ok;
+}
+
+}  // namespace
+
+ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
+  ThroughItem probe{key, 0, 0};
+  return static_cast<ThroughItem*>(bsearch(&probe, items, n, sizeof(ThroughItem), CompareItems));
+}
+
+void BufferBatchAbort() {
+  if (batch_npins > 0 || batch_holding || batch_pins != nullptr) ReleaseBatch();
+}
+
+void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const int64* deltas,
+                          int n, int64 bucket, int64* values) {
+  if (n == 0) return;
+  CounterDef def = counter;
+  BufferBatchAbort();  // nothing is left of an earlier batch; but if so, give it back
+  batch_pins = static_cast<BatchPin*>(
+      MemoryContextAllocHuge(TopMemoryContext, sizeof(BatchPin) * size_t(n)));
+  auto* pin_of = static_cast<int*>(palloc(sizeof(int) * n));
+  auto* pinned = static_cast<bool*>(palloc0(sizeof(bool) * n));
+  auto* through = static_cast<int*>(palloc(sizeof(int) * n));
+  int nthrough = 0;
+
+  // Phase 1, where an error changes nothing: pin what can be resident.
+  int limit = Max(1, int(shared->table->capacity() / 4));
+  for (int i = 0; i < n; i++) {
+    CounterKey k{MyDatabaseId, def.id, keys[i], bucket};
+    uint32 hash = HashCounterKey(k);
+    int before = batch_npins;
+    if (batch_npins < limit && PinResident(&def, k, hash)) {
+      pinned[i] = true;
+      pin_of[i] = before;
+    } else {
+      through[nthrough++] = i;
+    }
+  }
+  ThroughItem* items = nullptr;
+  int m = 0;
+  dsm_segment* segment = nullptr;
+  if (nthrough > 0) {
+    HoldPartitions(def, keys, bucket, through, nthrough, pinned, pin_of);
+    // The keys left, summed per key (one row each in the flusher's upsert).
+    int kept = 0;
+    for (int j = 0; j < nthrough; j++)
+      if (!pinned[through[j]]) through[kept++] = through[j];
+    nthrough = kept;
+  }
+  if (nthrough > 0) {
+    segment = dsm_create(sizeof(ThroughItem) * size_t(nthrough), 0);
+    items = static_cast<ThroughItem*>(dsm_segment_address(segment));
+    for (int j = 0; j < nthrough; j++) items[j] = ThroughItem{keys[through[j]], deltas[through[j]], 0};
+    qsort(items, nthrough, sizeof(ThroughItem), CompareItems);
+    for (int j = 0; j < nthrough; j++) {
+      if (m > 0 && items[m - 1].key == items[j].key) {
+        if (!CheckedAdd(items[m - 1].delta, items[j].delta, &items[m - 1].delta))
+          ReportOverflow(def, items[j].key, 0, items[j].delta);
+      } else {
+        items[m++] = items[j];
+      }
+    }
+  }
+
+  // Phase 2, with interrupts held: the adds, the write-through, and the undo if it failed. A
+  // cancel that came before it ends the batch here, having changed nothing.
+  CHECK_FOR_INTERRUPTS();
+  HOLD_INTERRUPTS();
+  // The statement timeout does not fire while the batch is applied (its SIGINTs would come after
+  // a cancel is put off, below); it is set again afterwards if time is left.
+  TimestampTz statement_deadline = 0;
+  if (get_timeout_active(STATEMENT_TIMEOUT)) {
+    statement_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
+    disable_timeout(STATEMENT_TIMEOUT, false);
+  }
+  int applied = 0;
+  bool overflow = false;
+  for (; applied < n; applied++) {
+    if (!pinned[applied]) continue;
+    if (!AddPinned(batch_pins[pin_of[applied]], deltas[applied], &values[applied])) {
+      overflow = true;
+      break;
+    }
+  }
+  ThroughOutcome outcome{true, 0};
+  if (!overflow && m > 0) outcome = AwaitBatchThrough(def, bucket, segment, m);
+  if (overflow || !outcome.done) {
+    // Takes back what was added, last first. (At the very edge of the bigint range a concurrent
+    // add can make a take-back itself overflow; it is then left out.)
+    for (int i = applied - 1; i >= 0; i--) {
+      int64 ignored;
+      if (pinned[i]) (void)AddPinned(batch_pins[pin_of[i]], -deltas[i], &ignored);
+    }
+  }
+  ReleaseBatch();
+  RESUME_INTERRUPTS();
+  // A cancel, or the statement timeout, that came while the batch was being applied came too
+  // late, as one that comes while a transaction commits: the batch is counted, and the call says
+  // so. (Termination is not put off: the connection ends, as it would after a commit.)
+  if (statement_deadline != 0 && statement_deadline > GetCurrentTimestamp())
+    enable_timeout_at(STATEMENT_TIMEOUT, statement_deadline);
+  if (!overflow && outcome.done && QueryCancelPending && !ProcDiePending &&
+      !get_timeout_indicator(LOCK_TIMEOUT, false))
+    QueryCancelPending = false;
+
+  if ((overflow || !outcome.done) && segment != nullptr) dsm_detach(segment);
+  if (overflow)
+    ReportOverflow(def, keys[applied], BufferRead(def, keys[applied], bucket, false),
+                   deltas[applied]);
+  if (!outcome.done) {
+    if (outcome.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                      errmsg("value of counter \"%s\" out of range", def.name),
+                      errdetail("A key written through to the table would leave the bigint "
+                                "range; nothing of the batch was counted.")));
+    if (outcome.sqlerrcode == ERRCODE_UNDEFINED_OBJECT) ReportUnknownCounter(def.name);
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("no room in the slotted_counter buffer for the batch on counter \"%s\"",
+                           def.name),
+                    errdetail("%d of its keys had to be written through to the table, and the "
+                              "flusher could not write them within %d seconds; nothing of the "
+                              "batch was counted.",
+                              m, kBatchThroughWaitMs / 1000),
+                    errhint("slotted_counter.stats shows the flusher's last error. Raise "
+                            "slotted_counter.max_entries.")));
+  }
+  // The new values of the keys written through, occurrence by occurrence: a later occurrence of
+  // a key comes after an earlier one.
+  for (int i = n - 1; i >= 0; i--) {
+    if (pinned[i]) continue;
+    ThroughItem* item = FindThroughItem(items, m, keys[i]);
+    values[i] = item->result;
+    item->result -= deltas[i];
+  }
+  if (segment != nullptr) dsm_detach(segment);
 }
 
 int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {

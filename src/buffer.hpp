@@ -17,6 +17,30 @@ bool StoredReadsNeedDeltas();
 // Fails with 22003, changing nothing, if the value would leave the bigint range.
 int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);
 
+// Adds deltas[i] to (keys[i], bucket) of a buffered counter for every i, in order, and sets
+// values[i] to the new value after it: all or nothing, under every failure (overflow, a cancel, a
+// timeout, termination, a flusher that cannot write). First, where an error changes nothing, it
+// makes the keys resident and pins them (a quarter of the buffer at most); the keys left over are
+// handed to the flusher as one write-through, whose partitions it holds so no one loads them.
+// Then, with interrupts held, it adds to the pinned entries, has the flusher write the rest in
+// one transaction (waiting 10 s at most), and takes its adds back if that failed.
+void BufferIncrementBatch(const CounterDef& def, const int64* keys, const int64* deltas, int n,
+                          int64 bucket, int64* values);
+
+// At the abort of a (sub)transaction: gives back what a batch that failed before its adds held
+// (pins, partition holds). Cannot fail.
+void BufferBatchAbort();
+
+// One key of a batch written through (WriteThroughRequest::batch): the delta to add, and the new
+// value once added. Sorted by key, distinct.
+struct ThroughItem {
+  int64 key;
+  int64 delta;
+  int64 result;
+};
+// The item of key in items (n, sorted by key), or nullptr.
+ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key);
+
 // Replaces the value of (counter, key, bucket) of a buffered counter and returns the old value.
 // Concurrent increments fall before or after it. If the buffer has no room it waits for the
 // flusher (10 s at most, then 53400).

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 
+#include "buffer.hpp"
 #include "catalog.hpp"
 #include "key_arrays.hpp"
 #include "shmem.hpp"
@@ -86,6 +87,20 @@ const char* const kWriteThroughSql =
     "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
     "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
     "RETURNING value";
+
+// A batch written through (WriteThroughRequest::nbatch): one counter, one bucket, distinct keys.
+const char* const kBatchThroughSql =
+    "WITH live AS (SELECT id FROM slotted_counter.counters "
+    "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
+    "SELECT $1, k.key, $3, k.delta FROM live, ROWS FROM "
+    "(pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
+    "AS k(key, delta) "
+    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
+    "RETURNING key, value";
+
+SPIPlanPtr plan_batch_through = nullptr;
 
 // The slot whose totals writers this process counts itself among (shmem.hpp), while it does.
 DatabaseSlot* totals_write_slot = nullptr;
@@ -399,6 +414,47 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   return n + folded;
 }
 
+namespace {
+
+// Writes the keys of a batch request (in its requester's segment) and puts their new values
+// there; false if the counter was dropped. Inside the serving subtransaction, whose resource
+// owner detaches the segment on an error.
+bool WriteBatchThrough(const WriteThroughRequest* r) {
+  dsm_segment* segment = dsm_attach(r->batch);
+  if (segment == nullptr) elog(ERROR, "the segment of a batch written through is gone");
+  auto* items = static_cast<ThroughItem*>(dsm_segment_address(segment));
+  int m = r->nbatch;
+  Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * m));
+  Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * m));
+  for (int i = 0; i < m; i++) {
+    keys[i] = Int64GetDatum(items[i].key);
+    deltas[i] = Int64GetDatum(items[i].delta);
+  }
+  static const Oid types[4] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
+  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 4, types);
+  Datum args[4] = {Int32GetDatum(r->key.counter),
+                   PointerGetDatum(construct_array(keys, m, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+                   TimestampTzGetDatum(r->key.bucket),
+                   PointerGetDatum(construct_array(deltas, m, INT8OID, 8, true, TYPALIGN_DOUBLE))};
+  char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
+  int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+  if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
+  bool done = SPI_processed == uint64(m);
+  for (uint64 row = 0; done && row < SPI_processed; row++) {
+    bool isnull;
+    int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1,
+                                            &isnull));
+    ThroughItem* item = FindThroughItem(items, m, key);
+    if (item != nullptr)
+      item->result = DatumGetInt64(
+          SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull));
+  }
+  dsm_detach(segment);
+  return done;
+}
+
+}  // namespace
+
 int ServeWriteThroughs(Oid db) {
   if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return 0;
   MemoryContext caller = MemoryContextSwitchTo(WorkContext());
@@ -437,17 +493,21 @@ int ServeWriteThroughs(Oid db) {
       MemoryContextSwitchTo(context);
       PG_TRY();
       {
-        int rc = SPI_execute_plan(plan, args, nulls, false, 0);
-        if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
-        if (SPI_processed == 1) {
-          bool isnull;
-          result[j] = DatumGetInt64(
-              SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-          outcome[j] = kRequestDone;
+        // No row: the counter was dropped.
+        bool done;
+        if (r->nbatch > 0) {
+          done = WriteBatchThrough(r);
         } else {
-          outcome[j] = kRequestFailed;
-          code[j] = ERRCODE_UNDEFINED_OBJECT;
+          int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+          if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
+          done = SPI_processed == 1;
+          bool isnull;
+          if (done)
+            result[j] = DatumGetInt64(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         }
+        outcome[j] = done ? kRequestDone : kRequestFailed;
+        if (!done) code[j] = ERRCODE_UNDEFINED_OBJECT;
         ReleaseCurrentSubTransaction();
       }
       PG_CATCH();
@@ -488,13 +548,14 @@ int ServeWriteThroughs(Oid db) {
   for (int j = 0; j < n; j++) {
     WriteThroughRequest* r = &shared->requests[mine[j]];
     SpinLockAcquire(&r->mutex);
+    int keys = Max(r->nbatch, 1);  // read before the requester may reuse the request
     r->state = outcome[j];
     r->result = result[j];
     r->sqlerrcode = code[j];
     SpinLockRelease(&r->mutex);
     if (outcome[j] != kRequestPending) {
       pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-      served++;
+      served += keys;
     }
   }
   ReportStatistics();

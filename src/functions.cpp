@@ -120,15 +120,6 @@ int64* BigintElements(FunctionCallInfo fcinfo, int n, const char* name, int* cou
   return values;
 }
 
-// Takes back the first n increments of a failed buffered batch, so that it ends having changed
-// nothing. Each key was just counted and is normally still resident, so this is n atomic adds.
-// (Limits, for the bigint edge only: a concurrent caller may see a value the undo takes back,
-// and if the undo itself fails the error is raised with the batch half taken back.)
-void UndoBatch(const CounterDef& def, const int64* keys, int64 bucket, const int64* deltas,
-               int n) {
-  for (int i = n - 1; i >= 0; i--) BufferIncrement(def, keys[i], bucket, -deltas[i]);
-}
-
 // The value of one key: over all its buckets, for a bucketed counter.
 int64 SumOfKey(const CounterDef& def, int64 key) {
   if (def.bucketed) return RangeSum(def, &key, 1, kAllBuckets);
@@ -321,22 +312,11 @@ Datum IncrBatch(PG_FUNCTION_ARGS) {
     for (int i = 0; i < nkeys; i++)
       values[i] = Int64GetDatum(TransactionalIncrement(def, keys[i], bucket, deltas[i]));
   } else {
-    volatile int applied = 0;
-    PG_TRY();
-    {
-      for (int i = 0; i < nkeys; i++) {
-        values[i] = Int64GetDatum(BufferIncrement(def, keys[i], bucket, deltas[i]));
-        applied = i + 1;
-      }
-    }
-    PG_CATCH();
-    {
-      UndoBatch(def, keys, bucket, deltas, applied);
-      EnsureFlusherFast(true);  // the undo wrote too: the same hand-over check as a write
-      PG_RE_THROW();
-    }
-    PG_END_TRY();
+    // All or nothing (buffer.hpp).
+    auto* results = static_cast<int64*>(palloc(sizeof(int64) * (nkeys + 1)));
+    BufferIncrementBatch(def, keys, deltas, nkeys, bucket, results);
     EnsureFlusher(true);
+    for (int i = 0; i < nkeys; i++) values[i] = Int64GetDatum(results[i]);
   }
   PG_RETURN_ARRAYTYPE_P(construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }

@@ -29,6 +29,7 @@ extern "C" {
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/condition_variable.h"
+#include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -45,5 +46,6 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 }

@@ -17,6 +17,10 @@
 //     having checked the key is not resident; a loader checks, under the same exclusive lock,
 //     that no request for its key is pending. So a stored value is never read while a write-through
 //     of the same key is changing it. The flusher of the request's database serves it.
+//   - through_holds[p]: how many batches being written through (WriteThroughRequest::nbatch) have
+//     keys in partition p. Raised under p's lock EXCLUSIVE after checking that none of those keys
+//     is resident; while it is nonzero no key of p is loaded (loaders check it under the same
+//     lock). So no value of a batch's keys is linked into the buffer while the flusher writes them.
 //   - catalog_epoch: bumped after any commit that drops a counter (and after the abort of one that
 //     created one); a backend that sees it change drops its cached counter definitions.
 //   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
@@ -153,6 +157,12 @@ struct WriteThroughRequest {
   int64 delta;
   int64 result;                  // the new value, when kRequestDone
   int sqlerrcode;                // why, when kRequestFailed
+  // A batch (nbatch > 0): the keys of one counter and bucket (key.counter, key.bucket) in the
+  // dynamic shared memory segment `batch` (ThroughItem, buffer.hpp), written in one transaction;
+  // `key.key` and `delta` are then unused. The requester holds, in through_holds, every partition
+  // of those keys from before it fills the request until it has the outcome.
+  int32 nbatch;
+  dsm_handle batch;
 };
 
 // Buckets of one counter, before `before`, dropped by a committing transaction.
@@ -167,7 +177,7 @@ constexpr int kMaxBucketDrops = 32;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 5;
+constexpr uint32 kLayoutVersion = 6;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -182,6 +192,7 @@ struct SharedState {
   DatabaseSlot* slots;            // max_databases
   WriteThroughRequest* requests;  // max_requests
   CounterTable* table;
+  pg_atomic_uint32 through_holds[kPartitions];
   slock_t bucket_drops_mutex;
   BucketDrop bucket_drops[kMaxBucketDrops];
 };

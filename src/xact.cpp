@@ -175,6 +175,7 @@ void OnXactEvent(XactEvent event, void*) {
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
+      BufferBatchAbort();
       TransactionalEnd(false);
       if (noted_count > 0) Settle(false, 0);
       UnregisterBucketDrops();
@@ -186,6 +187,7 @@ void OnXactEvent(XactEvent event, void*) {
 
 void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
   int level = GetCurrentTransactionNestLevel();
+  if (event == SUBXACT_EVENT_ABORT_SUB) BufferBatchAbort();
   if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
     TransactionalSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
   if (noted_count == 0) return;

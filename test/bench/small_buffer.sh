@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# small_buffer.sh: buffered sc_incr with a buffer far too small for the keys of one flush
+# interval (every increment of a key that is not resident is written through by the flusher),
+# against an append-only INSERT on the same server in the same run. Prints both rates and their
+# ratio; exits 1 if a counter does not equal the increments pgbench reports as committed.
+#
+# Environment: CLIENTS (6), DURATION (10 s), KEYS (30000), MAX_ENTRIES (128),
+#   SYNCHRONOUS_COMMIT (on), BATCH (0: one key per call; n: sc_incr_batch of n random keys)
+set -euo pipefail
+BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=test/bench/throwaway.sh
+. "$BENCH/throwaway.sh"
+
+CLIENTS=${CLIENTS:-6}
+DURATION=${DURATION:-10}
+KEYS=${KEYS:-30000}
+MAX_ENTRIES=${MAX_ENTRIES:-128}
+SYNCHRONOUS_COMMIT=${SYNCHRONOUS_COMMIT:-on}
+BATCH=${BATCH:-0}
+
+throwaway_init sc-small-buffer "slotted_counter.max_entries = $MAX_ENTRIES" \
+    "synchronous_commit = $SYNCHRONOUS_COMMIT" "max_connections = $((CLIENTS + 10))"
+as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+psql_ -c "CREATE EXTENSION slotted_counter" -c "SELECT sc_create('small', 'buffered')" \
+    -c "CREATE TABLE events (id bigint GENERATED ALWAYS AS IDENTITY, v integer NOT NULL)" >/dev/null
+
+echo "INSERT INTO events (v) VALUES (1);" >"$WORK/insert.sql"
+if [[ $BATCH -eq 0 ]]; then
+    per_call=1
+    printf '\\set k random(1, %d)\nSELECT sc_incr('"'small'"', :k, 1);\n' "$KEYS" >"$WORK/incr.sql"
+else
+    per_call=$BATCH
+    printf "SELECT cardinality(sc_incr_batch('small', ARRAY(SELECT (random() * %d)::bigint + 1 FROM generate_series(1, %d)), array_fill(1::bigint, ARRAY[%d])));\n" \
+        "$((KEYS - 1))" "$BATCH" "$BATCH" >"$WORK/incr.sql"
+fi
+[[ $(id -u) -eq 0 ]] && chown postgres "$WORK"/*.sql
+
+# The rate (transactions per second, failed ones excluded) and the committed count of a run.
+run() {
+    local out
+    out=$(as_pg "$PGBIN/pgbench" -h "$WORK" -n -M prepared -c "$CLIENTS" -j 2 -T "$DURATION" \
+        -f "$WORK/$1.sql" postgres 2>&1) || { echo "$out" >&2; exit 1; }
+    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | head -n 1)
+    committed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+}
+
+run insert
+insert_tps=$tps insert_n=$committed
+run incr
+incr_tps=$tps incr_n=$committed
+rows=$(psql_ -c "SELECT count(*) FROM events")
+total=$(psql_ -c "SELECT sc_rollup() >= 0" -c \
+    "SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = 'small'::slotted_counter::integer" | tail -n 1)
+stats=$(psql_ -c "SELECT write_throughs FROM slotted_counter.stats WHERE datname = 'postgres'")
+
+awk -v i="$insert_tps" -v c="$incr_tps" -v p="$per_call" -v cl="$CLIENTS" -v k="$KEYS" \
+    -v m="$MAX_ENTRIES" -v wt="$stats" 'BEGIN {
+    printf "| workload (%d clients, %d keys, max_entries = %d) | per second |\n|---|---|\n", cl, k, m
+    printf "| append-only INSERT | %.0f |\n", i
+    printf "| buffered sc_incr, buffer too small (increments) | %.0f |\n", c * p
+    printf "\nratio sc_incr / INSERT: %.2f   (write-throughs: %d)\n", c * p / i, wt }'
+
+status=0
+[[ $rows -eq $insert_n ]] || { echo "events has $rows rows, pgbench committed $insert_n" >&2; status=1; }
+[[ $total -eq $((incr_n * per_call)) ]] ||
+    { echo "the counter is $total, pgbench committed $((incr_n * per_call)) increments" >&2; status=1; }
+exit $status

@@ -1,0 +1,151 @@
+# A buffered batch is all or nothing under a cancel, a statement timeout and termination: batches
+# of 3,000 keys (more than a quarter of the 2,000-entry buffer, so that part of each is written
+# through by the flusher) are interrupted over and over -- double cancels a few milliseconds
+# apart, a statement_timeout shorter than a batch, pg_terminate_backend. Each batch counts its
+# own keys, so every batch is checked on its own: one acknowledged is counted exactly once, one
+# that failed is counted wholly or not at all (a cancel that arrives after the function returned
+# still fails the statement, as it does after nextval: the test reports how often), and no key
+# holds a part of a batch.
+
+use strict;
+use warnings;
+
+use POSIX ();
+use Time::HiRes qw(usleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use SlottedCounterTest;
+
+my $size = 3000;
+my $node = preloaded_node('batch_interrupted',
+	"slotted_counter.max_entries = 2000\nslotted_counter.flush_interval = 100\n");
+$node->safe_psql('postgres', q{CREATE EXTENSION slotted_counter; SELECT sc_create('c', 'buffered')});
+
+my $batch = 0;
+my (%acknowledged, %failed);
+
+sub batch_sql
+{
+	my ($n) = @_;
+	my $lo = ($n - 1) * $size + 1;
+	my $hi = $n * $size;
+	return "SELECT cardinality(sc_incr_batch('c', ARRAY(SELECT generate_series($lo, $hi))::bigint[], "
+	  . "array_fill(1::bigint, ARRAY[$size])))";
+}
+
+# Runs `interrupt` (SQL; $pid stands for the pid of the session that runs batches) every few
+# tens of milliseconds for `seconds`, in a child process. Returns the child's pid.
+sub interrupter
+{
+	my ($seconds, $interrupt) = @_;
+	my $child = fork();
+	die "fork: $!" unless defined $child;
+	return $child if $child;
+	my $end = time() + $seconds;
+	(my $sql = $interrupt) =~
+	  s/\$pid/(SELECT pid FROM pg_stat_activity WHERE application_name = 'batcher')/g;
+	while (time() < $end)
+	{
+		system($node->installed_command('psql'), '-X', '-q', '-d', $node->connstr('postgres'),
+			'-c', $sql, '-o', '/dev/null');
+		usleep(int(rand(30_000)));
+	}
+	POSIX::_exit(0);
+}
+
+# Records the outcome of batch n: acknowledged, or failed with an error matching `expected`
+# (anything else ends the test).
+sub record
+{
+	my ($n, $ok, $stderr, $expected, $kind) = @_;
+	if ($ok)
+	{
+		$acknowledged{$n} = 1;
+		return 0;
+	}
+	$failed{$n} = $kind;
+	BAIL_OUT("batch $n failed unexpectedly: $stderr") unless $stderr =~ $expected;
+	return 1;
+}
+
+# Batches in one session for `seconds`, interrupted by `interrupt`; returns how many failed.
+sub interrupted_session
+{
+	my ($seconds, $setup, $interrupt, $expected, $kind) = @_;
+	my $session = $node->background_psql('postgres', on_error_stop => 0);
+	$session->query_safe("SET application_name = 'batcher'; $setup");
+	my $child = interrupter($seconds, $interrupt);
+	my $end = time() + $seconds;
+	my $failures = 0;
+	while (time() < $end)
+	{
+		my $n = ++$batch;
+		my ($out, $error) = $session->query(batch_sql($n));
+		$failures += record($n, !$error && $out eq $size, $session->{stderr}, $expected, $kind);
+		$session->{stderr} = '';
+	}
+	waitpid($child, 0);
+	$session->quit;
+	return $failures;
+}
+
+# The same with one connection per batch, for interruptions that end the connection.
+sub interrupted_connections
+{
+	my ($seconds, $interrupt, $expected) = @_;
+	my $child = interrupter($seconds, $interrupt);
+	my $end = time() + $seconds;
+	my $failures = 0;
+	while (time() < $end)
+	{
+		my $n = ++$batch;
+		my ($out, $err);
+		my $rc = $node->psql('postgres', "SET application_name = 'batcher';\n" . batch_sql($n),
+			stdout => \$out, stderr => \$err);
+		$failures += record($n, $rc == 0 && $out eq $size, $err, $expected, 'terminated');
+	}
+	waitpid($child, 0);
+	return $failures;
+}
+
+my $cancelled = interrupted_session(8, '',
+	q{SELECT pg_cancel_backend($pid), pg_sleep(0.002 + random() * 0.004), pg_cancel_backend($pid)},
+	qr/canceling statement due to user request/, 'cancelled');
+cmp_ok($cancelled, '>=', 5, "double cancels interrupted batches ($cancelled)");
+
+my $timed_out = interrupted_session(4, q{SET statement_timeout = '3ms'}, q{SELECT 1},
+	qr/canceling statement due to statement timeout/, 'timed out');
+cmp_ok($timed_out, '>=', 5, "a statement_timeout shorter than a batch ended batches ($timed_out)");
+
+my $terminated = interrupted_connections(8, q{SELECT pg_terminate_backend($pid)},
+	qr/terminating connection|server closed the connection|connection to server was lost/);
+cmp_ok($terminated, '>=', 2, "terminations ended batches ($terminated)");
+
+is($node->safe_psql('postgres', 'SELECT sc_rollup() >= 0'), 't', 'everything is flushed');
+my %sum = map { split /\|/ } split /\n/, $node->safe_psql('postgres', qq{
+SELECT (key - 1) / $size + 1, sum(value) FROM slotted_counter.totals GROUP BY 1});
+my $parts = $node->safe_psql('postgres', q{SELECT count(*) FROM slotted_counter.totals WHERE value <> 1});
+is($parts, '0', 'no key was counted twice');
+
+my @wrong_ack = grep { ($sum{$_} // 0) != $size } keys %acknowledged;
+is(scalar(@wrong_ack), 0,
+	'every acknowledged batch is counted exactly once (' . scalar(keys %acknowledged) . ' batches)')
+  or diag("acknowledged batches not counted whole: @wrong_ack");
+my @half = grep { my $s = $sum{$_} // 0; $s != 0 && $s != $size } keys %failed;
+is(scalar(@half), 0, 'every failed batch is counted wholly or not at all')
+  or diag('failed batches counted in part: ' . join(' ', map { "$_=$sum{$_}" } @half));
+for my $kind ('cancelled', 'timed out', 'terminated')
+{
+	my @all = grep { $failed{$_} eq $kind } keys %failed;
+	my $whole = grep { defined $sum{$_} } @all;
+	diag("$kind batches counted wholly: $whole of " . scalar(@all));
+}
+my @stray = grep { !$acknowledged{$_} && !$failed{$_} } keys %sum;
+is(scalar(@stray), 0, 'no other keys were counted');
+
+$node->stop;
+done_testing();
