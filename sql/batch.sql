@@ -51,3 +51,14 @@ SELECT sc_sum_keys('likes', ARRAY[4, 777]);
 \echo :LAST_ERROR_SQLSTATE
 SELECT sc_drop('likes');
 SELECT sc_drop('points');
+-- a batch of more keys than batches may pin (a quarter of the buffer) on a counter created by
+-- its own transaction, which the flusher cannot see: every key is made resident instead
+BEGIN;
+SELECT sc_create('fresh', 'buffered');
+SELECT cardinality(sc_incr_batch('fresh', ARRAY(SELECT generate_series(1, 30000))::bigint[],
+                                 array_fill(2::bigint, ARRAY[30000])));
+SELECT sc_sum_keys('fresh', ARRAY(SELECT generate_series(1, 30000))::bigint[]);
+COMMIT;
+SELECT sc_rollup() >= 0;
+SELECT count(*), sum(value) FROM slotted_counter.totals WHERE counter = 'fresh'::slotted_counter::integer;
+SELECT sc_drop('fresh');

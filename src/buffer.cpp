@@ -100,7 +100,8 @@ bool WriteThroughPendingFor(const CounterKey& k) {
   for (int i = 0; i < shared->max_requests; i++) {
     WriteThroughRequest* r = &shared->requests[i];
     SpinLockAcquire(&r->mutex);
-    bool match = (r->state == kRequestPending || r->state == kRequestTaken) && r->key == k;
+    bool match = (r->state == kRequestPending || r->state == kRequestTaken) && r->nbatch == 0 &&
+                 r->key == k;
     SpinLockRelease(&r->mutex);
     if (match) return true;
   }
@@ -276,25 +277,34 @@ void AwaitRequest(WriteThroughRequest* r, DatabaseSlot* slot, RequestState* stat
   ConditionVariableCancelSleep();
 }
 
-// Has the flusher add delta to the stored value of the non-resident key k. *retry: k became
-// resident meanwhile, add to the buffer instead.
-int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta,
-                   bool* retry) {
-  DatabaseSlot* slot = EnsureFlusher();
+// This backend's request, once no earlier request of it is pending. A request left by an earlier
+// call that was cancelled while it waited is still served, by its own database's flusher: this
+// waits for it. One left by a process of another database that had this BackendId is withdrawn
+// if no flusher has taken it: its requester is gone, and this database's flusher would never
+// serve it.
+WriteThroughRequest* FreeRequest(DatabaseSlot* slot) {
   WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
-  RequestState state;
-  int64 result;
-  int sqlerrcode;
-  // A request left by an earlier call that was cancelled while it waited is still served, by
-  // its own database's flusher. One left by a process of another database that had this
-  // BackendId is withdrawn if no flusher has taken it: its requester is gone, and this database's
-  // flusher would never serve it.
   SpinLockAcquire(&r->mutex);
   bool foreign = r->state == kRequestPending && r->key.db != MyDatabaseId;
   if (foreign) r->state = kRequestEmpty;
   SpinLockRelease(&r->mutex);
   if (foreign) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+  RequestState state;
+  int64 result;
+  int sqlerrcode;
   AwaitRequest(r, slot, &state, &result, &sqlerrcode);
+  return r;
+}
+
+// Has the flusher add delta to the stored value of the non-resident key k. *retry: k became
+// resident meanwhile, add to the buffer instead.
+int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta,
+                   bool* retry) {
+  DatabaseSlot* slot = EnsureFlusher();
+  WriteThroughRequest* r = FreeRequest(slot);
+  RequestState state;
+  int64 result;
+  int sqlerrcode;
 
   LWLock* lock = PartitionLock(hash);
   LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -437,9 +447,10 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
 
 namespace {
 
-// A buffered batch in progress (BufferIncrementBatch): the entries it pinned and the partitions
-// it holds for its write-through, given back by the batch or, if it fails before its adds, by
-// the abort of its transaction (BufferBatchAbort). In TopMemoryContext.
+// A buffered batch in progress (BufferIncrementBatch): the entries it pinned, its share of the
+// pin budget, and the partitions it holds for its write-through; given back by the batch or, if
+// it fails before its adds, by the abort of its transaction (BufferBatchAbort). In
+// TopMemoryContext.
 struct BatchPin {
   uint32 index;
   uint32 generation;
@@ -447,15 +458,29 @@ struct BatchPin {
 };
 BatchPin* batch_pins = nullptr;
 int batch_npins = 0;
+uint32 batch_budget = 0;
 bool batch_holds[kPartitions];
 bool batch_holding = false;
 
-// How long a batch waits for the flusher to write its keys through.
+// How long a batch waits for the flusher to take its write-through, and, once taken, how long
+// before it checks that the flusher serving it still runs.
 constexpr int kBatchThroughWaitMs = 10000;
 
+// Batches together pin at most a quarter of the buffer: the rest stays for loads, commits and
+// sets.
+uint32 TakePinBudget(uint32 wanted) {
+  uint32 budget = Max(1u, shared->table->capacity() / 4);
+  uint32 used = pg_atomic_read_u32(&shared->batch_pins_used);
+  for (;;) {
+    uint32 take = used >= budget ? 0 : Min(wanted, budget - used);
+    if (take == 0) return 0;
+    if (pg_atomic_compare_exchange_u32(&shared->batch_pins_used, &used, used + take)) return take;
+  }
+}
+
 // Pins the resident entry of k, if there is one; false otherwise (*loading: it is being loaded).
-// The pin is recorded in the same critical section, so that no error can leak it.
-bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading) {
+// The pin is recorded under the lock that took it, so that no error can leak it.
+bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading, int* pin_of) {
   CounterTable* t = shared->table;
   LWLock* lock = PartitionLock(hash);
   LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -465,6 +490,7 @@ bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading) {
   if (resident) {
     Entry& e = t->at(index);
     e.pins.fetch_add(1, std::memory_order_relaxed);
+    *pin_of = batch_npins;
     batch_pins[batch_npins++] = BatchPin{index, e.generation.load(std::memory_order_relaxed),
                                          CounterTable::PartitionOf(hash)};
   }
@@ -473,11 +499,11 @@ bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading) {
 }
 
 // Makes k resident and pins it; false if no entry can be had.
-bool PinResident(CounterDef* def, const CounterKey& k, uint32 hash) {
+bool PinResident(CounterDef* def, const CounterKey& k, uint32 hash, int* pin_of) {
   int waits = 0;
   for (;;) {
     bool loading;
-    if (PinIfResident(k, hash, &loading)) return true;
+    if (PinIfResident(k, hash, &loading, pin_of)) return true;
     if (loading)
       WaitForLoad(&waits);
     else if (!MakeResident(def, k, hash, &waits))
@@ -498,6 +524,8 @@ void ReleaseBatch() {
   batch_npins = 0;
   if (batch_pins != nullptr) pfree(batch_pins);
   batch_pins = nullptr;
+  if (batch_budget > 0) pg_atomic_fetch_sub_u32(&shared->batch_pins_used, batch_budget);
+  batch_budget = 0;
   if (batch_holding)
     for (uint32 p = 0; p < kPartitions; p++)
       if (batch_holds[p]) {
@@ -507,32 +535,49 @@ void ReleaseBatch() {
   batch_holding = false;
 }
 
-// Holds the partitions of the keys of `through` (occurrences of keys[]) against loads. A key
-// that is resident (or is being loaded) by then is pinned instead: *pinned[i] is set for it.
-void HoldPartitions(const CounterDef& def, const int64* keys, int64 bucket, const int* through,
-                    int nthrough, bool* pinned, int* pin_of) {
+// One occurrence of a key that is to be written through.
+struct ThroughKey {
+  uint32 partition;
+  uint32 hash;
+  int occurrence;  // index into the batch's keys
+  int64 key;
+};
+
+int CompareByPartition(const void* a, const void* b) {
+  const auto* x = static_cast<const ThroughKey*>(a);
+  const auto* y = static_cast<const ThroughKey*>(b);
+  if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+  return x->occurrence < y->occurrence ? -1 : x->occurrence > y->occurrence ? 1 : 0;
+}
+
+int CompareByKey(const void* a, const void* b) {
+  const auto* x = static_cast<const ThroughKey*>(a);
+  const auto* y = static_cast<const ThroughKey*>(b);
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->occurrence < y->occurrence ? -1 : x->occurrence > y->occurrence ? 1 : 0;
+}
+
+// Holds the partitions of the keys `through` (sorted by partition) against loads, one partition
+// lock at a time in partition order. An occurrence whose key is resident by then is pinned
+// instead (pinned[], pin_of[]); one whose key is being loaded waits for that load.
+void HoldPartitions(const CounterDef& def, int64 bucket, const ThroughKey* through, int nthrough,
+                    bool* pinned, int* pin_of) {
   memset(batch_holds, 0, sizeof(batch_holds));
   batch_holding = true;
-  uint32* partitions = static_cast<uint32*>(palloc(sizeof(uint32) * nthrough));
-  uint32* hashes = static_cast<uint32*>(palloc(sizeof(uint32) * nthrough));
-  bool wanted[kPartitions] = {};
-  for (int j = 0; j < nthrough; j++) {
-    hashes[j] = HashCounterKey(CounterKey{MyDatabaseId, def.id, keys[through[j]], bucket});
-    partitions[j] = CounterTable::PartitionOf(hashes[j]);
-    wanted[partitions[j]] = true;
-  }
   CounterTable* t = shared->table;
-  for (uint32 p = 0; p < kPartitions; p++) {
-    if (!wanted[p]) continue;
+  for (int first = 0; first < nthrough;) {
+    uint32 p = through[first].partition;
+    int end = first;
+    while (end < nthrough && through[end].partition == p) end++;
     int waits = 0;
     for (;;) {
       LWLock* lock = &shared->partition_locks[p].lock;
       LWLockAcquire(lock, LW_EXCLUSIVE);
       bool loading = false;
-      for (int j = 0; j < nthrough && !loading; j++) {
-        if (partitions[j] != p || pinned[through[j]]) continue;
-        CounterKey k{MyDatabaseId, def.id, keys[through[j]], bucket};
-        uint32 index = t->Find(k, hashes[j]);
+      for (int j = first; j < end && !loading; j++) {
+        if (pinned[through[j].occurrence]) continue;
+        CounterKey k{MyDatabaseId, def.id, through[j].key, bucket};
+        uint32 index = t->Find(k, through[j].hash);
         if (index == kNil) continue;
         Entry& e = t->at(index);
         if (e.state.load(std::memory_order_relaxed) != kResident) {
@@ -540,10 +585,10 @@ void HoldPartitions(const CounterDef& def, const int64* keys, int64 bucket, cons
           continue;
         }
         e.pins.fetch_add(1, std::memory_order_relaxed);
-        pin_of[through[j]] = batch_npins;
+        pin_of[through[j].occurrence] = batch_npins;
         batch_pins[batch_npins++] =
             BatchPin{index, e.generation.load(std::memory_order_relaxed), p};
-        pinned[through[j]] = true;
+        pinned[through[j].occurrence] = true;
       }
       if (!loading) {
         pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
@@ -553,16 +598,9 @@ void HoldPartitions(const CounterDef& def, const int64* keys, int64 bucket, cons
       if (!loading) break;
       WaitForLoad(&waits);
     }
+    first = end;
   }
-  pfree(partitions);
-  pfree(hashes);
 }
-
-int CompareItems(const void* a, const void* b) {
-  int64 x = static_cast<const ThroughItem*>(a)->key, y = static_cast<const ThroughItem*>(b)->key;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-
 
 // The outcome of a batch's write-through.
 struct ThroughOutcome {
@@ -570,38 +608,28 @@ struct ThroughOutcome {
   int sqlerrcode;
 };
 
-// Publishes this backend's request for the m items in `segment` and waits for the flusher's
-// answer, with interrupts held: at most kBatchThroughWaitMs while the request is still pending
-// (then it is withdrawn), and for as long as the flusher is writing it once taken (its lock
-// timeout bounds that). Raises no error.
+// Publishes this backend's request (free: FreeRequest) for the m items in `segment` and waits for
+// the flusher's answer, with interrupts held, raising no error: a request still pending after
+// kBatchThroughWaitMs is withdrawn; one that a flusher took is waited for as long as that flusher
+// runs (the flusher answers after its transaction ended, one way or the other).
 ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segment* segment,
                                  int m) {
   WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
-  DatabaseSlot* slot = EnsureFlusher(true);
-  // A single-key request left by an earlier, cancelled call is still served first.
-  TimestampTz start = GetCurrentTimestamp();
-  for (;;) {
-    SpinLockAcquire(&r->mutex);
-    bool busy = r->state == kRequestPending || r->state == kRequestTaken;
-    if (!busy) {
-      r->state = kRequestPending;
-      r->key = CounterKey{MyDatabaseId, def.id, 0, bucket};
-      r->delta = 0;
-      r->result = 0;
-      r->sqlerrcode = 0;
-      r->nbatch = m;
-      r->batch = dsm_segment_handle(segment);
-    }
-    SpinLockRelease(&r->mutex);
-    if (!busy) break;
-    if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kBatchThroughWaitMs))
-      return ThroughOutcome{false, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED};
-    if (slot != nullptr) WakeFlusher(slot);
-    pg_usleep(1000);
-  }
+  SpinLockAcquire(&r->mutex);
+  r->state = kRequestPending;
+  r->key = CounterKey{MyDatabaseId, def.id, 0, bucket};
+  r->delta = 0;
+  r->result = 0;
+  r->sqlerrcode = 0;
+  r->nbatch = m;
+  r->batch = dsm_segment_handle(segment);
+  r->server_pid = 0;
+  SpinLockRelease(&r->mutex);
   pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
-  start = GetCurrentTimestamp();
-  TimestampTz ensured = start;
+
+  DatabaseSlot* slot = EnsureFlusher(true);
+  TimestampTz start = GetCurrentTimestamp();
+  TimestampTz checked = start;
   ThroughOutcome outcome{false, 0};
   for (;;) {
     if (slot != nullptr) {
@@ -611,11 +639,14 @@ ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segmen
       pg_usleep(100000);
     }
     TimestampTz now = GetCurrentTimestamp();
+    bool check = TimestampDifferenceExceeds(checked, now, 1000);
     SpinLockAcquire(&r->mutex);
     uint32 state = r->state;
+    int server = r->server_pid;
     bool withdraw = state == kRequestPending &&
                     TimestampDifferenceExceeds(start, now, kBatchThroughWaitMs);
-    if (state == kRequestDone || state == kRequestFailed || withdraw) {
+    bool answered = state == kRequestDone || state == kRequestFailed;
+    if (answered || withdraw) {
       outcome = ThroughOutcome{state == kRequestDone,
                                withdraw ? ERRCODE_CONFIGURATION_LIMIT_EXCEEDED : r->sqlerrcode};
       r->state = kRequestEmpty;
@@ -623,11 +654,18 @@ ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segmen
     }
     SpinLockRelease(&r->mutex);
     if (withdraw) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-    if (state == kRequestDone || state == kRequestFailed || withdraw) break;
-    // The flusher may have left meanwhile (only warns: no error may be raised here).
-    if (TimestampDifferenceExceeds(ensured, now, 1000)) {
+    if (answered || withdraw) break;
+    if (check) {
+      checked = now;
+      // A flusher that took the request and is gone (it could only have failed: it answers
+      // right after its commit) leaves it taken: give it back to the next flusher.
+      if (state == kRequestTaken && server != 0 && BackendPidGetProc(server) == nullptr) {
+        SpinLockAcquire(&r->mutex);
+        if (r->state == kRequestTaken && r->server_pid == server) r->state = kRequestPending;
+        SpinLockRelease(&r->mutex);
+      }
+      // The flusher may have left meanwhile (this only warns: no error may be raised here).
       slot = EnsureFlusher(true);
-      ensured = now;
     }
   }
   ConditionVariableCancelSleep();
@@ -656,6 +694,11 @@ bool AddPinned(const BatchPin& pin, int64 delta, int64* value) {
   return ok;
 }
 
+int CompareItems(const void* a, const void* b) {
+  int64 x = static_cast<const ThroughItem*>(a)->key, y = static_cast<const ThroughItem*>(b)->key;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
 }  // namespace
 
 ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
@@ -664,7 +707,8 @@ ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
 }
 
 void BufferBatchAbort() {
-  if (batch_npins > 0 || batch_holding || batch_pins != nullptr) ReleaseBatch();
+  if (batch_npins > 0 || batch_holding || batch_pins != nullptr || batch_budget > 0)
+    ReleaseBatch();
 }
 
 void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const int64* deltas,
@@ -672,62 +716,86 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
   if (n == 0) return;
   CounterDef def = counter;
   BufferBatchAbort();  // nothing is left of an earlier batch; but if so, give it back
+  // The flusher cannot write keys of a counter this transaction created (it cannot see it) or
+  // holds locked to drop buckets: then every key must be resident.
+  bool through_allowed = !CounterCreatedInThisTransaction(def.id) &&
+                         !BucketsDroppedInThisTransaction(def.id);
   batch_pins = static_cast<BatchPin*>(
       MemoryContextAllocHuge(TopMemoryContext, sizeof(BatchPin) * size_t(n)));
+  batch_budget = through_allowed ? TakePinBudget(uint32(n)) : 0;
   auto* pin_of = static_cast<int*>(palloc(sizeof(int) * n));
   auto* pinned = static_cast<bool*>(palloc0(sizeof(bool) * n));
-  auto* through = static_cast<int*>(palloc(sizeof(int) * n));
+  auto* through = static_cast<ThroughKey*>(palloc(sizeof(ThroughKey) * n));
   int nthrough = 0;
 
   // Phase 1, where an error changes nothing: pin what can be resident.
-  int limit = Max(1, int(shared->table->capacity() / 4));
   for (int i = 0; i < n; i++) {
     CounterKey k{MyDatabaseId, def.id, keys[i], bucket};
     uint32 hash = HashCounterKey(k);
-    int before = batch_npins;
-    if (batch_npins < limit && PinResident(&def, k, hash)) {
+    if ((!through_allowed || batch_npins < int(batch_budget)) &&
+        PinResident(&def, k, hash, &pin_of[i])) {
       pinned[i] = true;
-      pin_of[i] = before;
-    } else {
-      through[nthrough++] = i;
+      continue;
     }
+    if (!through_allowed)
+      ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                      errmsg("no room in the slotted_counter buffer for counter \"%s\"", def.name),
+                      errdetail("The buffer is full, and this transaction created the counter or "
+                                "holds it for sc_drop_buckets, so the flusher cannot write the "
+                                "batch through."),
+                      errhint("Count in a transaction of its own, or raise "
+                              "slotted_counter.max_entries.")));
+    through[nthrough++] = ThroughKey{CounterTable::PartitionOf(hash), hash, i, keys[i]};
   }
   ThroughItem* items = nullptr;
   int m = 0;
   dsm_segment* segment = nullptr;
   if (nthrough > 0) {
-    HoldPartitions(def, keys, bucket, through, nthrough, pinned, pin_of);
-    // The keys left, summed per key (one row each in the flusher's upsert).
+    (void)FreeRequest(EnsureFlusher());
+    qsort(through, nthrough, sizeof(ThroughKey), CompareByPartition);
+    HoldPartitions(def, bucket, through, nthrough, pinned, pin_of);
     int kept = 0;
     for (int j = 0; j < nthrough; j++)
-      if (!pinned[through[j]]) through[kept++] = through[j];
+      if (!pinned[through[j].occurrence]) through[kept++] = through[j];
     nthrough = kept;
   }
   if (nthrough > 0) {
+    // One item per key, its deltas summed in the batch's order.
+    qsort(through, nthrough, sizeof(ThroughKey), CompareByKey);
     segment = dsm_create(sizeof(ThroughItem) * size_t(nthrough), 0);
     items = static_cast<ThroughItem*>(dsm_segment_address(segment));
-    for (int j = 0; j < nthrough; j++) items[j] = ThroughItem{keys[through[j]], deltas[through[j]], 0};
-    qsort(items, nthrough, sizeof(ThroughItem), CompareItems);
     for (int j = 0; j < nthrough; j++) {
-      if (m > 0 && items[m - 1].key == items[j].key) {
-        if (!CheckedAdd(items[m - 1].delta, items[j].delta, &items[m - 1].delta))
-          ReportOverflow(def, items[j].key, 0, items[j].delta);
+      int64 delta = deltas[through[j].occurrence];
+      if (m > 0 && items[m - 1].key == through[j].key) {
+        if (!CheckedAdd(items[m - 1].delta, delta, &items[m - 1].delta))
+          ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                          errmsg("value of counter \"%s\" out of range", def.name),
+                          errdetail("The deltas of key %lld in this batch add up past the bigint "
+                                    "range.",
+                                    (long long)through[j].key)));
       } else {
-        items[m++] = items[j];
+        items[m++] = ThroughItem{through[j].key, delta, 0};
       }
     }
   }
 
-  // Phase 2, with interrupts held: the adds, the write-through, and the undo if it failed. A
-  // cancel that came before it ends the batch here, having changed nothing.
-  CHECK_FOR_INTERRUPTS();
-  HOLD_INTERRUPTS();
-  // The statement timeout does not fire while the batch is applied (its SIGINTs would come after
-  // a cancel is put off, below); it is set again afterwards if time is left.
-  TimestampTz statement_deadline = 0;
-  if (get_timeout_active(STATEMENT_TIMEOUT)) {
-    statement_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
-    disable_timeout(STATEMENT_TIMEOUT, false);
+  // Phase 2, with interrupts held: the adds, the write-through, and the undo if it failed. It
+  // starts with no cancel pending (one that came before ends the batch here, having changed
+  // nothing), and the statement timeout does not fire in it: the time it takes, which nothing can
+  // interrupt, is added to the statement's (as a commit's is not counted).
+  TimestampTz statement_deadline;
+  TimestampTz applying_since = GetCurrentTimestamp();
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    HOLD_INTERRUPTS();
+    statement_deadline = 0;
+    if (get_timeout_active(STATEMENT_TIMEOUT)) {
+      statement_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
+      disable_timeout(STATEMENT_TIMEOUT, false);
+    }
+    if (!QueryCancelPending && !ProcDiePending) break;
+    if (statement_deadline != 0) enable_timeout_at(STATEMENT_TIMEOUT, statement_deadline);
+    RESUME_INTERRUPTS();
   }
   int applied = 0;
   bool overflow = false;
@@ -749,15 +817,18 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
     }
   }
   ReleaseBatch();
-  RESUME_INTERRUPTS();
-  // A cancel, or the statement timeout, that came while the batch was being applied came too
-  // late, as one that comes while a transaction commits: the batch is counted, and the call says
-  // so. (Termination is not put off: the connection ends, as it would after a commit.)
-  if (statement_deadline != 0 && statement_deadline > GetCurrentTimestamp())
-    enable_timeout_at(STATEMENT_TIMEOUT, statement_deadline);
-  if (!overflow && outcome.done && QueryCancelPending && !ProcDiePending &&
+  // A cancel that came while the batch was being applied came too late, as one that comes while
+  // a transaction commits: the batch is counted, and the call says so. A termination goes on:
+  // the connection ends, as it would after a commit.
+  bool cancel_came = QueryCancelPending;
+  if (statement_deadline != 0)
+    enable_timeout_at(STATEMENT_TIMEOUT,
+                      statement_deadline + (GetCurrentTimestamp() - applying_since));
+  if (!overflow && outcome.done && cancel_came && !ProcDiePending &&
+      !get_timeout_indicator(STATEMENT_TIMEOUT, false) &&
       !get_timeout_indicator(LOCK_TIMEOUT, false))
     QueryCancelPending = false;
+  RESUME_INTERRUPTS();
 
   if ((overflow || !outcome.done) && segment != nullptr) dsm_detach(segment);
   if (overflow)
@@ -773,9 +844,9 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
     ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                     errmsg("no room in the slotted_counter buffer for the batch on counter \"%s\"",
                            def.name),
-                    errdetail("%d of its keys had to be written through to the table, and the "
-                              "flusher could not write them within %d seconds; nothing of the "
-                              "batch was counted.",
+                    errdetail("%d of its keys had to be written through to the table, and no "
+                              "flusher took them within %d seconds; nothing of the batch was "
+                              "counted.",
                               m, kBatchThroughWaitMs / 1000),
                     errhint("slotted_counter.stats shows the flusher's last error. Raise "
                             "slotted_counter.max_entries.")));
@@ -786,7 +857,7 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
     if (pinned[i]) continue;
     ThroughItem* item = FindThroughItem(items, m, keys[i]);
     values[i] = item->result;
-    item->result -= deltas[i];
+    (void)__builtin_sub_overflow(item->result, deltas[i], &item->result);
   }
   if (segment != nullptr) dsm_detach(segment);
 }
@@ -1128,18 +1199,22 @@ void PurgeBuckets(Oid db, int32 counter, int64 before) {
   for (uint32 p = 0; p < kPartitions; p++) {
     LWLock* lock = &shared->partition_locks[p].lock;
     LWLockAcquire(lock, LW_EXCLUSIVE);
-    // An entry pinned by a committing transaction stays, emptied: that transaction's deltas row,
-    // inserted before (and so not seen by) the drop's DELETE, survives, and its settle adds the
-    // delta to 0. (Removed, the entry could be loaded again before that commit is visible.)
+    // An entry that a committing transaction holds (a reservation) stays, emptied: that
+    // transaction's deltas row, inserted before (and so not seen by) the drop's DELETE, survives,
+    // and its settle adds the delta to 0. (Removed, the entry could be loaded again before that
+    // commit is visible.) One pinned only by a buffered batch goes: the batch's adds and undo
+    // check the generation and leave it alone.
+    auto reserved = [](const Entry& e) {
+      return e.reserved_up.load(std::memory_order_relaxed) != 0 ||
+             e.reserved_down.load(std::memory_order_relaxed) != 0;
+    };
     shared->table->ForEachInPartition(p, [&](uint32, Entry& e) {
-      if (dropped(e) && e.pins.load(std::memory_order_relaxed) > 0) {
+      if (dropped(e) && reserved(e)) {
         e.value.store(0, std::memory_order_relaxed);
         e.flushed.store(0, std::memory_order_relaxed);
       }
     });
-    shared->table->RemoveIf(p, [&](const Entry& e) {
-      return dropped(e) && e.pins.load(std::memory_order_relaxed) == 0;
-    });
+    shared->table->RemoveIf(p, [&](const Entry& e) { return dropped(e) && !reserved(e); });
     LWLockRelease(lock);
   }
 }

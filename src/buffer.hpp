@@ -20,10 +20,11 @@ int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delt
 // Adds deltas[i] to (keys[i], bucket) of a buffered counter for every i, in order, and sets
 // values[i] to the new value after it: all or nothing, under every failure (overflow, a cancel, a
 // timeout, termination, a flusher that cannot write). First, where an error changes nothing, it
-// makes the keys resident and pins them (a quarter of the buffer at most); the keys left over are
-// handed to the flusher as one write-through, whose partitions it holds so no one loads them.
+// makes the keys resident and pins them; the keys left over are handed to the flusher as one
+// write-through, whose partitions it holds so no one loads them.
 // Then, with interrupts held, it adds to the pinned entries, has the flusher write the rest in
-// one transaction (waiting 10 s at most), and takes its adds back if that failed.
+// one transaction (withdrawing the request if no flusher took it within 10 s), and takes its
+// adds back if that failed. Batches together pin a quarter of the buffer at most.
 void BufferIncrementBatch(const CounterDef& def, const int64* keys, const int64* deltas, int n,
                           int64 bucket, int64* values);
 

@@ -19,11 +19,12 @@
 //   - Entry::value and Entry::flushed are atomics: incrementers add to value under the shared
 //     lock (Add); only the flusher of the entry's database advances flushed. An entry is clean
 //     when value == flushed, and only clean resident entries that no flush is writing
-//     (in_flush == 0) and no committing transaction holds (pins == 0) are evicted: a value that
+//     (in_flush == 0) and nothing holds (pins == 0) are evicted: a value that
 //     went up and back down during a flush is clean by value while the table is about to receive
-//     the flush's delta, and a pinned entry is about to receive a committed delta.
-//   - Entry::reserved_* and Entry::pins belong to transactional counters and change only under
-//     the partition lock EXCLUSIVE (pre-commit reserves and pins, commit or abort settles).
+//     the flush's delta, and a pinned entry is about to receive a committed delta or a batch.
+//   - Entry::reserved_* belong to transactional counters, Entry::pins to them and to batches of
+//     buffered ones; they change only under the partition lock EXCLUSIVE (pre-commit reserves and
+//     pins, commit or abort settles; a batch pins its keys until it has applied them or failed).
 //   - The free list is a lock-free stack (tagged head, so a popped-and-pushed slot cannot be
 //     mistaken for the one read); an allocated entry belongs to its allocator until linked.
 //   - generation changes each time a slot returns to the free list, so code that remembered

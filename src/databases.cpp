@@ -145,6 +145,9 @@ void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
   DatabaseSlot* slot = OidIsValid(db) ? FindSlot(db) : nullptr;
   if (slot == nullptr) {
     next(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    // Values of a database without a slot may be in the buffer too (restored at a start, before
+    // its flusher came: saved_values.cpp).
+    if (dropping) PurgeDatabase(db);
     return;
   }
   pg_atomic_fetch_add_u32(&slot->closing, 1);

@@ -465,6 +465,7 @@ int ServeWriteThroughs(Oid db) {
     SpinLockAcquire(&r->mutex);
     if (r->state == kRequestPending && r->key.db == db) {
       r->state = kRequestTaken;
+      r->server_pid = MyProcPid;
       mine[n++] = i;
     }
     SpinLockRelease(&r->mutex);

@@ -51,6 +51,7 @@ void CreateSharedState() {
     pg_atomic_init_u32(&s->write_throughs_pending, 0);
     pg_atomic_init_u64(&s->evictions, 0);
     for (pg_atomic_uint32& hold : s->through_holds) pg_atomic_init_u32(&hold, 0);
+    pg_atomic_init_u32(&s->batch_pins_used, 0);
     SpinLockInit(&s->bucket_drops_mutex);
     for (BucketDrop& drop : s->bucket_drops) drop = BucketDrop{InvalidOid, 0, 0, 0};
     s->max_databases = settings.max_databases;

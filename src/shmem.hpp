@@ -5,18 +5,20 @@
 //   - the counter table (counter_table.hpp): the buffer of counter values of every database.
 //     Its kPartitions partitions are guarded by the LWLocks partition_locks[p]. The increment
 //     path takes its partition lock SHARED and changes a value with an atomic add; only linking
-//     or unlinking an entry (load, eviction, drop) takes it EXCLUSIVE. Lock order: never hold two
-//     partition locks, except that eviction may try (conditionally) a second one.
+//     or unlinking an entry (load, eviction, drop) and pinning one take it EXCLUSIVE. Lock order:
+//     never hold two partition locks (eviction takes its victim's conditionally, holding none).
 //   - one DatabaseSlot per database that uses the extension. slots_lock (an LWLock) guards the
 //     assignment of a slot to a database and its worker_pid / worker_latch / start request;
 //     the slot's spinlock `mutex` guards its flush-request counters and statistics (a few
 //     instructions, never held across anything that can fail). Waiters for a flush or a
 //     write-through sleep on the slot's condition variable `done_cv`.
 //   - one WriteThroughRequest per backend (indexed by BackendId - 1), guarded by its own spinlock.
-//     A backend fills its request only while holding the key's partition lock EXCLUSIVE and
-//     having checked the key is not resident; a loader checks, under the same exclusive lock,
-//     that no request for its key is pending. So a stored value is never read while a write-through
-//     of the same key is changing it. The flusher of the request's database serves it.
+//     A backend fills a request for one key only while holding the key's partition lock EXCLUSIVE
+//     and having checked the key is not resident; a loader checks, under the same exclusive lock,
+//     that no request for its key is pending. (A batch's request is covered by through_holds
+//     instead.) So a stored value is never read while a write-through of the same key is changing
+//     it. The flusher of the request's database serves it, and answers after its transaction
+//     ended.
 //   - through_holds[p]: how many batches being written through (WriteThroughRequest::nbatch) have
 //     keys in partition p. Raised under p's lock EXCLUSIVE after checking that none of those keys
 //     is resident; while it is nonzero no key of p is loaded (loaders check it under the same
@@ -163,6 +165,7 @@ struct WriteThroughRequest {
   // of those keys from before it fills the request until it has the outcome.
   int32 nbatch;
   dsm_handle batch;
+  int server_pid;                // the flusher that took it (kRequestTaken)
 };
 
 // Buckets of one counter, before `before`, dropped by a committing transaction.
@@ -193,6 +196,7 @@ struct SharedState {
   WriteThroughRequest* requests;  // max_requests
   CounterTable* table;
   pg_atomic_uint32 through_holds[kPartitions];
+  pg_atomic_uint32 batch_pins_used;  // entries pinned by buffered batches (buffer.cpp)
   slock_t bucket_drops_mutex;
   BucketDrop bucket_drops[kMaxBucketDrops];
 };

@@ -259,6 +259,12 @@ bool BucketsDroppedInThisTransaction(int32 id) {
   return false;
 }
 
+bool CounterCreatedInThisTransaction(int32 id) {
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change == Change::kCreated && noted[i].id == id) return true;
+  return false;
+}
+
 void NoteCounterCreated(int32 id) { Note(id, Change::kCreated); }
 void NoteBucketsDropped(int32 id, int64 before) { Note(id, Change::kBucketsDropped, before); }
 void NoteCounterDropped(int32 id) {

@@ -23,5 +23,7 @@ void NoteBucketsDropped(int32 id, int64 before);
 bool BucketDroppedInThisTransaction(int32 id, int64 bucket);
 // Whether this transaction dropped buckets of the counter (and so holds its row FOR UPDATE).
 bool BucketsDroppedInThisTransaction(int32 id);
+// Whether this transaction (or a subtransaction of it still alive) created counter id.
+bool CounterCreatedInThisTransaction(int32 id);
 
 }  // namespace sc
