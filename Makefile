@@ -30,7 +30,12 @@ DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
 	sql/slotted_counter--0.2--0.3.sql sql/slotted_counter--0.3--0.4.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
-PG_CXXFLAGS = -std=c++17 -Wno-register
+# The C++ rules are the compiler's: no exceptions, no RTTI, every warning of -Wall -Wextra (but
+# unused parameters, which PostgreSQL's own inline functions have); errors with WERROR=1, as the
+# test command builds.
+SC_CXXFLAGS = -std=c++17 -Wno-register -fno-exceptions -fno-rtti -Wall -Wextra \
+	-Wno-unused-parameter $(if $(WERROR),-Werror)
+PG_CXXFLAGS = $(SC_CXXFLAGS)
 # -Bsymbolic: the library's references to its own symbols bind to its own definitions. Without
 # it a second copy of the library loaded into a backend (the file replaced by an upgrade while the
 # server runs) would bind to the preloaded copy's globals, its shared-memory pointer among them,
@@ -52,7 +57,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-BITCODE_CXXFLAGS += -std=c++17 -Wno-register
+BITCODE_CXXFLAGS += $(SC_CXXFLAGS)
 
 # Every object depends on the headers (the shared-memory layout lives in them): a stale object
 # with an old layout would corrupt shared memory.

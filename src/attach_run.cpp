@@ -342,8 +342,9 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
 // Records a failed run in its row (in a transaction of its own) and in the log: a WARNING when
 // the attachment starts failing, then LOG at each further failure (one per `every`).
 void RecordFailure(int32 counter, Oid target, const char* message) {
-  const char* table = nullptr;
-  const char* name = nullptr;
+  // Set inside PG_TRY and read after it: volatile, so that an error does not leave them stale.
+  const char* volatile table = nullptr;
+  const char* volatile name = nullptr;
   volatile int failures = 1;
   MemoryContext context = CurrentMemoryContext;
   PG_TRY();

@@ -14,9 +14,9 @@
 // which locks the counters it flushes FOR KEY SHARE SKIP LOCKED, leaves the counter alone until
 // the drop commits, and the registry of committing drops keeps it off the dropped entries until
 // they are purged (shmem.hpp).
-#include "bucketed.hpp"
-
 #include <algorithm>
+
+#include "bucketed.hpp"
 
 #include "buffer.hpp"
 #include "key_arrays.hpp"

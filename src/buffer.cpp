@@ -7,9 +7,9 @@
 // No room (every entry dirty or busy): ask the flusher to apply the increment to the table in its
 // own transaction (a write-through) and wait for the new value; the key stays non-resident, and
 // no loader can link it while the request is pending.
-#include "buffer.hpp"
-
 #include <algorithm>
+
+#include "buffer.hpp"
 
 #include "checked_math.hpp"
 #include "shmem.hpp"
@@ -119,7 +119,8 @@ bool DeltasFolded(const Entry& e) {
 }
 
 // A free entry, or a clean one taken from its chain by the clock sweep; kNil if none can be had.
-uint32 TakeEntry() {
+// Not inlined into Load, whose error cleanup would otherwise keep its locals across a longjmp.
+pg_noinline uint32 TakeEntry() {
   CounterTable* t = shared->table;
   uint32 index = t->Allocate();
   if (index != kNil) return index;

@@ -1,9 +1,10 @@
 // counter_table.cpp: the shared counter table (see counter_table.hpp for layout and protocol).
+#include <new>
+
 #include "counter_table.hpp"
 
 #include "checked_math.hpp"
-
-#include <new>
+#include "cpp_only_file.hpp"
 
 namespace sc {
 

@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace sc {
 
@@ -88,6 +89,15 @@ struct Entry {
   std::atomic<uint32_t> commit_epoch;
 };
 static_assert(sizeof(Entry) == 88, "an entry is 88 bytes");
+// Shared by every process: a plain layout, and atomics that are real instructions (a lock-based
+// atomic would be a lock inside shared memory that no process could clean up).
+static_assert(std::is_standard_layout<Entry>::value && std::is_standard_layout<CounterKey>::value,
+              "shared structs have a standard layout");
+static_assert(std::atomic<int64_t>::is_always_lock_free &&
+                  std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<uint32_t>::is_always_lock_free &&
+                  std::atomic<uint8_t>::is_always_lock_free,
+              "the atomics of shared memory are lock-free");
 
 class CounterTable {
  public:

@@ -140,8 +140,10 @@ void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
                DestReceiver* dest, QueryCompletion* qc) {
   ProcessUtility_hook_type next =
       prev_process_utility != nullptr ? prev_process_utility : standard_ProcessUtility;
-  bool dropping, force;
-  Oid db = TargetDatabase(pstmt->utilityStmt, &dropping, &force);
+  bool is_drop, is_force;
+  Oid db = TargetDatabase(pstmt->utilityStmt, &is_drop, &is_force);
+  // Read after PG_TRY below.
+  const volatile bool dropping = is_drop, force = is_force;
   DatabaseSlot* slot = OidIsValid(db) ? FindSlot(db) : nullptr;
   if (slot == nullptr) {
     next(pstmt, query, read_only_tree, context, params, env, dest, qc);

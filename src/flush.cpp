@@ -15,9 +15,9 @@
 //
 // The counters being flushed are locked FOR KEY SHARE (skipping those a transaction is dropping),
 // so a drop waits for the flush that writes its keys, and its DELETE of their rows sees them.
-#include "flush.hpp"
-
 #include <algorithm>
+
+#include "flush.hpp"
 
 #include "buffer.hpp"
 #include "catalog.hpp"
@@ -238,7 +238,9 @@ Take TakeEntry(const FlushScope& scope, uint32 index, uint32 partition, Entry& e
 // Reads the dirty entries of db whose counter is in ids, marking them in_flush: those its slot's
 // ring names (linear in the entries that became dirty), or, after the ring overflowed, every
 // entry of the buffer (linear in its size).
-FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids, int nids, int64* count) {
+// Not inlined: the flush that calls it catches errors, and its locals must not live across that.
+pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids, int nids,
+                                    int64* count) {
   BucketDrop drops[kMaxBucketDrops];
   FlushScope scope{db, ids, nids, drops, BucketsBeingDropped(db, drops)};
   CounterTable* t = shared->table;
@@ -378,13 +380,18 @@ void AbandonTotalsWrite() {
   totals_write_slot = nullptr;
 }
 
+// The fold epoch this flush takes (shmem.hpp); moves it on.
+pg_noinline uint32 TakeFoldEpoch(DatabaseSlot* slot) {
+  return pg_atomic_fetch_add_u32(&slot->fold_epoch, 1);
+}
+
 int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   WorkContext();
   // Every commit tagged with this epoch (or an earlier one) is visible to the fold below: a
   // commit reads the epoch only after it became visible (shmem.hpp: fold epochs).
   // The flusher's own slot, or the one it just left at shutdown.
   DatabaseSlot* slot = FindSlot(db);
-  uint32 epoch = slot != nullptr ? pg_atomic_fetch_add_u32(&slot->fold_epoch, 1) : 0;
+  const volatile uint32 epoch = slot != nullptr ? TakeFoldEpoch(slot) : 0;
   BeginWork(db);
   int nids, nskipped;
   int32* skipped;
@@ -483,7 +490,7 @@ int ServeWriteThroughs(Oid db) {
     BeginWork(db);
     static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
     SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 4, types);
-    for (int j = 0; j < n; j++) {
+    for (volatile int j = 0; j < n; j++) {
       WriteThroughRequest* r = &shared->requests[mine[j]];
       Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
                        TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta)};

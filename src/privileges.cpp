@@ -10,9 +10,9 @@
 // Each cached definition (catalog.cpp) keeps the privileges of the last role that used it, so the
 // check on the hot path is a comparison. sc_grant, sc_revoke and sc_alter_owner bump the shared
 // catalog epoch when they commit (xact.cpp), so every session recomputes by its next call.
-#include "privileges.hpp"
-
 #include <cctype>
+
+#include "privileges.hpp"
 
 #include "arguments.hpp"
 #include "catalog.hpp"

@@ -201,6 +201,15 @@ struct SharedState {
   BucketDrop bucket_drops[kMaxBucketDrops];
 };
 
+// Shared by every process: plain layouts only (no constructor, no virtual, no pointer into one
+// process's heap).
+static_assert(std::is_standard_layout<DatabaseSlot>::value &&
+                  std::is_standard_layout<WriteThroughRequest>::value &&
+                  std::is_standard_layout<BucketDrop>::value &&
+                  std::is_standard_layout<SharedState>::value &&
+                  std::is_trivially_copyable<DirtyRef>::value,
+              "shared structs have a standard layout");
+
 // Set in every process once the shared state exists; NULL when the library was not preloaded.
 extern SharedState* shared;
 

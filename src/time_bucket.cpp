@@ -1,6 +1,8 @@
 // time_bucket.cpp: bucket arithmetic (see time_bucket.hpp).
 #include "time_bucket.hpp"
 
+#include "cpp_only_file.hpp"
+
 namespace sc {
 
 namespace {

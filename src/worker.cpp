@@ -294,7 +294,7 @@ bool FlushAndRecord(Oid db) {
 bool ServeAndRecord(Oid db) {
   MemoryContext context = CurrentMemoryContext;
   volatile int served = 0;
-  bool ok = true;
+  volatile bool ok = true;
   PG_TRY();
   {
     served = ServeWriteThroughs(db);

@@ -26,7 +26,8 @@ fi
 export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 export PATH=/usr/lib/postgresql/15/bin:$PATH
 
-make -s -j2 PG_CONFIG="$PG_CONFIG"
+# Warnings are errors here (WERROR=1), for the objects and the bitcode alike.
+make -s -j2 PG_CONFIG="$PG_CONFIG" WERROR=1
 "${sudo[@]}" make -s install PG_CONFIG="$PG_CONFIG"
 
 # The database tests run as postgres when we are root, else as ourselves, in a copy they own.
@@ -59,13 +60,25 @@ suite() {
     failed=$((failed + 1))
     echo "=== $name FAILED"
     find "$work" -name regression.diffs -exec cat {} + 2>/dev/null | head -200 || true
-    for f in "$work"/tmp_check/log/regress_log_*; do
-      [ -f "$f" ] && { echo "--- $f"; tail -60 "$f"; }
-    done
+    # Every test's own log, and every server log (pg_regress, isolation, TAP nodes, clients).
+    find "$work" \( -name 'regress_log_*' -o -name '*.log' \) -path '*log*' -type f 2>/dev/null |
+      sort | while read -r f; do echo "--- $f"; tail -n 300 "$f"; done
   fi
 }
 check() { "${run[@]}" make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" "$@"; }
 
+# No TAP assertion may pass whatever happens: ok() of a query's output passes on 'f' (a true
+# string in Perl). Compare with is(..., 't') instead.
+lint_tap() {
+  if perl -0ne 'while (/\bok\(\s*\$\w+->(?:safe_)?psql\b/g) { print "$ARGV\n"; $bad = 1 } END { exit($bad ? 1 : 0) }' \
+      "$top"/test/t/*.pl; then
+    return 0
+  fi
+  echo "ok(\$node->safe_psql(...)) passes on 'f': compare with is(..., 't')"
+  return 1
+}
+
+suite "lint" lint_tap
 suite "pg_regress" check ISOLATION= TAP_TESTS=
 suite "isolation" check REGRESS= TAP_TESTS=
 suite "tap" check REGRESS= ISOLATION=
@@ -75,6 +88,10 @@ suite "clients" "${run[@]}" bash "$work/test/clients/run.sh"
 
 if [ -n "${SC_SMALL_FS:-}" ]; then umount "$work/small_fs"; fi
 trap - EXIT
-rm -rf "$work"
+if [ "$failed" -eq 0 ]; then
+  rm -rf "$work"
+else
+  echo "the scratch copy with every log is kept in $work"
+fi
 echo "suites: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
