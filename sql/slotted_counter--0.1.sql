@@ -38,7 +38,7 @@ CREATE TABLE slotted_counter.deltas (
     key     bigint  NOT NULL,
     bucket  timestamptz,
     delta   bigint  NOT NULL
-);
+) USING heap;
 
 -- Lagged totals written into users' tables: the flusher sets target.value_column of the row whose
 -- key_column equals the key, for every key changed since last_run, at most every `every`, as

@@ -4,7 +4,13 @@
 -- owner and grants them to PUBLIC (everyone could use them before), and names attaching roles.
 \set VERBOSITY terse
 DROP EXTENSION slotted_counter;
+-- the deltas table is a heap whatever default_table_access_method says
+CREATE ACCESS METHOD heap_alias TYPE TABLE HANDLER heap_tableam_handler;
+SET default_table_access_method = heap_alias;
 CREATE EXTENSION slotted_counter VERSION '0.2';
+RESET default_table_access_method;
+SELECT a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+WHERE c.oid = 'slotted_counter.deltas'::regclass;
 CREATE ROLE sc_old_app;
 CREATE TABLE old_posts (id bigint PRIMARY KEY, views bigint NOT NULL DEFAULT 0);
 ALTER TABLE old_posts OWNER TO sc_old_app;

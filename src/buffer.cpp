@@ -58,11 +58,16 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
   SPIPlanPtr plan = KeptPlan(&plan_stored[transactional][bucketed],
                              kStoredSql[transactional][bucketed], bucketed ? 3 : 2, types);
   Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
-  Snapshot snapshot = GetLatestSnapshot();
   // A tuple this transaction inserted is visible from command curcid on, one it deleted until
-  // then: from the first command, neither (SPI copies the snapshot as it pushes it).
-  if (committed_only) snapshot->curcid = FirstCommandId;
+  // then: from the first command, neither. On a registered copy: the latest snapshot itself is
+  // static, and others may hold it.
+  Snapshot snapshot = GetLatestSnapshot();
+  if (committed_only) {
+    snapshot = RegisterSnapshot(snapshot);
+    snapshot->curcid = FirstCommandId;
+  }
   int rc = SPI_execute_snapshot(plan, args, nullptr, snapshot, InvalidSnapshot, true, false, 1);
+  if (committed_only) UnregisterSnapshot(snapshot);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
   int64 value = 0;
   if (SPI_processed == 1) {

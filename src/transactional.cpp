@@ -40,6 +40,10 @@ struct PendingTotal {
 };
 
 HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level
+// Room for every entry of at_level, grown as entries are added, so that the end of a
+// subtransaction (a callback, which must not fail) allocates nothing. In TopMemoryContext.
+PendingAtLevel* moved_space = nullptr;
+long moved_capacity = 0;
 HTAB* totals = nullptr;    // CounterKey -> delta over all levels
 
 // The names of the counters this transaction counted into, for a commit that finds one dropped.
@@ -149,6 +153,12 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("relation \"slotted_counter.deltas\" does not exist")));
   }
+  // Rows go in with simple_heap_insert: the table must be a heap (the scripts create it USING
+  // heap; a table rewritten into another access method since is refused, not corrupted).
+  if (rel->rd_rel->relam != HEAP_TABLE_AM_OID)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("slotted_counter.deltas is not a heap table"),
+                    errhint("ALTER TABLE slotted_counter.deltas SET ACCESS METHOD heap;")));
   TupleDesc desc = RelationGetDescr(rel);
   EState* estate = CreateExecutorState();
   ResultRelInfo* result_rel = makeNode(ResultRelInfo);
@@ -201,6 +211,15 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
   // leave a delta counted in one table and not the other.
   CounterKey k = MakeKey(def.id, key, bucket);
   LevelKey lk = MakeLevelKey(k, GetCurrentTransactionNestLevel());
+  long needed = hash_get_num_entries(at_level) + 1;
+  if (needed > moved_capacity) {
+    long capacity = Max(64L, needed * 2);
+    size_t bytes = sizeof(PendingAtLevel) * size_t(capacity);
+    moved_space = static_cast<PendingAtLevel*>(
+        moved_space == nullptr ? MemoryContextAlloc(TopMemoryContext, bytes)
+                               : repalloc(moved_space, bytes));
+    moved_capacity = capacity;
+  }
   bool found;
   auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
   if (!found) here->delta = 0;
@@ -311,32 +330,31 @@ void TransactionalEnd(bool committed) {
 
 void TransactionalSubEnd(bool committed, int level) {
   if (!any_pending) return;
-  // Collect this level's deltas first: dynahash allows deleting the current entry during a scan,
-  // not inserting.
-  long n = hash_get_num_entries(at_level);
-  auto* moved = static_cast<PendingAtLevel*>(palloc(sizeof(PendingAtLevel) * (n + 1)));
+  // Nothing here allocates: an abort takes this level's deltas out of the totals as it removes
+  // them; a commit collects them into moved_space first (dynahash allows deleting the current
+  // entry during a scan, not inserting), then enters them one level up, each into an element
+  // just freed by a removal.
   int count = 0;
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, at_level);
   for (auto* p = static_cast<PendingAtLevel*>(hash_seq_search(&scan)); p != nullptr;
        p = static_cast<PendingAtLevel*>(hash_seq_search(&scan))) {
     if (p->id.level < level) continue;
-    moved[count++] = *p;
+    if (committed) {
+      moved_space[count++] = *p;
+    } else {
+      auto* t = static_cast<PendingTotal*>(hash_search(totals, &p->id.key, HASH_FIND, nullptr));
+      if (t != nullptr) t->delta -= p->delta;
+    }
     hash_search(at_level, &p->id, HASH_REMOVE, nullptr);
   }
   for (int i = 0; i < count; i++) {
-    const PendingAtLevel& m = moved[i];
-    if (committed) {
-      LevelKey parent = MakeLevelKey(m.id.key, level - 1);
-      bool found;
-      auto* p = static_cast<PendingAtLevel*>(hash_search(at_level, &parent, HASH_ENTER, &found));
-      p->delta = found ? p->delta + m.delta : m.delta;
-    } else {
-      auto* t = static_cast<PendingTotal*>(hash_search(totals, &m.id.key, HASH_FIND, nullptr));
-      if (t != nullptr) t->delta -= m.delta;
-    }
+    const PendingAtLevel& m = moved_space[i];
+    LevelKey parent = MakeLevelKey(m.id.key, level - 1);
+    bool found;
+    auto* p = static_cast<PendingAtLevel*>(hash_search(at_level, &parent, HASH_ENTER, &found));
+    p->delta = found ? p->delta + m.delta : m.delta;
   }
-  pfree(moved);
 }
 
 }  // namespace sc
