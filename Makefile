@@ -10,6 +10,7 @@ OBJS = \
 	src/catalog.o \
 	src/counter_type.o \
 	src/buffer.o \
+	src/batch.o \
 	src/bucketed.o \
 	src/functions.o \
 	src/flush.o \

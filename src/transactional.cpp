@@ -40,10 +40,21 @@ struct PendingTotal {
 };
 
 HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level
-// Room for every entry of at_level, grown as entries are added, so that the end of a
-// subtransaction (a callback, which must not fail) allocates nothing. In TopMemoryContext.
+// Room for every entry of at_level and one more, grown after each new entry (so an error while
+// growing still leaves room for all), so that the end of a subtransaction (a callback, which must
+// not fail) allocates nothing. In TopMemoryContext.
+constexpr long kInitialMoveRoom = 64;
 PendingAtLevel* moved_space = nullptr;
 long moved_capacity = 0;
+
+void KeepMoveRoom() {
+  long needed = hash_get_num_entries(at_level) + 1;
+  if (needed <= moved_capacity) return;
+  long capacity = needed * 2;
+  moved_space = static_cast<PendingAtLevel*>(
+      repalloc(moved_space, sizeof(PendingAtLevel) * size_t(capacity)));
+  moved_capacity = capacity;
+}
 HTAB* totals = nullptr;    // CounterKey -> delta over all levels
 
 // The names of the counters this transaction counted into, for a commit that finds one dropped.
@@ -73,6 +84,9 @@ void MakeTables() {
   ctl.keysize = sizeof(int32);
   ctl.entrysize = sizeof(CounterName);
   names = hash_create("slotted_counter pending names", 8, &ctl, HASH_ELEM | HASH_BLOBS);
+  moved_space = static_cast<PendingAtLevel*>(
+      MemoryContextAlloc(TopMemoryContext, sizeof(PendingAtLevel) * kInitialMoveRoom));
+  moved_capacity = kInitialMoveRoom;
 }
 
 void RememberName(const CounterDef& def) {
@@ -211,18 +225,12 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
   // leave a delta counted in one table and not the other.
   CounterKey k = MakeKey(def.id, key, bucket);
   LevelKey lk = MakeLevelKey(k, GetCurrentTransactionNestLevel());
-  long needed = hash_get_num_entries(at_level) + 1;
-  if (needed > moved_capacity) {
-    long capacity = Max(64L, needed * 2);
-    size_t bytes = sizeof(PendingAtLevel) * size_t(capacity);
-    moved_space = static_cast<PendingAtLevel*>(
-        moved_space == nullptr ? MemoryContextAlloc(TopMemoryContext, bytes)
-                               : repalloc(moved_space, bytes));
-    moved_capacity = capacity;
-  }
   bool found;
   auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
-  if (!found) here->delta = 0;
+  if (!found) {
+    here->delta = 0;
+    KeepMoveRoom();
+  }
   auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
   if (!found) total->delta = 0;
   here->delta += delta;

@@ -1,0 +1,437 @@
+// batch.cpp: sc_incr_batch on a buffered counter, all or nothing (buffer.hpp,
+// BufferIncrementBatch; the lock protocol of pins and partition holds is in shmem.hpp).
+//
+// Phase 1, where an error changes nothing: the keys are made resident and pinned (batches
+// together pin a quarter of the buffer at most); the keys left over are summed per key into a
+// dynamic shared memory segment, and their partitions are held against loads. Phase 2, with
+// interrupts held: the adds to the pinned entries, one write-through of the other keys by the
+// flusher (one statement, answered after its transaction ended), and the undo of the adds if that
+// failed. Pins and holds are given back by the batch, or by the abort of its (sub)transaction
+// (xact.cpp), never in an error handler.
+#include "buffer.hpp"
+#include "buffer_internal.hpp"
+#include "checked_math.hpp"
+#include "shmem.hpp"
+#include "worker.hpp"
+#include "xact.hpp"
+
+namespace sc {
+
+namespace {
+
+// A buffered batch in progress (BufferIncrementBatch): the entries it pinned, its share of the
+// pin budget, and the partitions it holds for its write-through; given back by the batch or, if
+// it fails before its adds, by the abort of its transaction (BufferBatchAbort). In
+// TopMemoryContext.
+struct BatchPin {
+  uint32 index;
+  uint32 generation;
+  uint32 partition;
+};
+BatchPin* batch_pins = nullptr;
+int batch_npins = 0;
+uint32 batch_budget = 0;
+bool batch_holds[kPartitions];
+bool batch_holding = false;
+
+// How long a batch waits for the flusher to take its write-through, and, once taken, how long
+// before it checks that the flusher serving it still runs.
+constexpr int kBatchThroughWaitMs = 10000;
+
+// Batches together pin at most a quarter of the buffer: the rest stays for loads, commits and
+// sets.
+uint32 TakePinBudget(uint32 wanted) {
+  uint32 budget = Max(1u, shared->table->capacity() / 4);
+  uint32 used = pg_atomic_read_u32(&shared->batch_pins_used);
+  for (;;) {
+    uint32 take = used >= budget ? 0 : Min(wanted, budget - used);
+    if (take == 0) return 0;
+    if (pg_atomic_compare_exchange_u32(&shared->batch_pins_used, &used, used + take)) return take;
+  }
+}
+
+// Pins the resident entry of k, if there is one; false otherwise (*loading: it is being loaded).
+// The pin is recorded under the lock that took it, so that no error can leak it.
+bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading, int* pin_of) {
+  CounterTable* t = shared->table;
+  LWLock* lock = PartitionLock(hash);
+  LWLockAcquire(lock, LW_EXCLUSIVE);
+  uint32 index = t->Find(k, hash);
+  bool resident = index != kNil && t->at(index).state.load(std::memory_order_relaxed) == kResident;
+  *loading = index != kNil && !resident;
+  if (resident) {
+    Entry& e = t->at(index);
+    e.pins.fetch_add(1, std::memory_order_relaxed);
+    *pin_of = batch_npins;
+    batch_pins[batch_npins++] = BatchPin{index, e.generation.load(std::memory_order_relaxed),
+                                         CounterTable::PartitionOf(hash)};
+  }
+  LWLockRelease(lock);
+  return resident;
+}
+
+// Makes k resident and pins it; false if no entry can be had.
+bool PinResident(CounterDef* def, const CounterKey& k, uint32 hash, int* pin_of) {
+  int waits = 0;
+  for (;;) {
+    bool loading;
+    if (PinIfResident(k, hash, &loading, pin_of)) return true;
+    if (loading)
+      WaitForLoad(&waits);
+    else if (!MakeResident(def, k, hash, &waits))
+      return false;
+  }
+}
+
+void ReleaseBatch() {
+  for (int i = 0; i < batch_npins; i++) {
+    const BatchPin& pin = batch_pins[i];
+    LWLock* lock = &shared->partition_locks[pin.partition].lock;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    Entry& e = shared->table->at(pin.index);
+    if (e.generation.load(std::memory_order_relaxed) == pin.generation)
+      e.pins.fetch_sub(1, std::memory_order_relaxed);
+    LWLockRelease(lock);
+  }
+  batch_npins = 0;
+  if (batch_pins != nullptr) pfree(batch_pins);
+  batch_pins = nullptr;
+  if (batch_budget > 0) pg_atomic_fetch_sub_u32(&shared->batch_pins_used, batch_budget);
+  batch_budget = 0;
+  if (batch_holding)
+    for (uint32 p = 0; p < kPartitions; p++)
+      if (batch_holds[p]) {
+        pg_atomic_fetch_sub_u32(&shared->through_holds[p], 1);
+        batch_holds[p] = false;
+      }
+  batch_holding = false;
+}
+
+// One occurrence of a key that is to be written through.
+struct ThroughKey {
+  uint32 partition;
+  uint32 hash;
+  int occurrence;  // index into the batch's keys
+  int64 key;
+};
+
+int CompareByPartition(const void* a, const void* b) {
+  const auto* x = static_cast<const ThroughKey*>(a);
+  const auto* y = static_cast<const ThroughKey*>(b);
+  if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+  return x->occurrence < y->occurrence ? -1 : x->occurrence > y->occurrence ? 1 : 0;
+}
+
+int CompareByKey(const void* a, const void* b) {
+  const auto* x = static_cast<const ThroughKey*>(a);
+  const auto* y = static_cast<const ThroughKey*>(b);
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->occurrence < y->occurrence ? -1 : x->occurrence > y->occurrence ? 1 : 0;
+}
+
+// Holds the partitions of the keys `through` (sorted by partition) against loads, one partition
+// lock at a time in partition order. An occurrence whose key is resident by then is pinned
+// instead (pinned[], pin_of[]); one whose key is being loaded waits for that load.
+void HoldPartitions(const CounterDef& def, int64 bucket, const ThroughKey* through, int nthrough,
+                    bool* pinned, int* pin_of) {
+  memset(batch_holds, 0, sizeof(batch_holds));
+  batch_holding = true;
+  CounterTable* t = shared->table;
+  for (int first = 0; first < nthrough;) {
+    uint32 p = through[first].partition;
+    int end = first;
+    while (end < nthrough && through[end].partition == p) end++;
+    int waits = 0;
+    for (;;) {
+      LWLock* lock = &shared->partition_locks[p].lock;
+      LWLockAcquire(lock, LW_EXCLUSIVE);
+      bool loading = false;
+      for (int j = first; j < end && !loading; j++) {
+        if (pinned[through[j].occurrence]) continue;
+        CounterKey k{MyDatabaseId, def.id, through[j].key, bucket};
+        uint32 index = t->Find(k, through[j].hash);
+        if (index == kNil) continue;
+        Entry& e = t->at(index);
+        if (e.state.load(std::memory_order_relaxed) != kResident) {
+          loading = true;
+          continue;
+        }
+        e.pins.fetch_add(1, std::memory_order_relaxed);
+        pin_of[through[j].occurrence] = batch_npins;
+        batch_pins[batch_npins++] =
+            BatchPin{index, e.generation.load(std::memory_order_relaxed), p};
+        pinned[through[j].occurrence] = true;
+      }
+      if (!loading) {
+        pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
+        batch_holds[p] = true;
+      }
+      LWLockRelease(lock);
+      if (!loading) break;
+      WaitForLoad(&waits);
+    }
+    first = end;
+  }
+}
+
+// The outcome of a batch's write-through.
+struct ThroughOutcome {
+  bool done;
+  int sqlerrcode;
+};
+
+// Publishes this backend's request (free: FreeRequest) for the m items in `segment` and waits for
+// the flusher's answer, with interrupts held, raising no error: a request still pending after
+// kBatchThroughWaitMs is withdrawn; one that a flusher took is waited for as long as that flusher
+// runs (the flusher answers after its transaction ended, one way or the other).
+ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segment* segment,
+                                 int m) {
+  WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
+  SpinLockAcquire(&r->mutex);
+  r->state = kRequestPending;
+  r->key = CounterKey{MyDatabaseId, def.id, 0, bucket};
+  r->delta = 0;
+  r->result = 0;
+  r->sqlerrcode = 0;
+  r->nbatch = m;
+  r->batch = dsm_segment_handle(segment);
+  r->server_pid = 0;
+  SpinLockRelease(&r->mutex);
+  pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
+
+  DatabaseSlot* slot = EnsureFlusher(true);
+  TimestampTz start = GetCurrentTimestamp();
+  TimestampTz checked = start;
+  ThroughOutcome outcome{false, 0};
+  for (;;) {
+    if (slot != nullptr) {
+      WakeFlusher(slot);
+      ConditionVariableTimedSleep(&slot->done_cv, 100, PG_WAIT_EXTENSION);
+    } else {
+      pg_usleep(100000);
+    }
+    TimestampTz now = GetCurrentTimestamp();
+    bool check = TimestampDifferenceExceeds(checked, now, 1000);
+    SpinLockAcquire(&r->mutex);
+    uint32 state = r->state;
+    int server = r->server_pid;
+    bool withdraw = state == kRequestPending &&
+                    TimestampDifferenceExceeds(start, now, kBatchThroughWaitMs);
+    bool answered = state == kRequestDone || state == kRequestFailed;
+    if (answered || withdraw) {
+      outcome = ThroughOutcome{state == kRequestDone,
+                               withdraw ? ERRCODE_CONFIGURATION_LIMIT_EXCEEDED : r->sqlerrcode};
+      r->state = kRequestEmpty;
+      r->nbatch = 0;
+    }
+    SpinLockRelease(&r->mutex);
+    if (withdraw) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+    if (answered || withdraw) break;
+    if (check) {
+      checked = now;
+      // A flusher that took the request and is gone (it could only have failed: it answers
+      // right after its commit) leaves it taken: give it back to the next flusher.
+      if (state == kRequestTaken && server != 0 && BackendPidGetProc(server) == nullptr) {
+        SpinLockAcquire(&r->mutex);
+        if (r->state == kRequestTaken && r->server_pid == server) r->state = kRequestPending;
+        SpinLockRelease(&r->mutex);
+      }
+      // The flusher may have left meanwhile (this only warns: no error may be raised here).
+      slot = EnsureFlusher(true);
+    }
+  }
+  ConditionVariableCancelSleep();
+  return outcome;
+}
+
+// Adds delta to a pinned entry; false if that leaves the bigint range (nothing changed then).
+// An entry whose counter was dropped meanwhile (a new generation) takes nothing: the increment
+// falls before the drop.
+bool AddPinned(const BatchPin& pin, int64 delta, int64* value) {
+  LWLock* lock = &shared->partition_locks[pin.partition].lock;
+  LWLockAcquire(lock, LW_SHARED);
+  Entry& e = shared->table->at(pin.index);
+  bool ours = e.generation.load(std::memory_order_relaxed) == pin.generation &&
+              e.state.load(std::memory_order_relaxed) == kResident;
+  bool ok = true;
+  Dirtied dirtied;
+  if (ours) {
+    ok = CounterTable::Add(e, delta, value);
+    if (ok) CheckDirtied(pin.index, e, *value - delta, *value, &dirtied);
+  } else {
+    *value = 0;
+  }
+  LWLockRelease(lock);
+  NoteDirtied(dirtied);
+  return ok;
+}
+
+int CompareItems(const void* a, const void* b) {
+  int64 x = static_cast<const ThroughItem*>(a)->key, y = static_cast<const ThroughItem*>(b)->key;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+}  // namespace
+
+ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
+  ThroughItem probe{key, 0, 0};
+  return static_cast<ThroughItem*>(bsearch(&probe, items, n, sizeof(ThroughItem), CompareItems));
+}
+
+void BufferBatchAbort() {
+  if (batch_npins > 0 || batch_holding || batch_pins != nullptr || batch_budget > 0)
+    ReleaseBatch();
+}
+
+void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const int64* deltas,
+                          int n, int64 bucket, int64* values) {
+  if (n == 0) return;
+  CounterDef def = counter;
+  BufferBatchAbort();  // nothing is left of an earlier batch; but if so, give it back
+  // The flusher cannot write keys of a counter this transaction created (it cannot see it) or
+  // holds locked to drop buckets: then every key must be resident.
+  bool through_allowed = !CounterCreatedInThisTransaction(def.id) &&
+                         !BucketsDroppedInThisTransaction(def.id);
+  batch_pins = static_cast<BatchPin*>(
+      MemoryContextAllocHuge(TopMemoryContext, sizeof(BatchPin) * size_t(n)));
+  batch_budget = through_allowed ? TakePinBudget(uint32(n)) : 0;
+  auto* pin_of = static_cast<int*>(palloc(sizeof(int) * n));
+  auto* pinned = static_cast<bool*>(palloc0(sizeof(bool) * n));
+  auto* through = static_cast<ThroughKey*>(palloc(sizeof(ThroughKey) * n));
+  int nthrough = 0;
+
+  // Phase 1, where an error changes nothing: pin what can be resident.
+  for (int i = 0; i < n; i++) {
+    CounterKey k{MyDatabaseId, def.id, keys[i], bucket};
+    uint32 hash = HashCounterKey(k);
+    if ((!through_allowed || batch_npins < int(batch_budget)) &&
+        PinResident(&def, k, hash, &pin_of[i])) {
+      pinned[i] = true;
+      continue;
+    }
+    if (!through_allowed)
+      ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                      errmsg("no room in the slotted_counter buffer for counter \"%s\"", def.name),
+                      errdetail("The buffer is full, and this transaction created the counter or "
+                                "holds it for sc_drop_buckets, so the flusher cannot write the "
+                                "batch through."),
+                      errhint("Count in a transaction of its own, or raise "
+                              "slotted_counter.max_entries.")));
+    through[nthrough++] = ThroughKey{CounterTable::PartitionOf(hash), hash, i, keys[i]};
+  }
+  ThroughItem* items = nullptr;
+  int m = 0;
+  dsm_segment* segment = nullptr;
+  if (nthrough > 0) {
+    (void)FreeRequest(EnsureFlusher());
+    qsort(through, nthrough, sizeof(ThroughKey), CompareByPartition);
+    HoldPartitions(def, bucket, through, nthrough, pinned, pin_of);
+    int kept = 0;
+    for (int j = 0; j < nthrough; j++)
+      if (!pinned[through[j].occurrence]) through[kept++] = through[j];
+    nthrough = kept;
+  }
+  if (nthrough > 0) {
+    // One item per key, its deltas summed in the batch's order.
+    qsort(through, nthrough, sizeof(ThroughKey), CompareByKey);
+    segment = dsm_create(sizeof(ThroughItem) * size_t(nthrough), 0);
+    items = static_cast<ThroughItem*>(dsm_segment_address(segment));
+    for (int j = 0; j < nthrough; j++) {
+      int64 delta = deltas[through[j].occurrence];
+      if (m > 0 && items[m - 1].key == through[j].key) {
+        if (!CheckedAdd(items[m - 1].delta, delta, &items[m - 1].delta))
+          ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                          errmsg("value of counter \"%s\" out of range", def.name),
+                          errdetail("The deltas of key %lld in this batch add up past the bigint "
+                                    "range.",
+                                    (long long)through[j].key)));
+      } else {
+        items[m++] = ThroughItem{through[j].key, delta, 0};
+      }
+    }
+  }
+
+  // Phase 2, with interrupts held: the adds, the write-through, and the undo if it failed. It
+  // starts with no cancel pending (one that came before ends the batch here, having changed
+  // nothing), and the statement timeout does not fire in it: the time it takes, which nothing can
+  // interrupt, is added to the statement's (as a commit's is not counted).
+  TimestampTz statement_deadline;
+  TimestampTz applying_since = GetCurrentTimestamp();
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    HOLD_INTERRUPTS();
+    statement_deadline = 0;
+    if (get_timeout_active(STATEMENT_TIMEOUT)) {
+      statement_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
+      disable_timeout(STATEMENT_TIMEOUT, false);
+    }
+    if (!QueryCancelPending && !ProcDiePending) break;
+    if (statement_deadline != 0) enable_timeout_at(STATEMENT_TIMEOUT, statement_deadline);
+    RESUME_INTERRUPTS();
+  }
+  int applied = 0;
+  bool overflow = false;
+  for (; applied < n; applied++) {
+    if (!pinned[applied]) continue;
+    if (!AddPinned(batch_pins[pin_of[applied]], deltas[applied], &values[applied])) {
+      overflow = true;
+      break;
+    }
+  }
+  ThroughOutcome outcome{true, 0};
+  if (!overflow && m > 0) outcome = AwaitBatchThrough(def, bucket, segment, m);
+  if (overflow || !outcome.done) {
+    // Takes back what was added, last first. (At the very edge of the bigint range a concurrent
+    // add can make a take-back itself overflow; it is then left out.)
+    for (int i = applied - 1; i >= 0; i--) {
+      int64 ignored;
+      if (pinned[i]) (void)AddPinned(batch_pins[pin_of[i]], -deltas[i], &ignored);
+    }
+  }
+  ReleaseBatch();
+  // A cancel that came while the batch was being applied came too late, as one that comes while
+  // a transaction commits: the batch is counted, and the call says so. A termination goes on:
+  // the connection ends, as it would after a commit.
+  bool cancel_came = QueryCancelPending;
+  if (statement_deadline != 0)
+    enable_timeout_at(STATEMENT_TIMEOUT,
+                      statement_deadline + (GetCurrentTimestamp() - applying_since));
+  if (!overflow && outcome.done && cancel_came && !ProcDiePending &&
+      !get_timeout_indicator(STATEMENT_TIMEOUT, false) &&
+      !get_timeout_indicator(LOCK_TIMEOUT, false))
+    QueryCancelPending = false;
+  RESUME_INTERRUPTS();
+
+  if ((overflow || !outcome.done) && segment != nullptr) dsm_detach(segment);
+  if (overflow)
+    ReportOverflow(def, keys[applied], BufferRead(def, keys[applied], bucket, false),
+                   deltas[applied]);
+  if (!outcome.done) {
+    if (outcome.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                      errmsg("value of counter \"%s\" out of range", def.name),
+                      errdetail("A key written through to the table would leave the bigint "
+                                "range; nothing of the batch was counted.")));
+    if (outcome.sqlerrcode == ERRCODE_UNDEFINED_OBJECT) ReportUnknownCounter(def.name);
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("no room in the slotted_counter buffer for the batch on counter \"%s\"",
+                           def.name),
+                    errdetail("%d of its keys had to be written through to the table, and no "
+                              "flusher took them within %d seconds; nothing of the batch was "
+                              "counted.",
+                              m, kBatchThroughWaitMs / 1000),
+                    errhint("slotted_counter.stats shows the flusher's last error. Raise "
+                            "slotted_counter.max_entries.")));
+  }
+  // The new values of the keys written through, occurrence by occurrence: a later occurrence of
+  // a key comes after an earlier one.
+  for (int i = n - 1; i >= 0; i--) {
+    if (pinned[i]) continue;
+    ThroughItem* item = FindThroughItem(items, m, keys[i]);
+    values[i] = item->result;
+    (void)__builtin_sub_overflow(item->result, deltas[i], &item->result);
+  }
+  if (segment != nullptr) dsm_detach(segment);
+}
+
+}  // namespace sc

@@ -1,0 +1,44 @@
+// buffer_internal.hpp: what the files of the buffer (buffer.cpp, batch.cpp) share and no one else
+// uses: the miss path's steps, the write-through request, and the note of an entry that turned
+// dirty (the lock protocol is in shmem.hpp).
+#pragma once
+
+#include "buffer.hpp"
+#include "shmem.hpp"
+#include "worker.hpp"
+
+namespace sc {
+
+// Fails with 22003: adding delta to key's value `value` leaves the bigint range.
+void ReportOverflow(const CounterDef& def, int64 key, int64 value, int64 delta);
+
+// Another backend is loading the entry: backs off (up to a millisecond), then checks for
+// interrupts.
+void WaitForLoad(int* waits);
+
+// After a miss: tries to make k resident. False if no entry can be had; otherwise the caller
+// probes again.
+bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits);
+
+// This backend's write-through request, once no earlier request of it is pending.
+WriteThroughRequest* FreeRequest(DatabaseSlot* slot);
+
+// A write that turned a clean entry dirty tells its database's flusher where to look
+// (shmem.hpp: DatabaseSlot::dirty). The check reads flushed after the write; a settling flush
+// reads value after moving flushed (flush.cpp), so one of the two notes it.
+struct Dirtied {
+  uint32 index = kNil;
+  uint32 generation = 0;
+};
+
+inline void CheckDirtied(uint32 index, Entry& e, int64 old_value, int64 new_value,
+                         Dirtied* dirtied) {
+  if (old_value != new_value && old_value == e.flushed.load(std::memory_order_seq_cst))
+    *dirtied = Dirtied{index, e.generation.load(std::memory_order_relaxed)};
+}
+
+inline void NoteDirtied(const Dirtied& dirtied) {
+  if (unlikely(dirtied.index != kNil)) NoteDirty(my_flusher_slot, dirtied.index, dirtied.generation);
+}
+
+}  // namespace sc
