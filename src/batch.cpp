@@ -340,11 +340,10 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
       int64 delta = deltas[through[j].occurrence];
       if (m > 0 && items[m - 1].key == through[j].key) {
         if (!CheckedAdd(items[m - 1].delta, delta, &items[m - 1].delta))
-          ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                          errmsg("value of counter \"%s\" out of range", def.name),
-                          errdetail("The deltas of key %lld in this batch add up past the bigint "
-                                    "range.",
-                                    (long long)through[j].key)));
+          ReportValueOutOfRange(def.name,
+                                psprintf("The deltas of key %lld in this batch add up past the "
+                                         "bigint range.",
+                                         (long long)through[j].key));
       } else {
         items[m++] = ThroughItem{through[j].key, delta, 0};
       }
@@ -408,10 +407,8 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
                    deltas[applied]);
   if (!outcome.done) {
     if (outcome.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
-      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                      errmsg("value of counter \"%s\" out of range", def.name),
-                      errdetail("A key written through to the table would leave the bigint "
-                                "range; nothing of the batch was counted.")));
+      ReportValueOutOfRange(def.name, "A key written through to the table would leave the bigint "
+                                      "range; nothing of the batch was counted.");
     if (outcome.sqlerrcode == ERRCODE_UNDEFINED_OBJECT) ReportUnknownCounter(def.name);
     ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                     errmsg("no room in the slotted_counter buffer for the batch on counter \"%s\"",

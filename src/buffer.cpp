@@ -25,10 +25,9 @@ bool StoredReadsNeedDeltas() {
 }
 
 void ReportOverflow(const CounterDef& def, int64 key, int64 value, int64 delta) {
-  ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                  errmsg("value of counter \"%s\" out of range", def.name),
-                  errdetail("Key %lld holds %lld; adding %lld leaves the bigint range.",
-                            (long long)key, (long long)value, (long long)delta)));
+  ReportValueOutOfRange(def.name,
+                        psprintf("Key %lld holds %lld; adding %lld leaves the bigint range.",
+                                 (long long)key, (long long)value, (long long)delta));
 }
 
 // Another backend is loading the entry: usually an index lookup away, but a load can wait for a
@@ -125,8 +124,8 @@ bool DeltasFolded(const Entry& e) {
 }
 
 // A free entry, or a clean one taken from its chain by the clock sweep; kNil if none can be had.
-// Not inlined into Load, whose error cleanup would otherwise keep its locals across a longjmp.
-pg_noinline uint32 TakeEntry() {
+// Not inlined into LoadEntry, whose error cleanup would otherwise keep its locals across a longjmp.
+pg_noinline uint32 TakeFreeOrClean() {
   CounterTable* t = shared->table;
   uint32 index = t->Allocate();
   if (index != kNil) return index;
@@ -177,11 +176,11 @@ void AbandonLoad(int, Datum arg) {
 
 // Makes k resident with its stored value. kStale: a counter was dropped meanwhile, so the
 // caller's definition must be looked up again before retrying.
-LoadResult Load(const CounterKey& k, uint32 hash, bool transactional) {
+LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transactional) {
   CounterTable* t = shared->table;
   LWLock* lock = PartitionLock(hash);
   uint64 epoch = CachedCatalogEpoch();
-  uint32 index = TakeEntry();
+  uint32 index = TakeFreeOrClean();
   if (index == kNil) return LoadResult::kNoRoom;
   Entry& e = t->at(index);
   e.id = k;
@@ -360,7 +359,7 @@ inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
 // probes again (after a wait if another backend is loading the key, with a fresh definition if a
 // drop made the cached one stale).
 bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits) {
-  switch (Load(k, hash, def->durability == Durability::kTransactional)) {
+  switch (LoadEntry(k, hash, def->durability == Durability::kTransactional)) {
     case LoadResult::kLoaded:
       return true;
     case LoadResult::kRetry:

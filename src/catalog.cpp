@@ -95,7 +95,7 @@ void ValidateCaches() {
   cached_epoch = epoch;
 }
 
-SPIPlanPtr Prepare(bool by_name_lookup) {
+SPIPlanPtr PrepareDefinitionQuery(bool by_name_lookup) {
   int v = InstalledSchema() >= 3 ? 1 : 0;
   SPIPlanPtr* plan = by_name_lookup ? &plan_by_name[v] : &plan_by_id[v];
   if (*plan != nullptr) return *plan;
@@ -131,12 +131,12 @@ const Oid* ResolveRoles(Datum array, int* count) {
 
 // Reads one definition row with the latest snapshot and caches it; nullptr if there is none (or
 // no extension any more: a transaction that dropped it may have committed meanwhile).
-const CounterDef* Load(bool by_name_lookup, Datum arg) {
+const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
   AcceptInvalidationMessages();  // so that the look-ups below see such a drop
   Oid schema = get_namespace_oid("slotted_counter", true);
   if (!OidIsValid(schema) || !OidIsValid(get_relname_relid("counters", schema))) return nullptr;
   SpiSession spi = ConnectSpi();
-  SPIPlanPtr plan = Prepare(by_name_lookup);
+  SPIPlanPtr plan = PrepareDefinitionQuery(by_name_lookup);
   int rc = SPI_execute_snapshot(plan, &arg, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 1);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
@@ -196,7 +196,7 @@ const CounterDef* FindCounter(int32 id) {
   ValidateCaches();
   if (last_def != nullptr && last_def->id == id) return last_def;
   auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_FIND, nullptr));
-  if (def == nullptr) def = const_cast<CounterDef*>(Load(false, Int32GetDatum(id)));
+  if (def == nullptr) def = const_cast<CounterDef*>(LoadDefinition(false, Int32GetDatum(id)));
   last_def = def;
   return def;
 }
@@ -231,7 +231,7 @@ const CounterDef* FindCounter(const char* name, int len) {
   auto* ne = static_cast<NameEntry*>(hash_search(by_name, key, HASH_FIND, nullptr));
   // A name cached for a counter this transaction dropped: the catalog may hold a new one.
   if (ne != nullptr && !DroppedInThisTransaction(ne->id)) return FindCounter(ne->id);
-  const CounterDef* def = Load(true, CStringGetTextDatum(key));
+  const CounterDef* def = LoadDefinition(true, CStringGetTextDatum(key));
   if (def != nullptr && DroppedInThisTransaction(def->id)) def = nullptr;
   if (def != nullptr) last_def = def;
   return def;
@@ -251,6 +251,13 @@ void ReportUnknownCounter(const char* what) {
                   errmsg("counter \"%s\" does not exist", NameForMessage(what)),
                   errhint("Create it with sc_create(), or list the counters of this database "
                           "with SELECT name FROM slotted_counter.counters.")));
+}
+
+void ReportValueOutOfRange(const char* name, const char* detail) {
+  ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                  errmsg("value of counter \"%s\" out of range", name),
+                  detail != nullptr ? errdetail_internal("%s", detail) : 0));
+  pg_unreachable();
 }
 
 const char* NameForMessage(const char* name) {

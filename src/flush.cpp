@@ -215,7 +215,7 @@ struct FlushScope {
   int ndrops;
 };
 
-Take TakeEntry(const FlushScope& scope, uint32 index, uint32 partition, Entry& e,
+Take ClaimForFlush(const FlushScope& scope, uint32 index, uint32 partition, Entry& e,
                FlushItem* item) {
   if (e.id.db != scope.db || e.state.load(std::memory_order_acquire) != kResident)
     return Take::kClean;
@@ -286,7 +286,7 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
           if (slot != nullptr && e.value.load() != e.flushed.load()) MarkDirtyUntracked(slot);
           return;
         }
-        Take take = TakeEntry(scope, index, p, e, &items[n]);
+        Take take = ClaimForFlush(scope, index, p, e, &items[n]);
         if (take == Take::kTaken) n++;
         if (take == Take::kLeft && slot != nullptr)
           NoteDirty(slot, index, e.generation.load(std::memory_order_relaxed));
@@ -302,7 +302,7 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
       // The slot may have been freed, or reused for another key, since it was noted.
       bool same = e.generation.load(std::memory_order_relaxed) == refs[i].generation &&
                   CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == partition;
-      Take take = same ? TakeEntry(scope, refs[i].index, partition, e, &items[n]) : Take::kClean;
+      Take take = same ? ClaimForFlush(scope, refs[i].index, partition, e, &items[n]) : Take::kClean;
       LWLockRelease(lock);
       if (take == Take::kTaken) n++;
       if (take == Take::kLeft) NoteDirty(slot, refs[i].index, refs[i].generation);
@@ -317,7 +317,7 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
 // was counted into meanwhile) goes back into the ring. (An incrementer that made it dirty
 // checks flushed after its add, the settle checks value after its add to flushed: with both
 // sequentially consistent, at least one of them sees the other and notes the entry.)
-void Settle(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed) {
+void SettleFlushed(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed) {
   CounterTable* t = shared->table;
   for (int64 i = 0; i < n; i++) {
     const FlushItem& it = items[i];
@@ -409,11 +409,11 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   }
   PG_CATCH();
   {
-    Settle(slot, items, n, false);
+    SettleFlushed(slot, items, n, false);
     PG_RE_THROW();
   }
   PG_END_TRY();
-  Settle(slot, items, n, true);
+  SettleFlushed(slot, items, n, true);
   // Folded: the entries committed into up to this epoch may leave the buffer, but those of the
   // counters this flush skipped.
   if (slot != nullptr) PublishFold(slot, epoch, skipped, nskipped);

@@ -128,10 +128,10 @@ int64 SumOfKey(const CounterDef& def, int64 key) {
   // the increment may have pushed out of range.
   int64 value = BufferRead(def, key, kNoBucket, !RecoveryInProgress());
   if (!CheckedAdd(value, TransactionalPending(def.id, key, kNoBucket), &value))
-    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                    errmsg("value of counter \"%s\" out of range", def.name),
-                    errdetail("Key %lld with this transaction's own increments leaves the bigint "
-                              "range; its COMMIT would fail.", (long long)key)));
+    ReportValueOutOfRange(def.name,
+                          psprintf("Key %lld with this transaction's own increments leaves the "
+                                   "bigint range; its COMMIT would fail.",
+                                   (long long)key));
   return value;
 }
 
@@ -431,8 +431,7 @@ Datum Top(PG_FUNCTION_ARGS) {
         *found = KeyValue{pending_keys[p], BufferRead(def, pending_keys[p], kNoBucket, false)};
       }
       if (!CheckedAdd(found->value, pending_deltas[p], &found->value))
-        ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                        errmsg("value of counter \"%s\" out of range", def.name)));
+        ReportValueOutOfRange(def.name, nullptr);
     }
   }
   EmitRows(fcinfo, candidates, SelectTop(candidates, count, n));

@@ -212,12 +212,11 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
   int64 pending = TransactionalPending(def.id, key, bucket);
   int64 new_pending, value;
   if (!CheckedAdd(pending, delta, &new_pending) || !CheckedAdd(committed, new_pending, &value))
-    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                    errmsg("value of counter \"%s\" out of range", def.name),
-                    errdetail("Key %lld holds %lld in this transaction; adding %lld leaves the "
-                              "bigint range.",
-                              (long long)key, (long long)(committed + pending),
-                              (long long)delta)));
+    ReportValueOutOfRange(def.name,
+                          psprintf("Key %lld holds %lld in this transaction; adding %lld leaves "
+                                   "the bigint range.",
+                                   (long long)key, (long long)(committed + pending),
+                                   (long long)delta));
   if (totals == nullptr) MakeTables();
   any_pending = true;
   RememberName(def);
@@ -263,10 +262,10 @@ int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 val
   int64 old, delta;
   if (!CheckedAdd(committed, TransactionalPending(def.id, key, bucket), &old) ||
       __builtin_sub_overflow(value, old, &delta))
-    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                    errmsg("value of counter \"%s\" out of range", def.name),
-                    errdetail("Setting key %lld to %lld is a change outside the bigint range.",
-                              (long long)key, (long long)value)));
+    ReportValueOutOfRange(def.name,
+                          psprintf("Setting key %lld to %lld is a change outside the bigint "
+                                   "range.",
+                                   (long long)key, (long long)value));
   (void)TransactionalIncrement(def, key, bucket, delta);
   return old;
 }

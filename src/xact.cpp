@@ -64,7 +64,7 @@ void Note(int32 id, Change change, int64 before = 0, Oid relid = InvalidOid) {
 
 // Removes from the buffer what the ended (sub)transaction made obsolete. Runs in a commit or
 // abort callback: takes only LWLocks and cannot fail.
-void Settle(bool committed, int level) {
+void SettleNotedChanges(bool committed, int level) {
   bool bumped = false;
   int kept = 0;
   for (int i = 0; i < noted_count; i++) {
@@ -167,7 +167,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
       TransactionalEnd(true);
-      if (noted_count > 0) Settle(true, 0);
+      if (noted_count > 0) SettleNotedChanges(true, 0);
       UnregisterBucketDrops();
       break;
     case XACT_EVENT_PREPARE:
@@ -177,7 +177,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_ABORT:
       BufferBatchAbort();
       TransactionalEnd(false);
-      if (noted_count > 0) Settle(false, 0);
+      if (noted_count > 0) SettleNotedChanges(false, 0);
       UnregisterBucketDrops();
       break;
     default:
@@ -200,7 +200,7 @@ void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void
     for (int i = 0; i < noted_count; i++)
       if (noted[i].level != -1) noted[kept++] = noted[i];
     noted_count = kept;
-    Settle(false, level);
+    SettleNotedChanges(false, level);
   } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
     for (int i = 0; i < noted_count; i++)
       if (noted[i].level >= level) noted[i].level = level - 1;
