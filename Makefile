@@ -17,6 +17,7 @@ OBJS = \
 	src/worker.o \
 	src/stats.o \
 	src/xact.o \
+	src/changes.o \
 	src/transactional.o \
 	src/key_arrays.o \
 	src/attach.o \

@@ -10,10 +10,10 @@
 // (xact.cpp), never in an error handler.
 #include "buffer.hpp"
 #include "buffer_internal.hpp"
+#include "changes.hpp"
 #include "checked_math.hpp"
 #include "shmem.hpp"
 #include "worker.hpp"
-#include "xact.hpp"
 
 namespace sc {
 

@@ -19,10 +19,10 @@
 #include "bucketed.hpp"
 
 #include "buffer.hpp"
+#include "changes.hpp"
 #include "key_arrays.hpp"
 #include "spi.hpp"
 #include "transactional.hpp"
-#include "xact.hpp"
 
 namespace sc {
 

@@ -12,11 +12,11 @@
 #include "buffer.hpp"
 
 #include "buffer_internal.hpp"
+#include "changes.hpp"
 #include "checked_math.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
 #include "worker.hpp"
-#include "xact.hpp"
 
 namespace sc {
 

@@ -10,9 +10,9 @@
 // Syscache callbacks only set flags: they can run inside any lookup, while a definition is in use.
 #include "catalog.hpp"
 
+#include "changes.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
-#include "xact.hpp"
 
 extern "C" {
 #include "mb/pg_wchar.h"

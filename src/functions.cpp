@@ -9,6 +9,7 @@
 #include "bucketed.hpp"
 #include "buffer.hpp"
 #include "catalog.hpp"
+#include "changes.hpp"
 #include "checked_math.hpp"
 #include "counter_ref.hpp"
 #include "key_arrays.hpp"
@@ -16,7 +17,6 @@
 #include "spi.hpp"
 #include "transactional.hpp"
 #include "worker.hpp"
-#include "xact.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(sc_rollup);

@@ -31,7 +31,12 @@ void ShmemRequest() {
 
 void ShmemStartup() {
   if (prev_shmem_startup_hook) prev_shmem_startup_hook();
-  CreateSharedState();
+  // The postmaster, creating the state: values a clean shutdown saved go back into the new
+  // buffer, and what the flushers leave unflushed at the next clean shutdown is saved.
+  if (CreateSharedState() && !IsUnderPostmaster) {
+    RestoreSavedValues();
+    on_shmem_exit(SaveUnflushedValues, 0);
+  }
 }
 
 void DefineSettings() {

@@ -16,10 +16,10 @@
 
 #include "arguments.hpp"
 #include "catalog.hpp"
+#include "changes.hpp"
 #include "counter_ref.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
-#include "xact.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(sc_may_read);

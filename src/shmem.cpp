@@ -1,7 +1,6 @@
 // shmem.cpp: sizing and creating the shared state (layout and lock protocol: shmem.hpp).
 #include "shmem.hpp"
 
-#include "saved_values.hpp"
 #include "settings.hpp"
 
 namespace sc {
@@ -31,7 +30,7 @@ void RequestSharedState() {
   RequestNamedLWLockTranche(kTranche, kPartitions + 1);
 }
 
-void CreateSharedState() {
+bool CreateSharedState() {
   LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
   bool found;
   auto* s = static_cast<SharedState*>(ShmemInitStruct("slotted_counter", SharedStateSize(), &found));
@@ -39,7 +38,7 @@ void CreateSharedState() {
     // Made by another build of the library: not a byte of it is ours to read.
     LWLockRelease(AddinShmemInitLock);
     layout_mismatch = true;
-    return;
+    return false;
   }
   if (!found) {
     s->layout_version = kLayoutVersion;
@@ -91,12 +90,7 @@ void CreateSharedState() {
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;
-  // The postmaster: values a clean shutdown saved go back into the new buffer, and what the
-  // flushers leave unflushed at the next clean shutdown is saved.
-  if (!found && !IsUnderPostmaster) {
-    RestoreSavedValues();
-    on_shmem_exit(SaveUnflushedValues, 0);
-  }
+  return !found;
 }
 
 DatabaseSlot* FindSlot(Oid db) {

@@ -214,7 +214,8 @@ static_assert(std::is_standard_layout<DatabaseSlot>::value &&
 extern SharedState* shared;
 
 void RequestSharedState();
-void CreateSharedState();
+// True if this call created it (rather than found it).
+bool CreateSharedState();
 
 // The slot of database db, read without a lock (slots change hands only when a database stops
 // using the extension); nullptr if it has none.

@@ -21,6 +21,7 @@
 #include "attach.hpp"
 #include "buffer.hpp"
 #include "catalog.hpp"
+#include "changes.hpp"
 #include "shmem.hpp"
 #include "transactional.hpp"
 
@@ -32,48 +33,18 @@ namespace sc {
 
 namespace {
 
-enum class Change : uint8 { kCreated, kDropped, kExtensionDropped, kBucketsDropped, kAltered,
-                            kRelationDropped };
-
-struct Noted {
-  int32 id;
-  Change change;
-  int level;     // transaction nesting level that did it
-  int64 before;  // kBucketsDropped: buckets that start before it
-  Oid relid;     // kRelationDropped: the table
-};
-
-Noted* noted = nullptr;
-int noted_count = 0;
-int noted_space = 0;
-
 object_access_hook_type prev_object_access_hook = nullptr;
 
 bool drops_registered = false;
-
-void Note(int32 id, Change change, int64 before = 0, Oid relid = InvalidOid) {
-  if (noted_count == noted_space) {
-    noted_space = noted_space == 0 ? 8 : noted_space * 2;
-    noted = noted == nullptr
-                ? static_cast<Noted*>(MemoryContextAlloc(TopMemoryContext,
-                                                         noted_space * sizeof(Noted)))
-                : static_cast<Noted*>(repalloc(noted, noted_space * sizeof(Noted)));
-  }
-  noted[noted_count++] = Noted{id, change, GetCurrentTransactionNestLevel(), before, relid};
-}
 
 // Removes from the buffer what the ended (sub)transaction made obsolete. Runs in a commit or
 // abort callback: takes only LWLocks and cannot fail.
 void SettleNotedChanges(bool committed, int level) {
   bool bumped = false;
-  int kept = 0;
-  for (int i = 0; i < noted_count; i++) {
-    Noted n = noted[i];
-    if (n.level < level) {
-      noted[kept++] = n;
-      continue;
-    }
-    if (n.change == Change::kRelationDropped) continue;  // done at pre-commit
+  const NotedChange* noted = NotedChanges();
+  for (int i = 0; i < NotedCount(); i++) {
+    const NotedChange& n = noted[i];
+    if (n.level < level || n.change == Change::kRelationDropped) continue;  // the latter: done
     bool purge = committed ? n.change != Change::kCreated : n.change == Change::kCreated;
     if (purge) {
       if (!bumped) pg_atomic_fetch_add_u64(&shared->catalog_epoch, 1);
@@ -86,7 +57,8 @@ void SettleNotedChanges(bool committed, int level) {
         PurgeCounter(MyDatabaseId, n.id);
     }
   }
-  noted_count = kept;
+  KeepNotedChanges(
+      [](const NotedChange& n, void* arg) { return n.level < *static_cast<int*>(arg); }, &level);
   ForgetCachedCounters();
 }
 
@@ -96,7 +68,8 @@ constexpr int kRegisterWaitMs = 10000;
 // free slot; they are held only from a pre-commit to the end of that commit).
 void RegisterBucketDrops() {
   TimestampTz since = GetCurrentTimestamp();
-  for (int i = 0; i < noted_count; i++) {
+  const NotedChange* noted = NotedChanges();
+  for (int i = 0; i < NotedCount(); i++) {
     if (noted[i].change != Change::kBucketsDropped) continue;
     for (;;) {
       bool done = false;
@@ -123,20 +96,19 @@ void RegisterBucketDrops() {
 
 // At pre-commit or pre-prepare: the attachments of the tables this transaction dropped go with them.
 void ForgetDroppedTargets() {
+  const NotedChange* noted = NotedChanges();
   int n = 0;
-  for (int i = 0; i < noted_count; i++)
+  for (int i = 0; i < NotedCount(); i++)
     if (noted[i].change == Change::kRelationDropped) n++;
   if (n == 0) return;
   auto* relids = static_cast<Oid*>(palloc(sizeof(Oid) * n));
   n = 0;
-  for (int i = 0; i < noted_count; i++)
+  for (int i = 0; i < NotedCount(); i++)
     if (noted[i].change == Change::kRelationDropped) relids[n++] = noted[i].relid;
   DetachDroppedTargets(relids, n);
   // Done: neither PREPARE nor the end has anything left to do for them.
-  int kept = 0;
-  for (int i = 0; i < noted_count; i++)
-    if (noted[i].change != Change::kRelationDropped) noted[kept++] = noted[i];
-  noted_count = kept;
+  KeepNotedChanges(
+      [](const NotedChange& c, void*) { return c.change != Change::kRelationDropped; }, nullptr);
 }
 
 // At the end: after the purge (commit) or instead of it (abort). Cannot fail.
@@ -153,13 +125,13 @@ void OnXactEvent(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_PRE_COMMIT:
       TransactionalPreCommit();
-      if (noted_count > 0) ForgetDroppedTargets();
-      if (noted_count > 0) RegisterBucketDrops();
+      if (NotedCount() > 0) ForgetDroppedTargets();
+      if (NotedCount() > 0) RegisterBucketDrops();
       break;
     case XACT_EVENT_PRE_PREPARE:
       TransactionalPrePrepare();
-      if (noted_count > 0) ForgetDroppedTargets();
-      if (noted_count > 0)
+      if (NotedCount() > 0) ForgetDroppedTargets();
+      if (NotedCount() > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("cannot PREPARE a transaction that created, dropped or changed "
                                "counters or buckets")));
@@ -167,7 +139,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
       TransactionalEnd(true);
-      if (noted_count > 0) SettleNotedChanges(true, 0);
+      if (NotedCount() > 0) SettleNotedChanges(true, 0);
       UnregisterBucketDrops();
       break;
     case XACT_EVENT_PREPARE:
@@ -177,7 +149,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_ABORT:
       BufferBatchAbort();
       TransactionalEnd(false);
-      if (noted_count > 0) SettleNotedChanges(false, 0);
+      if (NotedCount() > 0) SettleNotedChanges(false, 0);
       UnregisterBucketDrops();
       break;
     default:
@@ -190,20 +162,13 @@ void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void
   if (event == SUBXACT_EVENT_ABORT_SUB) BufferBatchAbort();
   if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
     TransactionalSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
-  if (noted_count == 0) return;
+  if (NotedCount() == 0) return;
   if (event == SUBXACT_EVENT_ABORT_SUB) {
     // What an aborted subtransaction created is gone; what it dropped is back.
-    for (int i = 0; i < noted_count; i++)
-      if (noted[i].level >= level && noted[i].change != Change::kCreated)
-        noted[i].level = -1;
-    int kept = 0;
-    for (int i = 0; i < noted_count; i++)
-      if (noted[i].level != -1) noted[kept++] = noted[i];
-    noted_count = kept;
+    ForgetAbortedChanges(level);
     SettleNotedChanges(false, level);
   } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
-    for (int i = 0; i < noted_count; i++)
-      if (noted[i].level >= level) noted[i].level = level - 1;
+    PromoteNotedChanges(level);
   }
 }
 
@@ -215,7 +180,7 @@ void OnObjectAccess(ObjectAccessType access, Oid class_id, Oid object_id, int su
     // looks again at which version's tables it reads (catalog.cpp, InstalledSchema).
     char* name = get_extension_name(object_id);
     if (name != nullptr && strcmp(name, "slotted_counter") == 0)
-      Note(0, access == OAT_DROP ? Change::kExtensionDropped : Change::kAltered);
+      NoteChange(0, access == OAT_DROP ? Change::kExtensionDropped : Change::kAltered);
     return;
   }
   if (access != OAT_DROP) return;
@@ -226,7 +191,7 @@ void OnObjectAccess(ObjectAccessType access, Oid class_id, Oid object_id, int su
     char relkind = get_rel_relkind(object_id);
     if ((relkind == RELKIND_RELATION || relkind == RELKIND_PARTITIONED_TABLE) &&
         get_rel_persistence(object_id) != RELPERSISTENCE_TEMP)
-      Note(0, Change::kRelationDropped, 0, object_id);
+      NoteChange(0, Change::kRelationDropped, 0, object_id);
   }
 }
 
@@ -238,40 +203,5 @@ void InstallTransactionHooks() {
   prev_object_access_hook = object_access_hook;
   object_access_hook = OnObjectAccess;
 }
-
-bool DroppedInThisTransaction(int32 id) {
-  for (int i = 0; i < noted_count; i++)
-    if (noted[i].change == Change::kDropped && noted[i].id == id) return true;
-  return false;
-}
-
-bool BucketDroppedInThisTransaction(int32 id, int64 bucket) {
-  for (int i = 0; i < noted_count; i++)
-    if (noted[i].change == Change::kBucketsDropped && noted[i].id == id &&
-        bucket < noted[i].before)
-      return true;
-  return false;
-}
-
-bool BucketsDroppedInThisTransaction(int32 id) {
-  for (int i = 0; i < noted_count; i++)
-    if (noted[i].change == Change::kBucketsDropped && noted[i].id == id) return true;
-  return false;
-}
-
-bool CounterCreatedInThisTransaction(int32 id) {
-  for (int i = 0; i < noted_count; i++)
-    if (noted[i].change == Change::kCreated && noted[i].id == id) return true;
-  return false;
-}
-
-void NoteCounterCreated(int32 id) { Note(id, Change::kCreated); }
-void NoteBucketsDropped(int32 id, int64 before) { Note(id, Change::kBucketsDropped, before); }
-void NoteCounterDropped(int32 id) {
-  Note(id, Change::kDropped);
-  // The hot path's cache must not serve it to this transaction any more (catalog.hpp).
-  last_def = nullptr;
-}
-void NoteCounterAltered(int32 id) { Note(id, Change::kAltered); }
 
 }  // namespace sc
