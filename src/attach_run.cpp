@@ -350,7 +350,9 @@ void RecordFailure(int32 counter, Oid target, const char* message) {
   PG_TRY();
   {
     Begin();
-    table = get_rel_name(target);
+    // Copied at once into a context that outlives an abort of this transaction.
+    char* relname = get_rel_name(target);
+    table = relname != nullptr ? MemoryContextStrdup(TopMemoryContext, relname) : nullptr;
     const CounterDef* def = FindCounter(counter);
     name = def != nullptr ? MemoryContextStrdup(TopMemoryContext, def->name) : nullptr;
     Oid types[3] = {INT4OID, OIDOID, TEXTOID};
@@ -372,7 +374,6 @@ void RecordFailure(int32 counter, Oid target, const char* message) {
       failures = DatumGetInt32(
           SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
     }
-    table = table != nullptr ? MemoryContextStrdup(TopMemoryContext, table) : nullptr;
     End();
   }
   PG_CATCH();

@@ -50,9 +50,11 @@ long moved_capacity = 0;
 void KeepMoveRoom() {
   long needed = hash_get_num_entries(at_level) + 1;
   if (needed <= moved_capacity) return;
-  long capacity = needed * 2;
+  long capacity = Max(kInitialMoveRoom, needed * 2);
+  size_t bytes = sizeof(PendingAtLevel) * size_t(capacity);
   moved_space = static_cast<PendingAtLevel*>(
-      repalloc(moved_space, sizeof(PendingAtLevel) * size_t(capacity)));
+      moved_space == nullptr ? MemoryContextAllocHuge(TopMemoryContext, bytes)
+                             : repalloc_huge(moved_space, bytes));
   moved_capacity = capacity;
 }
 HTAB* totals = nullptr;    // CounterKey -> delta over all levels
@@ -69,7 +71,8 @@ int reservation_count = 0;
 
 
 // The tables live as long as the backend (creating two per transaction costs more than the
-// increment) and are emptied when the transaction ends.
+// increment) and are emptied when the transaction ends. `totals` is made last: it says they all
+// exist (an out-of-memory error before it leaves them to be made again).
 void MakeTables() {
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
@@ -77,16 +80,14 @@ void MakeTables() {
   ctl.entrysize = sizeof(PendingAtLevel);
   at_level = hash_create("slotted_counter pending by level", 16, &ctl, HASH_ELEM | HASH_BLOBS);
   memset(&ctl, 0, sizeof(ctl));
-  ctl.keysize = sizeof(CounterKey);
-  ctl.entrysize = sizeof(PendingTotal);
-  totals = hash_create("slotted_counter pending", 16, &ctl, HASH_ELEM | HASH_BLOBS);
-  memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(int32);
   ctl.entrysize = sizeof(CounterName);
   names = hash_create("slotted_counter pending names", 8, &ctl, HASH_ELEM | HASH_BLOBS);
-  moved_space = static_cast<PendingAtLevel*>(
-      MemoryContextAlloc(TopMemoryContext, sizeof(PendingAtLevel) * kInitialMoveRoom));
-  moved_capacity = kInitialMoveRoom;
+  KeepMoveRoom();
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = sizeof(CounterKey);
+  ctl.entrysize = sizeof(PendingTotal);
+  totals = hash_create("slotted_counter pending", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 }
 
 void RememberName(const CounterDef& def) {
