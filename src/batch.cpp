@@ -23,12 +23,7 @@ namespace {
 // pin budget, and the partitions it holds for its write-through; given back by the batch or, if
 // it fails before its adds, by the abort of its transaction (BufferBatchAbort). In
 // TopMemoryContext.
-struct BatchPin {
-  uint32 index;
-  uint32 generation;
-  uint32 partition;
-};
-BatchPin* batch_pins = nullptr;
+Pin* batch_pins = nullptr;
 int batch_npins = 0;
 uint32 batch_budget = 0;
 bool batch_holds[kPartitions];
@@ -53,21 +48,14 @@ uint32 TakePinBudget(uint32 wanted) {
 // Pins the resident entry of k, if there is one; false otherwise (*loading: it is being loaded).
 // The pin is recorded under the lock that took it, so that no error can leak it.
 bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading, int* pin_of) {
-  CounterTable* t = shared->table;
-  LWLock* lock = PartitionLock(hash);
-  LWLockAcquire(lock, LW_EXCLUSIVE);
-  uint32 index = t->Find(k, hash);
-  bool resident = index != kNil && t->at(index).state.load(std::memory_order_relaxed) == kResident;
-  *loading = index != kNil && !resident;
-  if (resident) {
-    Entry& e = t->at(index);
-    e.pins.fetch_add(1, std::memory_order_relaxed);
-    *pin_of = batch_npins;
-    batch_pins[batch_npins++] = BatchPin{index, e.generation.load(std::memory_order_relaxed),
-                                         CounterTable::PartitionOf(hash)};
-  }
-  LWLockRelease(lock);
-  return resident;
+  auto table = Table();
+  Probe probe = Probe::kMissing;
+  table.Exclusively(CounterTable::PartitionOf(hash), [&] {
+    probe = table.PinLocked(k, hash, &batch_pins[batch_npins]);
+    if (probe == Probe::kFound) *pin_of = batch_npins++;
+  });
+  *loading = probe == Probe::kLoading;
+  return probe == Probe::kFound;
 }
 
 // Makes k resident and pins it; false if no entry can be had.
@@ -84,15 +72,7 @@ bool PinResident(CounterDef* def, const CounterKey& k, uint32 hash, int* pin_of)
 }
 
 void ReleaseBatch() {
-  for (int i = 0; i < batch_npins; i++) {
-    const BatchPin& pin = batch_pins[i];
-    LWLock* lock = &shared->partition_locks[pin.partition].lock;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    Entry& e = shared->table->at(pin.index);
-    if (e.generation.load(std::memory_order_relaxed) == pin.generation)
-      e.pins.fetch_sub(1, std::memory_order_relaxed);
-    LWLockRelease(lock);
-  }
+  for (int i = 0; i < batch_npins; i++) Table().Unpin(batch_pins[i]);
   batch_npins = 0;
   if (batch_pins != nullptr) pfree(batch_pins);
   batch_pins = nullptr;
@@ -136,37 +116,29 @@ void HoldPartitions(const CounterDef& def, int64 bucket, const ThroughKey* throu
                     bool* pinned, int* pin_of) {
   memset(batch_holds, 0, sizeof(batch_holds));
   batch_holding = true;
-  CounterTable* t = shared->table;
+  auto table = Table();
   for (int first = 0; first < nthrough;) {
     uint32 p = through[first].partition;
     int end = first;
     while (end < nthrough && through[end].partition == p) end++;
     int waits = 0;
     for (;;) {
-      LWLock* lock = &shared->partition_locks[p].lock;
-      LWLockAcquire(lock, LW_EXCLUSIVE);
       bool loading = false;
-      for (int j = first; j < end && !loading; j++) {
-        if (pinned[through[j].occurrence]) continue;
-        CounterKey k{MyDatabaseId, def.id, through[j].key, bucket};
-        uint32 index = t->Find(k, through[j].hash);
-        if (index == kNil) continue;
-        Entry& e = t->at(index);
-        if (e.state.load(std::memory_order_relaxed) != kResident) {
-          loading = true;
-          continue;
+      table.Exclusively(p, [&] {
+        for (int j = first; j < end && !loading; j++) {
+          if (pinned[through[j].occurrence]) continue;
+          CounterKey k{MyDatabaseId, def.id, through[j].key, bucket};
+          Probe probe = table.PinLocked(k, through[j].hash, &batch_pins[batch_npins]);
+          loading = probe == Probe::kLoading;
+          if (probe != Probe::kFound) continue;
+          pin_of[through[j].occurrence] = batch_npins++;
+          pinned[through[j].occurrence] = true;
         }
-        e.pins.fetch_add(1, std::memory_order_relaxed);
-        pin_of[through[j].occurrence] = batch_npins;
-        batch_pins[batch_npins++] =
-            BatchPin{index, e.generation.load(std::memory_order_relaxed), p};
-        pinned[through[j].occurrence] = true;
-      }
-      if (!loading) {
-        pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
-        batch_holds[p] = true;
-      }
-      LWLockRelease(lock);
+        if (!loading) {
+          pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
+          batch_holds[p] = true;
+        }
+      });
       if (!loading) break;
       WaitForLoad(&waits);
     }
@@ -247,21 +219,9 @@ ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segmen
 // Adds delta to a pinned entry; false if that leaves the bigint range (nothing changed then).
 // An entry whose counter was dropped meanwhile (a new generation) takes nothing: the increment
 // falls before the drop.
-bool AddPinned(const BatchPin& pin, int64 delta, int64* value) {
-  LWLock* lock = &shared->partition_locks[pin.partition].lock;
-  LWLockAcquire(lock, LW_SHARED);
-  Entry& e = shared->table->at(pin.index);
-  bool ours = e.generation.load(std::memory_order_relaxed) == pin.generation &&
-              e.state.load(std::memory_order_relaxed) == kResident;
-  bool ok = true;
+bool AddPinned(const Pin& pin, int64 delta, int64* value) {
   Dirtied dirtied;
-  if (ours) {
-    ok = CounterTable::Add(e, delta, value);
-    if (ok) CheckDirtied(pin.index, e, *value - delta, *value, &dirtied);
-  } else {
-    *value = 0;
-  }
-  LWLockRelease(lock);
+  bool ok = Table().AddPinned(pin, delta, value, &dirtied);
   NoteDirtied(dirtied);
   return ok;
 }
@@ -292,8 +252,8 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
   // holds locked to drop buckets: then every key must be resident.
   bool through_allowed = !CounterCreatedInThisTransaction(def.id) &&
                          !BucketsDroppedInThisTransaction(def.id);
-  batch_pins = static_cast<BatchPin*>(
-      MemoryContextAllocHuge(TopMemoryContext, sizeof(BatchPin) * size_t(n)));
+  batch_pins = static_cast<Pin*>(
+      MemoryContextAllocHuge(TopMemoryContext, sizeof(Pin) * size_t(n)));
   batch_budget = through_allowed ? TakePinBudget(uint32(n)) : 0;
   auto* pin_of = static_cast<int*>(palloc(sizeof(int) * n));
   auto* pinned = static_cast<bool*>(palloc0(sizeof(bool) * n));

@@ -123,109 +123,49 @@ bool DeltasFolded(const Entry& e) {
   return slot != nullptr && Folded(slot, e.id.counter, epoch);
 }
 
-// A free entry, or a clean one taken from its chain by the clock sweep; kNil if none can be had.
-// Not inlined into LoadEntry, whose error cleanup would otherwise keep its locals across a longjmp.
-pg_noinline uint32 TakeFreeOrClean() {
-  CounterTable* t = shared->table;
-  uint32 index = t->Allocate();
-  if (index != kNil) return index;
-  for (uint32 n = 0; n < Min(kSweepLimit, t->capacity()); n++) {
-    uint32 i = t->ClockNext();
-    Entry& e = t->at(i);
-    if (e.state.load(std::memory_order_relaxed) != kResident) continue;
-    uint32 partition = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
-    LWLock* lock = &shared->partition_locks[partition].lock;
-    if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE)) continue;
-    bool evict =
-        CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == partition &&
-        CounterTable::AgeAndTestEvictable(e) && DeltasFolded(e);
-    if (evict) t->Unlink(i);
-    LWLockRelease(lock);
-    if (evict) {
-      // Recycle the slot through the free list so its generation moves on.
-      t->Release(i);
-      pg_atomic_fetch_add_u64(&shared->evictions, 1);
-      index = t->Allocate();
-      if (index != kNil) return index;
-    }
-  }
-  return kNil;
+// Removes an entry this backend linked as kLoading and did not finish loading.
+void AbandonLoad(int, Datum arg) {
+  Table().AbandonLoad(*reinterpret_cast<const Loading*>(DatumGetPointer(arg)));
 }
 
 enum class LoadResult { kLoaded, kRetry, kStale, kNoRoom };
 
-struct LoadInProgress {
-  uint32 index;
-  uint32 generation;
-  uint32 hash;
-};
-
-// Removes an entry this backend linked as kLoading and did not finish loading.
-void AbandonLoad(int, Datum arg) {
-  const auto* loading = reinterpret_cast<const LoadInProgress*>(DatumGetPointer(arg));
-  CounterTable* t = shared->table;
-  Entry& e = t->at(loading->index);
-  LWLock* lock = PartitionLock(loading->hash);
-  LWLockAcquire(lock, LW_EXCLUSIVE);
-  bool ours = e.generation.load(std::memory_order_relaxed) == loading->generation &&
-              e.state.load(std::memory_order_relaxed) == kLoading;
-  if (ours) t->Unlink(loading->index);
-  LWLockRelease(lock);
-  if (ours) t->Release(loading->index);
-}
-
 // Makes k resident with its stored value. kStale: a counter was dropped meanwhile, so the
 // caller's definition must be looked up again before retrying.
-LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transactional) {
-  CounterTable* t = shared->table;
-  LWLock* lock = PartitionLock(hash);
+// Not inlined into its callers, whose error cleanup would otherwise keep its locals across a
+// longjmp.
+pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transactional) {
+  auto table = Table();
   uint64 epoch = CachedCatalogEpoch();
-  uint32 index = TakeFreeOrClean();
+  uint64 evicted = 0;
+  uint32 index = table.TakeFreeOrClean(kSweepLimit, DeltasFolded, &evicted);
+  if (evicted > 0) pg_atomic_fetch_add_u64(&shared->evictions, evicted);
   if (index == kNil) return LoadResult::kNoRoom;
-  Entry& e = t->at(index);
-  e.id = k;
-  e.hash.store(hash, std::memory_order_release);
-  e.value.store(0, std::memory_order_relaxed);
-  e.flushed.store(0, std::memory_order_relaxed);
-
-  LWLockAcquire(lock, LW_EXCLUSIVE);
-  LoadResult refused = LoadResult::kLoaded;
-  if (t->Find(k, hash) != kNil || WriteThroughPendingFor(k) ||
-      pg_atomic_read_u32(&shared->through_holds[CounterTable::PartitionOf(hash)]) != 0)
-    refused = LoadResult::kRetry;
-  else if (pg_atomic_read_u64(&shared->catalog_epoch) != epoch)
-    refused = LoadResult::kStale;
-  if (refused != LoadResult::kLoaded) {
-    LWLockRelease(lock);
-    t->Release(index);
-    return refused;
-  }
-  e.state.store(kLoading, std::memory_order_release);
-  t->Link(index);
-  LWLockRelease(lock);
+  Loading loading;
+  // Not while a write-through of the key is pending or a batch holds its partition (shmem.hpp).
+  LoadStart start = table.BeginLoad(index, k, hash, [&] {
+    if (WriteThroughPendingFor(k) ||
+        pg_atomic_read_u32(&shared->through_holds[CounterTable::PartitionOf(hash)]) != 0)
+      return LoadStart::kRetry;
+    return pg_atomic_read_u64(&shared->catalog_epoch) != epoch ? LoadStart::kStale
+                                                               : LoadStart::kLinked;
+  }, &loading);
+  if (start == LoadStart::kRetry) return LoadResult::kRetry;
+  if (start == LoadStart::kStale) return LoadResult::kStale;
 
   // Until it is resident, the entry is this backend's to remove, on an error or on a FATAL exit
   // (a terminated backend must not leave others waiting for its load forever).
   int64 stored = 0;
-  LoadInProgress loading{index, e.generation.load(std::memory_order_relaxed), hash};
   PG_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
   {
     stored = ReadStoredValue(k, transactional, true);
   }
   PG_END_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
 
-  LWLockAcquire(lock, LW_EXCLUSIVE);
-  bool stale = pg_atomic_read_u64(&shared->catalog_epoch) != epoch;
-  if (stale) {
-    t->Unlink(index);
-  } else {
-    e.value.store(stored, std::memory_order_relaxed);
-    e.flushed.store(stored, std::memory_order_relaxed);
-    e.state.store(kResident, std::memory_order_release);
-  }
-  LWLockRelease(lock);
-  if (stale) t->Release(index);
-  return stale ? LoadResult::kStale : LoadResult::kLoaded;
+  bool loaded = table.FinishLoad(loading, stored, [&] {
+    return pg_atomic_read_u64(&shared->catalog_epoch) != epoch;
+  });
+  return loaded ? LoadResult::kLoaded : LoadResult::kStale;
 }
 
 // No entry could be had for an operation that must not write through (a set, a commit): every
@@ -274,10 +214,11 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
   int64 result;
   int sqlerrcode;
 
-  LWLock* lock = PartitionLock(hash);
-  LWLockAcquire(lock, LW_EXCLUSIVE);
-  *retry = shared->table->Find(k, hash) != kNil;
-  if (!*retry) {
+  // Under the key's exclusive partition lock, after checking it is not resident (shmem.hpp).
+  auto table = Table();
+  table.Exclusively(CounterTable::PartitionOf(hash), [&] {
+    *retry = table.table().Find(k, hash) != kNil;
+    if (*retry) return;
     SpinLockAcquire(&r->mutex);
     r->state = kRequestPending;
     r->key = k;
@@ -287,8 +228,7 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
     r->nbatch = 0;
     SpinLockRelease(&r->mutex);
     pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
-  }
-  LWLockRelease(lock);
+  });
   if (*retry) return 0;
 
   AwaitRequest(r, slot, &state, &result, &sqlerrcode);
@@ -303,54 +243,25 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
   return result;
 }
 
-enum class Probe { kFound, kMissing, kLoading };
-
-// The hot path: under the key's partition lock SHARED, find its entry and, if it is resident,
-// apply op to it. Reports whether the key was resident, absent, or being loaded.
-template <typename Op>
-inline Probe WithResident(const CounterKey& k, uint32 hash, Op&& op) {
-  CounterTable* t = shared->table;
-  LWLock* lock = PartitionLock(hash);
-  LWLockAcquire(lock, LW_SHARED);
-  uint32 index = t->Find(k, hash);
-  Probe probe = Probe::kMissing;
-  if (index != kNil) {
-    Entry& e = t->at(index);
-    probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
-    if (probe == Probe::kFound) op(index, e);
-  }
-  LWLockRelease(lock);
-  return probe;
-}
-
-// Reads a resident entry's value or (add) adds delta to it. *overflow: the add was refused,
-// *value holds the unchanged value.
-inline Probe ProbeResident(const CounterKey& k, uint32 hash, bool add, int64 delta, int64* value,
-                           bool* overflow) {
-  *overflow = false;
+// The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock.
+inline Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, int64* value,
+                         bool* overflow) {
   Dirtied dirtied;
-  Probe probe = WithResident(k, hash, [&](uint32 index, Entry& e) {
-    *overflow = add && !CounterTable::Add(e, delta, value);
-    if (!add || *overflow)
-      *value = e.value.load(std::memory_order_acquire);
-    else
-      CheckDirtied(index, e, *value - delta, *value, &dirtied);
-  });
+  Probe probe = Table().AddIfResident(k, hash, delta, value, overflow, &dirtied);
   NoteDirtied(dirtied);
   return probe;
 }
 
-// Replaces a resident entry's value, returning the old one.
 inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
                               int64* old_value) {
   Dirtied dirtied;
-  Probe probe = WithResident(k, hash, [&](uint32 index, Entry& e) {
-    *old_value = e.value.exchange(new_value, std::memory_order_seq_cst);
-    e.usage.store(1, std::memory_order_relaxed);
-    CheckDirtied(index, e, *old_value, new_value, &dirtied);
-  });
+  Probe probe = Table().ExchangeIfResident(k, hash, new_value, old_value, &dirtied);
   NoteDirtied(dirtied);
   return probe;
+}
+
+inline Probe ReadResident(const CounterKey& k, uint32 hash, int64* value) {
+  return Table().ReadIfResident(k, hash, value);
 }
 
 }  // namespace
@@ -398,7 +309,7 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
   uint32 hash = HashCounterKey(k);
   int64 value;
   bool overflow;
-  if (ProbeResident(k, hash, true, delta, &value, &overflow) == Probe::kFound) {
+  if (AddResident(k, hash, delta, &value, &overflow) == Probe::kFound) {
     if (overflow) ReportOverflow(counter, key, value, delta);
     return value;
   }
@@ -407,7 +318,7 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
   CounterDef def = counter;
   int waits = 0;
   for (;;) {
-    Probe probe = ProbeResident(k, hash, true, delta, &value, &overflow);
+    Probe probe = AddResident(k, hash, delta, &value, &overflow);
     if (probe == Probe::kFound) {
       if (overflow) ReportOverflow(def, key, value, delta);
       return value;
@@ -456,13 +367,12 @@ int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) 
   CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   int64 value;
-  bool overflow;
-  if (ProbeResident(k, hash, false, 0, &value, &overflow) == Probe::kFound) return value;
+  if (ReadResident(k, hash, &value) == Probe::kFound) return value;
   CounterDef def = counter;  // as in BufferIncrement
   bool transactional = def.durability == Durability::kTransactional;
   int waits = 0;
   for (;;) {
-    Probe probe = ProbeResident(k, hash, false, 0, &value, &overflow);
+    Probe probe = ReadResident(k, hash, &value);
     if (probe == Probe::kFound) return value;
     if (probe == Probe::kLoading) {
       WaitForLoad(&waits);
@@ -498,8 +408,7 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
     uint32 hash = HashCounterKey(k);
     int waits = 0;
     for (;;) {
-      bool overflow;
-      Probe probe = ProbeResident(k, hash, false, 0, &values[i], &overflow);
+      Probe probe = ReadResident(k, hash, &values[i]);
       if (probe == Probe::kMissing) {
         slot_of[nmissing] = i;
         missing[nmissing++] = Int64GetDatum(keys[i]);
@@ -542,6 +451,7 @@ const char* const kTopStoredSql[2] = {
 
 int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  auto table = Table();
   CounterTable* t = shared->table;
   // Every resident key of the counter, with its exact value. Entries linked during the scan can
   // fill the array; then scan again with room for all of them (a key left out would be reported
@@ -556,19 +466,14 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
     bool full = false;
     for (uint32 p = 0; p < kPartitions && !full; p++) {
       CHECK_FOR_INTERRUPTS();
-      LWLock* lock = &shared->partition_locks[p].lock;
-      LWLockAcquire(lock, LW_SHARED);
-      t->ForEachInPartition(p, [&](uint32, Entry& e) {
-        if (e.id.db != MyDatabaseId || e.id.counter != def.id || e.id.bucket != kNoBucket ||
-            e.state.load(std::memory_order_acquire) != kResident)
-          return;
+      table.ForEachResident(p, [&](uint32, const Entry& e) {
+        if (e.id.db != MyDatabaseId || e.id.counter != def.id || e.id.bucket != kNoBucket) return;
         if (nresident == space) {
           full = true;
           return;
         }
         resident[nresident++] = KeyValue{e.id.key, e.value.load(std::memory_order_acquire)};
       });
-      LWLockRelease(lock);
     }
     if (!full) break;
     pfree(resident);
@@ -631,12 +536,9 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
     int64 n = 0;
     bool full = false;
     for (int i = 0; i < npartitions && !full; i++) {
-      LWLock* lock = &shared->partition_locks[partitions[i]].lock;
-      LWLockAcquire(lock, LW_SHARED);
-      t->ForEachInPartition(partitions[i], [&](uint32, Entry& e) {
+      Table().ForEachResident(partitions[i], [&](uint32, const Entry& e) {
         if (full || e.id.db != MyDatabaseId || e.id.counter != def.id ||
             e.id.bucket < since || e.id.bucket >= until ||
-            e.state.load(std::memory_order_acquire) != kResident ||
             (keys != nullptr && !std::binary_search(keys, keys + nkeys, e.id.key)))
           return;
         if (n == space) {
@@ -645,7 +547,6 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
         }
         values[n++] = BucketValue{e.id.key, e.id.bucket, e.value.load(std::memory_order_acquire)};
       });
-      LWLockRelease(lock);
     }
     if (!full) {
       *out = values;
@@ -659,42 +560,26 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
 void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
                    Reservation* out) {
   CounterDef def = counter;
-  CounterTable* t = shared->table;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
-  LWLock* lock = PartitionLock(hash);
   int waits = 0;
   TimestampTz no_room_since = 0;
   for (;;) {
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    uint32 index = t->Find(k, hash);
-    bool resident = index != kNil &&
-                    t->at(index).state.load(std::memory_order_acquire) == kResident;
-    if (resident) {
-      Entry& e = t->at(index);
-      int64 committed = e.value.load(std::memory_order_relaxed);
-      // Whatever order the reserved transactions commit or abort in, the value stays between
-      // committed + reserved_down and committed + reserved_up: both must fit.
-      std::atomic<int64_t>& side = delta >= 0 ? e.reserved_up : e.reserved_down;
-      int64 reserved = side.load(std::memory_order_relaxed);
-      int64 sum;
-      bool fits = CheckedAdd(reserved, delta, &sum) && CheckedAdd(committed, sum, &sum);
-      if (fits) {
-        side.store(reserved + delta, std::memory_order_relaxed);
-        e.pins.fetch_add(1, std::memory_order_relaxed);
-        *out = Reservation{index, e.generation.load(std::memory_order_relaxed),
-                           CounterTable::PartitionOf(hash), delta};
-      }
-      LWLockRelease(lock);
-      if (!fits) ReportOverflow(def, key, committed, delta);
-      return;
+    int64 committed = 0;
+    switch (Table().ReserveIfResident(k, hash, delta, out, &committed)) {
+      case Reserve::kReserved:
+        return;
+      case Reserve::kOverflow:
+        ReportOverflow(def, key, committed, delta);
+        return;
+      case Reserve::kLoading:
+        WaitForLoad(&waits);
+        break;
+      case Reserve::kMissing:
+        if (!MakeResident(&def, k, hash, &waits))
+          WaitForRoom(def, "commit", &no_room_since, &waits);
+        break;
     }
-    LWLockRelease(lock);
-    if (index != kNil) {
-      WaitForLoad(&waits);
-      continue;
-    }
-    if (!MakeResident(&def, k, hash, &waits)) WaitForRoom(def, "commit", &no_room_since, &waits);
   }
 }
 
@@ -702,27 +587,7 @@ void BufferSettle(const Reservation& r, bool committed) {
   // The commit is visible by now, so a fold that takes this epoch (or a later one) sees it.
   DatabaseSlot* slot = FindSlot(MyDatabaseId);
   uint32 epoch = slot != nullptr ? pg_atomic_read_u32(&slot->fold_epoch) : UINT32_MAX;
-  LWLock* lock = &shared->partition_locks[r.partition].lock;
-  LWLockAcquire(lock, LW_EXCLUSIVE);
-  Entry& e = shared->table->at(r.index);
-  bool ours = e.generation.load(std::memory_order_relaxed) == r.generation &&
-              e.state.load(std::memory_order_relaxed) == kResident;
-  // Concurrent committers read the epoch in any order: keep the latest.
-  if (ours && committed && epoch > e.commit_epoch.load(std::memory_order_relaxed))
-    e.commit_epoch.store(epoch, std::memory_order_relaxed);
-  if (ours) {
-    int64 value = e.value.load(std::memory_order_relaxed);
-    // The reservation made the sum fit; if it somehow did not, keep the old value rather than
-    // wrap (a commit callback cannot raise an error).
-    if (committed && CheckedAdd(value, r.delta, &value))
-      e.value.store(value, std::memory_order_release);
-    std::atomic<int64_t>& side = r.delta >= 0 ? e.reserved_up : e.reserved_down;
-    side.store(side.load(std::memory_order_relaxed) - r.delta, std::memory_order_relaxed);
-    e.pins.fetch_sub(1, std::memory_order_relaxed);
-    // A transactional value is durable in the tables: the entry stays clean.
-    e.flushed.store(e.value.load(std::memory_order_relaxed), std::memory_order_release);
-  }
-  LWLockRelease(lock);
+  bool ours = Table().SettleReservation(r, committed, epoch);
   // A drop purged the entry meanwhile (a bucket drop keeps deltas committed after its DELETE):
   // this commit's deltas now belong to a key that is not resident.
   if (!ours && committed && slot != nullptr) RequireDeltaReads(slot);
@@ -748,77 +613,29 @@ void FailRequests(Oid db, int32 counter) {
 
 void PurgeCounter(Oid db, int32 counter) {
   FailRequests(db, counter);
-  for (uint32 p = 0; p < kPartitions; p++) {
-    LWLock* lock = &shared->partition_locks[p].lock;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    shared->table->RemoveIf(p, [&](const Entry& e) {
-      return e.id.db == db && e.id.counter == counter &&
-             e.state.load(std::memory_order_relaxed) == kResident;
-    });
-    LWLockRelease(lock);
-  }
+  Table().PurgeIf([&](const Entry& e) { return e.id.db == db && e.id.counter == counter; });
 }
 
 void PurgeBuckets(Oid db, int32 counter, int64 before) {
   // Commits into the dropped buckets after the drop's DELETE keep their deltas, whose entries
   // this purge removes: loads read the deltas until the next fold.
   if (DatabaseSlot* slot = FindSlot(db)) RequireDeltaReads(slot);
-  auto dropped = [&](const Entry& e) {
+  // An entry that a committing transaction holds (a reservation) stays, emptied: that
+  // transaction's deltas row, inserted before (and so not seen by) the drop's DELETE, survives,
+  // and its settle adds the delta to 0. (Removed, the entry could be loaded again before that
+  // commit is visible.) One pinned only by a buffered batch goes: the batch's adds and undo
+  // check the generation and leave it alone.
+  Table().PurgeIfUnreserved([&](const Entry& e) {
     return e.id.db == db && e.id.counter == counter && e.id.bucket != kNoBucket &&
-           e.id.bucket < before && e.state.load(std::memory_order_relaxed) == kResident;
-  };
-  for (uint32 p = 0; p < kPartitions; p++) {
-    LWLock* lock = &shared->partition_locks[p].lock;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    // An entry that a committing transaction holds (a reservation) stays, emptied: that
-    // transaction's deltas row, inserted before (and so not seen by) the drop's DELETE, survives,
-    // and its settle adds the delta to 0. (Removed, the entry could be loaded again before that
-    // commit is visible.) One pinned only by a buffered batch goes: the batch's adds and undo
-    // check the generation and leave it alone.
-    auto reserved = [](const Entry& e) {
-      return e.reserved_up.load(std::memory_order_relaxed) != 0 ||
-             e.reserved_down.load(std::memory_order_relaxed) != 0;
-    };
-    shared->table->ForEachInPartition(p, [&](uint32, Entry& e) {
-      if (dropped(e) && reserved(e)) {
-        e.value.store(0, std::memory_order_relaxed);
-        e.flushed.store(0, std::memory_order_relaxed);
-      }
-    });
-    shared->table->RemoveIf(p, [&](const Entry& e) { return dropped(e) && !reserved(e); });
-    LWLockRelease(lock);
-  }
+           e.id.bucket < before;
+  });
 }
 
 void PurgeDatabase(Oid db) {
   FailRequests(db, 0);
-  for (uint32 p = 0; p < kPartitions; p++) {
-    LWLock* lock = &shared->partition_locks[p].lock;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    shared->table->RemoveIf(p, [&](const Entry& e) {
-      return e.id.db == db && e.state.load(std::memory_order_relaxed) == kResident;
-    });
-    LWLockRelease(lock);
-  }
+  Table().PurgeIf([&](const Entry& e) { return e.id.db == db; });
 }
 
-uint32 PurgeCleanEntries(Oid db) {
-  uint32 kept = 0;
-  for (uint32 p = 0; p < kPartitions; p++) {
-    LWLock* lock = &shared->partition_locks[p].lock;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    shared->table->RemoveIf(p, [&](const Entry& e) {
-      if (e.id.db != db) return false;
-      bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
-                   e.value.load(std::memory_order_relaxed) ==
-                       e.flushed.load(std::memory_order_relaxed) &&
-                   e.pins.load(std::memory_order_relaxed) == 0 && DeltasFolded(e);
-      if (!clean) kept++;
-      return clean;
-    });
-    LWLockRelease(lock);
-  }
-  return kept;
-}
+uint32 PurgeCleanEntries(Oid db) { return uint32(Table().PurgeClean(db, DeltasFolded)); }
 
 }  // namespace sc

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "catalog.hpp"
-#include "counter_table.hpp"
+#include "protocol.hpp"
 #include "pg.hpp"
 
 namespace sc {
@@ -82,14 +82,6 @@ struct BucketValue {
 // take one partition scan each (all buckets of a key share its partition), any key all of them.
 int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,
                             int64 until, BucketValue** out);
-
-// A committing transaction's hold on one entry of a transactional counter.
-struct Reservation {
-  uint32 index;
-  uint32 generation;
-  uint32 partition;
-  int64 delta;
-};
 
 // At pre-commit: makes the key resident, checks that its value plus every reserved delta plus
 // delta fits in a bigint (22003 if not), reserves delta and pins the entry, so that it is not

@@ -23,20 +23,8 @@ bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits)
 // This backend's write-through request, once no earlier request of it is pending.
 WriteThroughRequest* FreeRequest(DatabaseSlot* slot);
 
-// A write that turned a clean entry dirty tells its database's flusher where to look
-// (shmem.hpp: DatabaseSlot::dirty). The check reads flushed after the write; a settling flush
-// reads value after moving flushed (flush.cpp), so one of the two notes it.
-struct Dirtied {
-  uint32 index = kNil;
-  uint32 generation = 0;
-};
-
-inline void CheckDirtied(uint32 index, Entry& e, int64 old_value, int64 new_value,
-                         Dirtied* dirtied) {
-  if (old_value != new_value && old_value == e.flushed.load(std::memory_order_seq_cst))
-    *dirtied = Dirtied{index, e.generation.load(std::memory_order_relaxed)};
-}
-
+// A write that turned a clean entry dirty (protocol.hpp: CheckDirtied) tells its database's
+// flusher where to look (shmem.hpp: DatabaseSlot::dirty); after the partition lock.
 inline void NoteDirtied(const Dirtied& dirtied) {
   if (unlikely(dirtied.index != kNil)) NoteDirty(my_flusher_slot, dirtied.index, dirtied.generation);
 }

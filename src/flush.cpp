@@ -36,14 +36,12 @@ constexpr int kFullScanMs = 10000;
 
 TimestampTz last_full_scan = 0;
 
+// One claimed entry (protocol.hpp: Claim) and the row its delta goes to.
 struct FlushItem {
-  uint32 index;
-  uint32 generation;
-  uint32 partition;
+  Claim claim;
   int32 counter;
   int64 key;
   int64 bucket;
-  int64 delta;
 };
 
 // Outlives each flush's transaction (SPI_finish frees what was allocated inside it); reset at
@@ -201,49 +199,29 @@ bool BeingDropped(const CounterKey& k, const BucketDrop* drops, int ndrops) {
   return false;
 }
 
-// What a flush takes of one entry, under its partition lock (shared). kTaken: claimed (in_flush)
-// with a non-zero delta, now in *item; kClean: nothing to write; kLeft: dirty, but not for this
-// flush (its counter is locked by a drop or an uncommitted create, or its buckets are being
-// dropped), or claimed by an overlapping flusher that will settle it.
-enum class Take { kTaken, kClean, kLeft };
-
+// What a flush may write: the entries of the counters it locked, but those whose buckets are
+// being dropped.
 struct FlushScope {
-  Oid db;
   const int32* ids;
   int nids;
   const BucketDrop* drops;
   int ndrops;
+
+  bool operator()(const Entry& e) const {
+    return std::binary_search(ids, ids + nids, e.id.counter) &&
+           !(ndrops > 0 && BeingDropped(e.id, drops, ndrops));
+  }
 };
 
-Take ClaimForFlush(const FlushScope& scope, uint32 index, uint32 partition, Entry& e,
-               FlushItem* item) {
-  if (e.id.db != scope.db || e.state.load(std::memory_order_acquire) != kResident)
-    return Take::kClean;
-  if (!std::binary_search(scope.ids, scope.ids + scope.nids, e.id.counter) ||
-      (scope.ndrops > 0 && BeingDropped(e.id, scope.drops, scope.ndrops)))
-    return e.value.load() != e.flushed.load() ? Take::kLeft : Take::kClean;
-  // Two flushers of one database overlap during a hand-over: claim the entry atomically
-  // (the partition lock is only shared), then read its delta.
-  if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return Take::kClean;
-  int64 delta = e.value.load(std::memory_order_acquire) - e.flushed.load(std::memory_order_relaxed);
-  if (delta == 0) {
-    e.in_flush.store(0, std::memory_order_release);
-    return Take::kClean;
-  }
-  *item = FlushItem{index, e.generation.load(std::memory_order_relaxed), partition,
-                    e.id.counter, e.id.key, e.id.bucket, delta};
-  return Take::kTaken;
-}
-
-// Reads the dirty entries of db whose counter is in ids, marking them in_flush: those its slot's
+// Claims the dirty entries of db whose counter is in ids (protocol.hpp: claim): those its slot's
 // ring names (linear in the entries that became dirty), or, after the ring overflowed, every
-// entry of the buffer (linear in its size).
+// entry of the buffer (linear in its size). Entries left for a later flush go back in the ring.
 // Not inlined: the flush that calls it catches errors, and its locals must not live across that.
 pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids, int nids,
                                     int64* count) {
   BucketDrop drops[kMaxBucketDrops];
-  FlushScope scope{db, ids, nids, drops, BucketsBeingDropped(db, drops)};
-  CounterTable* t = shared->table;
+  FlushScope scope{ids, nids, drops, BucketsBeingDropped(db, drops)};
+  auto table = Table();
   // A safety net under the ring: every kFullScanMs (and for the last flush before the flusher
   // exits) the flush scans the whole buffer anyway, so that a dirty entry the ring missed would
   // be written late, never lost. It costs one pass over the buffer per interval, not per flush.
@@ -251,88 +229,45 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
   if (slot != nullptr && (full_scan_next || last_full_scan == 0 ||
                           TimestampDifferenceExceeds(last_full_scan, now, kFullScanMs)))
     MarkDirtyUntracked(slot);
-  // Allocate first, then take the ring whole under its lock (copy and empty it at once: two
-  // flushers overlap during a hand-over), so that no failure can drop a ref once taken.
-  bool overflowed = true;
-  if (slot != nullptr) {
-    SpinLockAcquire(&slot->dirty_mutex);
-    overflowed = slot->dirty_overflow;
-    SpinLockRelease(&slot->dirty_mutex);
-  }
-  int64 space = overflowed ? Max(int64(t->used()) + 1, int64(kDirtyRing)) : int64(kDirtyRing);
+  // Allocate first, then take the ring whole, so that no failure can drop a ref once taken.
+  SpinMutex ring_mutex{slot != nullptr ? &slot->dirty_mutex : nullptr};
+  bool overflowed = slot == nullptr || RingOverflowed(slot->dirty, ring_mutex);
+  int64 space = overflowed ? Max(int64(table.table().used()) + 1, int64(kDirtyRing))
+                           : int64(kDirtyRing);
   auto* refs = static_cast<DirtyRef*>(MemoryContextAlloc(work_context, sizeof(DirtyRef) * kDirtyRing));
   auto* items = static_cast<FlushItem*>(
       MemoryContextAllocHuge(work_context, sizeof(FlushItem) * (space + 1)));
   int nrefs = 0;
   bool scan_all = true;
-  if (slot != nullptr) {
-    SpinLockAcquire(&slot->dirty_mutex);
-    // An overflow flagged after the first look waits for the next flush, which has the room.
-    scan_all = overflowed && slot->dirty_overflow;
-    nrefs = slot->dirty_count;
-    memcpy(refs, slot->dirty, sizeof(DirtyRef) * nrefs);
-    slot->dirty_count = 0;
-    if (scan_all) slot->dirty_overflow = false;
-    SpinLockRelease(&slot->dirty_mutex);
-  }
+  if (slot != nullptr) nrefs = RingTake(slot->dirty, ring_mutex, overflowed, refs, &scan_all);
   int64 n = 0;
+  auto taken = [&](const Claim& claim, const Entry& e) {
+    items[n++] = FlushItem{claim, e.id.counter, e.id.key, e.id.bucket};
+  };
+  auto left = [&](uint32 index, uint32 generation) {
+    if (slot != nullptr) NoteDirty(slot, index, generation);
+  };
   if (scan_all) {
     last_full_scan = now;
-    for (uint32 p = 0; p < kPartitions; p++) {
-      LWLock* lock = &shared->partition_locks[p].lock;
-      LWLockAcquire(lock, LW_SHARED);
-      t->ForEachInPartition(p, [&](uint32 index, Entry& e) {
-        if (n == space) {  // entries linked during the scan filled the array: scan again
-          if (slot != nullptr && e.value.load() != e.flushed.load()) MarkDirtyUntracked(slot);
-          return;
-        }
-        Take take = ClaimForFlush(scope, index, p, e, &items[n]);
-        if (take == Take::kTaken) n++;
-        if (take == Take::kLeft && slot != nullptr)
-          NoteDirty(slot, index, e.generation.load(std::memory_order_relaxed));
-      });
-      LWLockRelease(lock);
-    }
+    // Entries linked during the scan can fill the array: the next flush scans again.
+    table.ClaimAll(db, scope, [&] { return n < space; }, taken, left, [&](const Entry& e) {
+      if (slot != nullptr && e.value.load() != e.flushed.load()) MarkDirtyUntracked(slot);
+    });
   } else {
-    for (int i = 0; i < nrefs; i++) {
-      Entry& e = t->at(refs[i].index);
-      uint32 partition = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
-      LWLock* lock = &shared->partition_locks[partition].lock;
-      LWLockAcquire(lock, LW_SHARED);
-      // The slot may have been freed, or reused for another key, since it was noted.
-      bool same = e.generation.load(std::memory_order_relaxed) == refs[i].generation &&
-                  CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == partition;
-      Take take = same ? ClaimForFlush(scope, refs[i].index, partition, e, &items[n]) : Take::kClean;
-      LWLockRelease(lock);
-      if (take == Take::kTaken) n++;
-      if (take == Take::kLeft) NoteDirty(slot, refs[i].index, refs[i].generation);
-    }
+    table.ClaimNoted(db, refs, nrefs, scope, taken, left);
   }
   *count = n;
   return items;
 }
 
-// After the flush's transaction ended: a committed delta moves into flushed; either way the
-// entry is free to be flushed again or evicted. An entry still dirty (the flush failed, or it
-// was counted into meanwhile) goes back into the ring. (An incrementer that made it dirty
-// checks flushed after its add, the settle checks value after its add to flushed: with both
-// sequentially consistent, at least one of them sees the other and notes the entry.)
+// After the flush's transaction ended (protocol.hpp: settle). An entry still dirty (the flush
+// failed, or it was counted into meanwhile) goes back into the ring.
 void SettleFlushed(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed) {
-  CounterTable* t = shared->table;
+  auto table = Table();
   for (int64 i = 0; i < n; i++) {
-    const FlushItem& it = items[i];
-    LWLock* lock = &shared->partition_locks[it.partition].lock;
-    LWLockAcquire(lock, LW_SHARED);
-    Entry& e = t->at(it.index);
-    bool dirty = false;
-    if (e.generation.load(std::memory_order_relaxed) == it.generation &&
-        e.state.load(std::memory_order_acquire) == kResident) {
-      if (committed) e.flushed.fetch_add(it.delta, std::memory_order_seq_cst);
-      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);
-      e.in_flush.store(0, std::memory_order_release);
-    }
-    LWLockRelease(lock);
-    if (dirty && slot != nullptr) NoteDirty(slot, it.index, it.generation);
+    const Claim& claim = items[i].claim;
+    if (table.SettleClaim(claim, committed) && slot != nullptr)
+      NoteDirty(slot, claim.index, claim.generation);
   }
 }
 
@@ -346,7 +281,7 @@ void WriteBatch(const FlushItem* items, int64 n) {
     counters[i] = items[i].counter;
     keys[i] = items[i].key;
     buckets[i] = items[i].bucket;
-    deltas[i] = items[i].delta;
+    deltas[i] = items[i].claim.delta;
   }
   ExecuteKeyArrays(plan, SPI_OK_INSERT, int(n), counters, keys, buckets, deltas);
 }

@@ -67,7 +67,7 @@ bool CreateSharedState() {
       pg_atomic_init_u32(&slot->leave_requested, 0);
       SpinLockInit(&slot->mutex);
       SpinLockInit(&slot->dirty_mutex);
-      slot->dirty_overflow = true;
+      slot->dirty.overflow = true;
       pg_atomic_init_u32(&slot->fold_epoch, 1);
       pg_atomic_init_u32(&slot->folded_epoch, 0);
       pg_atomic_init_u32(&slot->deltas_until, 1);
@@ -147,18 +147,13 @@ void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation) {
     for (int i = 0; i < shared->max_databases; i++) MarkDirtyUntracked(&shared->slots[i]);
     return;
   }
-  SpinLockAcquire(&slot->dirty_mutex);
-  if (slot->dirty_count < kDirtyRing)
-    slot->dirty[slot->dirty_count++] = DirtyRef{index, generation};
-  else
-    slot->dirty_overflow = true;
-  SpinLockRelease(&slot->dirty_mutex);
+  SpinMutex mutex{&slot->dirty_mutex};
+  RingNote(slot->dirty, mutex, index, generation);
 }
 
 void MarkDirtyUntracked(DatabaseSlot* slot) {
-  SpinLockAcquire(&slot->dirty_mutex);
-  slot->dirty_overflow = true;
-  SpinLockRelease(&slot->dirty_mutex);
+  SpinMutex mutex{&slot->dirty_mutex};
+  RingMarkUntracked(slot->dirty, mutex);
 }
 
 void OpenTotalsWrite(DatabaseSlot* slot) {

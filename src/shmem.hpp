@@ -46,23 +46,13 @@
 //     so no delta counted before the drop reaches the table after it.
 #pragma once
 
-#include "counter_table.hpp"
+#include "protocol.hpp"
 #include "pg.hpp"
 
 namespace sc {
 
 enum WorkerState : uint32 { kWorkerNone = 0, kWorkerStarting, kWorkerIdle, kWorkerFlushing,
                             kWorkerServing, kWorkerStopping, kWorkerFailing };
-
-// An entry that became dirty: its index, and its generation then (a stale one is skipped).
-struct DirtyRef {
-  uint32 index;
-  uint32 generation;
-};
-
-// How many dirty entries one slot remembers between two flushes; beyond that, the next flush
-// scans the whole buffer.
-constexpr int kDirtyRing = 8192;
 
 struct DatabaseSlot {
   Oid db;                        // slots_lock; InvalidOid when the slot is free
@@ -120,9 +110,7 @@ struct DatabaseSlot {
   // is full, or the slot was (re)assigned, dirty_overflow makes the next flush scan everything
   // (as does the flusher every 10 s and before it exits, a safety net under the ring).
   slock_t dirty_mutex;
-  int dirty_count;
-  bool dirty_overflow;
-  DirtyRef dirty[kDirtyRing];
+  DirtyRing dirty;
 
   // Folds of transactional deltas (flush.cpp), so that loads need not read slotted_counter.deltas
   // (buffer.cpp). A commit tags the entry it settles with fold_epoch (Entry::commit_epoch); a
@@ -207,7 +195,7 @@ static_assert(std::is_standard_layout<DatabaseSlot>::value &&
                   std::is_standard_layout<WriteThroughRequest>::value &&
                   std::is_standard_layout<BucketDrop>::value &&
                   std::is_standard_layout<SharedState>::value &&
-                  std::is_trivially_copyable<DirtyRef>::value,
+                  std::is_standard_layout<DirtyRing>::value,
               "shared structs have a standard layout");
 
 // Set in every process once the shared state exists; NULL when the library was not preloaded.
@@ -255,8 +243,25 @@ inline void RequireShared() {
   if (unlikely(shared == nullptr)) ReportNotPreloaded();
 }
 
-inline LWLock* PartitionLock(uint32 hash) {
-  return &shared->partition_locks[CounterTable::PartitionOf(hash)].lock;
+// The lock policies of the protocol (protocol.hpp) in the server: the partition LWLocks, and a
+// spinlock for a ring of dirty entries.
+struct PartitionLWLocks {
+  LWLockPadded* locks;
+  void Shared(uint32 p) { LWLockAcquire(&locks[p].lock, LW_SHARED); }
+  void Exclusive(uint32 p) { LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE); }
+  bool TryExclusive(uint32 p) { return LWLockConditionalAcquire(&locks[p].lock, LW_EXCLUSIVE); }
+  void Release(uint32 p) { LWLockRelease(&locks[p].lock); }
+};
+
+struct SpinMutex {
+  slock_t* mutex;
+  void lock() { SpinLockAcquire(mutex); }
+  void unlock() { SpinLockRelease(mutex); }
+};
+
+// The counter table of shared memory, with the protocol's steps.
+inline Protocol<PartitionLWLocks> Table() {
+  return Protocol<PartitionLWLocks>(shared->table, PartitionLWLocks{shared->partition_locks});
 }
 
 }  // namespace sc

@@ -28,16 +28,13 @@ const char* WorkerStateName(uint32 state) {
 
 int64 DirtyEntries(Oid db) {
   int64 dirty = 0;
-  for (uint32 p = 0; p < kPartitions; p++) {
-    LWLock* lock = &shared->partition_locks[p].lock;
-    LWLockAcquire(lock, LW_SHARED);
-    shared->table->ForEachInPartition(p, [&](uint32, Entry& e) {
-      if (e.id.db == db && e.state.load(std::memory_order_relaxed) == kResident &&
+  auto table = Table();
+  for (uint32 p = 0; p < kPartitions; p++)
+    table.ForEachResident(p, [&](uint32, const Entry& e) {
+      if (e.id.db == db &&
           e.value.load(std::memory_order_relaxed) != e.flushed.load(std::memory_order_relaxed))
         dirty++;
     });
-    LWLockRelease(lock);
-  }
   return dirty;
 }
 

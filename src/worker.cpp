@@ -72,10 +72,8 @@ DatabaseSlot* SlotFor(Oid db) {
   if (free_slot != nullptr) {
     // Readers find slots by db without a lock (FindSlot): reset the ring and the fold epochs
     // before the slot names its new database.
-    SpinLockAcquire(&free_slot->dirty_mutex);
-    free_slot->dirty_count = 0;
-    free_slot->dirty_overflow = true;
-    SpinLockRelease(&free_slot->dirty_mutex);
+    SpinMutex mutex{&free_slot->dirty_mutex};
+    RingReset(free_slot->dirty, mutex);
     ResetFoldEpochs(free_slot);
     pg_write_barrier();
     free_slot->db = db;

@@ -1,0 +1,600 @@
+// protocol.hpp: the lock protocol of the counter table, every step of it, in one place.
+//
+// Pure C++ (no PostgreSQL header; counter_table.cpp includes this file before the guard
+// cpp_only_file.hpp, so including one is a compile error). The server and the unit tests run
+// this same code; they differ only in the lock policy:
+//
+//   struct Locks {                          // one reader-writer lock per partition
+//     void Shared(uint32_t partition);
+//     void Exclusive(uint32_t partition);
+//     bool TryExclusive(uint32_t partition);  // without waiting; true if taken
+//     void Release(uint32_t partition);
+//   };
+//
+// In the server these are the LWLocks partition_locks[] (server_locks.hpp); in the tests
+// std::shared_mutex. A ring of dirty entries is guarded by a mutex with lock()/unlock() (a
+// spinlock in the server).
+//
+// The rules (counter_table.hpp says what each field means):
+//   - Hit: under the key's partition lock SHARED, an entry found kResident takes an atomic add,
+//     exchange or read. Nothing else happens on the hot path.
+//   - Take: a free entry, or one taken by the clock sweep: it try-locks the partition the entry's
+//     hash names (never holding another partition lock), re-checks that partition under the lock,
+//     and evicts only a resident, clean, unpinned entry that no flush has claimed and that the
+//     caller's may_evict allows (a transactional entry whose deltas are folded). Unlink hands the
+//     entry to the sweeper (kOwned), who frees it after the lock; the generation moves on.
+//   - Load: the owner fills id and hash, then under the EXCLUSIVE lock links it kLoading unless
+//     the key is linked already or the caller refuses (a pending write-through of the key, a held
+//     partition, a stale catalog). It reads the stored value without any lock, then under the
+//     EXCLUSIVE lock makes it kResident with value = flushed = stored (or removes it if the
+//     catalog went stale). An abandoned load removes the entry if its generation and kLoading
+//     state are unchanged. Others that find a kLoading entry wait and probe again.
+//   - Claim/settle (the flusher of the entry's database, partition lock SHARED): a claim sets
+//     in_flush with an atomic exchange (two flushers overlap during a hand-over) and reads the
+//     delta value - flushed; after the flush's transaction ended, the settle checks the entry's
+//     generation and state, adds the delta to flushed if it committed, and clears in_flush.
+//   - Reserve/settle (transactional commits, partition lock EXCLUSIVE): a reservation checks that
+//     value + reserved + delta fits on the delta's side, adds delta to that side and pins the
+//     entry; the settle (same generation, resident) adds delta to value on commit, takes it off
+//     the side, unpins, and sets flushed = value (a transactional value is in the tables).
+//   - Pins of buffered batches (EXCLUSIVE to pin and unpin; adds to a pinned entry take the
+//     SHARED lock and check the generation).
+//   - Purge: under each partition's EXCLUSIVE lock, resident entries that match are unlinked and
+//     freed.
+//   - Dirty ring: a write that turns a clean entry dirty notes (index, generation) in its
+//     database's ring: it reads flushed after its add, a settle reads value after its add to
+//     flushed (both sequentially consistent), so one of the two notes the entry. A full ring
+//     sets `overflow`: the next flush scans the whole table.
+//
+// Nothing here allocates, throws or fails: every function is noexcept.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "counter_table.hpp"
+
+namespace sc {
+
+// An entry that became dirty: its index, and its generation then (a stale one is skipped).
+struct DirtyRef {
+  uint32_t index;
+  uint32_t generation;
+};
+
+// How many dirty entries one database's ring remembers between two flushes; beyond that, the
+// next flush scans the whole buffer.
+constexpr int kDirtyRing = 8192;
+
+// One database's entries that turned dirty since its flusher last took them. In shared memory,
+// guarded by a mutex of the caller's.
+struct DirtyRing {
+  int count;
+  bool overflow;
+  DirtyRef refs[kDirtyRing];
+};
+static_assert(std::is_standard_layout<DirtyRing>::value, "shared structs have a standard layout");
+
+template <typename Mutex>
+void RingNote(DirtyRing& ring, Mutex& mutex, uint32_t index, uint32_t generation) noexcept {
+  mutex.lock();
+  if (ring.count < kDirtyRing)
+    ring.refs[ring.count++] = DirtyRef{index, generation};
+  else
+    ring.overflow = true;
+  mutex.unlock();
+}
+
+// The next flush scans the whole buffer.
+template <typename Mutex>
+void RingMarkUntracked(DirtyRing& ring, Mutex& mutex) noexcept {
+  mutex.lock();
+  ring.overflow = true;
+  mutex.unlock();
+}
+
+// Empties the ring (a slot just (re)assigned): the next flush scans everything.
+template <typename Mutex>
+void RingReset(DirtyRing& ring, Mutex& mutex) noexcept {
+  mutex.lock();
+  ring.count = 0;
+  ring.overflow = true;
+  mutex.unlock();
+}
+
+template <typename Mutex>
+bool RingOverflowed(DirtyRing& ring, Mutex& mutex) noexcept {
+  mutex.lock();
+  bool overflow = ring.overflow;
+  mutex.unlock();
+  return overflow;
+}
+
+// Takes the ring whole (copies it into out, kDirtyRing refs of room, and empties it at once: two
+// flushers overlap during a hand-over). Returns how many refs; *scan_all: the flush must scan the
+// whole table instead (the ring overflowed, and the caller, having read RingOverflowed first,
+// made room for that: an overflow flagged after that look waits for the next flush).
+template <typename Mutex>
+int RingTake(DirtyRing& ring, Mutex& mutex, bool room_for_all, DirtyRef* out,
+             bool* scan_all) noexcept {
+  mutex.lock();
+  *scan_all = room_for_all && ring.overflow;
+  int n = ring.count;
+  for (int i = 0; i < n; i++) out[i] = ring.refs[i];
+  ring.count = 0;
+  if (*scan_all) ring.overflow = false;
+  mutex.unlock();
+  return n;
+}
+
+// A write that may have turned a clean entry dirty (index kNil: none did).
+struct Dirtied {
+  uint32_t index = kNil;
+  uint32_t generation = 0;
+};
+
+// After a write that moved an entry's value from old_value to new_value, under the partition
+// lock: the entry turned dirty if it was clean before. Reads flushed after the write (seq_cst).
+inline void CheckDirtied(uint32_t index, const Entry& e, int64_t old_value, int64_t new_value,
+                         Dirtied* dirtied) noexcept {
+  if (old_value != new_value && old_value == e.flushed.load(std::memory_order_seq_cst))
+    *dirtied = Dirtied{index, e.generation.load(std::memory_order_relaxed)};
+}
+
+enum class Probe { kFound, kMissing, kLoading };
+
+// What a load is doing: the entry it linked kLoading, and how to find it again.
+struct Loading {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t hash;
+};
+
+enum class LoadStart { kLinked, kRetry, kStale };
+
+// What a flush claimed of one entry: written as delta, settled by SettleClaim.
+struct Claim {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t partition;
+  int64_t delta;
+};
+
+// kTaken: claimed with a nonzero delta; kClean: nothing to write (or another flusher claimed it);
+// kLeft: dirty, but not for this flush (the caller's eligible refused it).
+enum class Take { kTaken, kClean, kLeft };
+
+// A committing transaction's hold on one entry of a transactional counter.
+struct Reservation {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t partition;
+  int64_t delta;
+};
+
+enum class Reserve { kReserved, kOverflow, kLoading, kMissing };
+
+// A buffered batch's pin on one entry.
+struct Pin {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t partition;
+};
+
+template <typename Locks>
+class Protocol {
+ public:
+  Protocol(CounterTable* table, Locks locks) noexcept : t_(*table), locks_(locks) {}
+
+  CounterTable& table() noexcept { return t_; }
+  Locks& locks() noexcept { return locks_; }
+
+  // ---- the hot path: partition lock SHARED ----------------------------------------------------
+
+  // Finds k's entry and, if it is resident, calls op(index, entry) under the lock.
+  template <typename Op>
+  Probe WithResident(const CounterKey& k, uint32_t hash, Op&& op) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Shared(p);
+    uint32_t index = t_.Find(k, hash);
+    Probe probe = Probe::kMissing;
+    if (index != kNil) {
+      Entry& e = t_.at(index);
+      probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
+      if (probe == Probe::kFound) op(index, e);
+    }
+    locks_.Release(p);
+    return probe;
+  }
+
+  // Adds delta to k's resident entry. *overflow: refused (nothing changed), *value holds the
+  // unchanged value; otherwise *value is the new value.
+  Probe AddIfResident(const CounterKey& k, uint32_t hash, int64_t delta, int64_t* value,
+                      bool* overflow, Dirtied* dirtied) noexcept {
+    *overflow = false;
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+      *overflow = !CounterTable::Add(e, delta, value);
+      if (*overflow)
+        *value = e.value.load(std::memory_order_acquire);
+      else
+        CheckDirtied(index, e, *value - delta, *value, dirtied);
+    });
+  }
+
+  Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept {
+    return WithResident(k, hash, [&](uint32_t, Entry& e) {
+      *value = e.value.load(std::memory_order_acquire);
+    });
+  }
+
+  // Replaces k's resident value with new_value; *old_value is what it was.
+  Probe ExchangeIfResident(const CounterKey& k, uint32_t hash, int64_t new_value,
+                           int64_t* old_value, Dirtied* dirtied) noexcept {
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+      *old_value = e.value.exchange(new_value, std::memory_order_seq_cst);
+      e.usage.store(1, std::memory_order_relaxed);
+      CheckDirtied(index, e, *old_value, new_value, dirtied);
+    });
+  }
+
+  // ---- take: a free entry or an evicted clean one --------------------------------------------
+
+  // A free entry (kOwned), or a clean one the clock sweep evicted, looking at up to sweep_limit
+  // entries; kNil if none. may_evict(entry) is asked last, under the victim's exclusive lock.
+  // *evicted counts the evictions.
+  template <typename MayEvict>
+  uint32_t TakeFreeOrClean(uint32_t sweep_limit, MayEvict&& may_evict, uint64_t* evicted) noexcept {
+    uint32_t index = t_.Allocate();
+    if (index != kNil) return index;
+    uint32_t limit = sweep_limit < t_.capacity() ? sweep_limit : t_.capacity();
+    for (uint32_t n = 0; n < limit; n++) {
+      uint32_t i = t_.ClockNext();
+      Entry& e = t_.at(i);
+      if (e.state.load(std::memory_order_relaxed) != kResident) continue;
+      uint32_t p = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
+      if (!locks_.TryExclusive(p)) continue;
+      bool evict = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p &&
+                   CounterTable::AgeAndTestEvictable(e) && may_evict(static_cast<const Entry&>(e));
+      if (evict) t_.Unlink(i);
+      locks_.Release(p);
+      if (evict) {
+        // Recycle the slot through the free list so its generation moves on.
+        t_.Release(i);
+        (*evicted)++;
+        index = t_.Allocate();
+        if (index != kNil) return index;
+      }
+    }
+    return kNil;
+  }
+
+  // ---- load -----------------------------------------------------------------------------------
+
+  // Links the taken entry `index` for k as kLoading, unless k is linked already (kRetry) or
+  // refuse() says kRetry or kStale; a refused entry goes back to the free list.
+  template <typename Refuse>
+  LoadStart BeginLoad(uint32_t index, const CounterKey& k, uint32_t hash, Refuse&& refuse,
+                      Loading* loading) noexcept {
+    Entry& e = t_.at(index);
+    e.id = k;
+    e.hash.store(hash, std::memory_order_release);
+    e.value.store(0, std::memory_order_relaxed);
+    e.flushed.store(0, std::memory_order_relaxed);
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Exclusive(p);
+    LoadStart start = t_.Find(k, hash) != kNil ? LoadStart::kRetry : refuse();
+    if (start != LoadStart::kLinked) {
+      locks_.Release(p);
+      t_.Release(index);
+      return start;
+    }
+    e.state.store(kLoading, std::memory_order_release);
+    t_.Link(index);
+    *loading = Loading{index, e.generation.load(std::memory_order_relaxed), hash};
+    locks_.Release(p);
+    return LoadStart::kLinked;
+  }
+
+  // Makes the loading entry resident with the stored value; false (the entry removed) if stale()
+  // says the catalog changed meanwhile.
+  template <typename Stale>
+  bool FinishLoad(const Loading& loading, int64_t stored, Stale&& stale) noexcept {
+    Entry& e = t_.at(loading.index);
+    uint32_t p = CounterTable::PartitionOf(loading.hash);
+    locks_.Exclusive(p);
+    bool gone = stale();
+    if (gone) {
+      t_.Unlink(loading.index);
+    } else {
+      e.value.store(stored, std::memory_order_relaxed);
+      e.flushed.store(stored, std::memory_order_relaxed);
+      e.state.store(kResident, std::memory_order_release);
+    }
+    locks_.Release(p);
+    if (gone) t_.Release(loading.index);
+    return !gone;
+  }
+
+  // Removes an entry this process linked as kLoading and did not finish loading.
+  void AbandonLoad(const Loading& loading) noexcept {
+    Entry& e = t_.at(loading.index);
+    uint32_t p = CounterTable::PartitionOf(loading.hash);
+    locks_.Exclusive(p);
+    bool ours = e.generation.load(std::memory_order_relaxed) == loading.generation &&
+                e.state.load(std::memory_order_relaxed) == kLoading;
+    if (ours) t_.Unlink(loading.index);
+    locks_.Release(p);
+    if (ours) t_.Release(loading.index);
+  }
+
+  // ---- claim and settle: the flusher ----------------------------------------------------------
+
+  // Under the entry's partition lock (shared): claims a resident entry of database db that
+  // eligible(entry) lets this flush write.
+  template <typename Eligible>
+  static Take ClaimForFlush(uint32_t db, uint32_t index, uint32_t partition, Entry& e,
+                            Eligible&& eligible, Claim* claim) noexcept {
+    if (e.id.db != db || e.state.load(std::memory_order_acquire) != kResident) return Take::kClean;
+    if (!eligible(static_cast<const Entry&>(e)))
+      return e.value.load() != e.flushed.load() ? Take::kLeft : Take::kClean;
+    // Two flushers of one database overlap during a hand-over: claim the entry atomically (the
+    // partition lock is only shared), then read its delta.
+    if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return Take::kClean;
+    int64_t delta =
+        e.value.load(std::memory_order_acquire) - e.flushed.load(std::memory_order_relaxed);
+    if (delta == 0) {
+      e.in_flush.store(0, std::memory_order_release);
+      return Take::kClean;
+    }
+    *claim = Claim{index, e.generation.load(std::memory_order_relaxed), partition, delta};
+    return Take::kTaken;
+  }
+
+  // Claims every dirty entry of db in the table, a partition at a time, while room() says there
+  // is room for one more: taken(claim, entry) receives each claim (under the lock); once there is
+  // no room, overflowed(entry) is called for every entry left. left(index, generation) names the
+  // dirty entries eligible refused.
+  template <typename Eligible, typename Room, typename Taken, typename Left, typename Overflowed>
+  void ClaimAll(uint32_t db, Eligible&& eligible, Room&& room, Taken&& taken, Left&& left,
+                Overflowed&& overflowed) noexcept {
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Shared(p);
+      t_.ForEachInPartition(p, [&](uint32_t index, Entry& e) {
+        if (!room()) {
+          overflowed(static_cast<const Entry&>(e));
+          return;
+        }
+        Claim claim;
+        Take take = ClaimForFlush(db, index, p, e, eligible, &claim);
+        if (take == Take::kTaken) taken(claim, static_cast<const Entry&>(e));
+        if (take == Take::kLeft) left(index, e.generation.load(std::memory_order_relaxed));
+      });
+      locks_.Release(p);
+    }
+  }
+
+  // Claims the entries the refs name (taken from a ring), skipping refs whose slot was freed or
+  // reused since they were noted.
+  template <typename Eligible, typename Taken, typename Left>
+  void ClaimNoted(uint32_t db, const DirtyRef* refs, int nrefs, Eligible&& eligible,
+                  Taken&& taken, Left&& left) noexcept {
+    for (int i = 0; i < nrefs; i++) {
+      Entry& e = t_.at(refs[i].index);
+      uint32_t p = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
+      locks_.Shared(p);
+      bool same = e.generation.load(std::memory_order_relaxed) == refs[i].generation &&
+                  CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p;
+      Claim claim;
+      Take take = same ? ClaimForFlush(db, refs[i].index, p, e, eligible, &claim) : Take::kClean;
+      if (take == Take::kTaken) taken(claim, static_cast<const Entry&>(e));
+      locks_.Release(p);
+      if (take == Take::kLeft) left(refs[i].index, refs[i].generation);
+    }
+  }
+
+  // After the flush's transaction ended: a committed delta moves into flushed; either way the
+  // entry is free to be flushed again or evicted. True if the entry is still dirty (the flush
+  // failed, or it was counted into meanwhile): the caller notes it again.
+  bool SettleClaim(const Claim& claim, bool committed) noexcept {
+    locks_.Shared(claim.partition);
+    Entry& e = t_.at(claim.index);
+    bool dirty = false;
+    if (e.generation.load(std::memory_order_relaxed) == claim.generation &&
+        e.state.load(std::memory_order_acquire) == kResident) {
+      if (committed) e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst);
+      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);
+      e.in_flush.store(0, std::memory_order_release);
+    }
+    locks_.Release(claim.partition);
+    return dirty;
+  }
+
+  // ---- reserve and settle: transactional commits ----------------------------------------------
+
+  // Reserves delta on k's resident entry and pins it. kOverflow: the value could leave the bigint
+  // range in some order of the reserved transactions' outcomes (*committed: the value).
+  Reserve ReserveIfResident(const CounterKey& k, uint32_t hash, int64_t delta, Reservation* out,
+                            int64_t* committed) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Exclusive(p);
+    uint32_t index = t_.Find(k, hash);
+    Reserve result = index == kNil ? Reserve::kMissing : Reserve::kLoading;
+    if (index != kNil && t_.at(index).state.load(std::memory_order_acquire) == kResident) {
+      Entry& e = t_.at(index);
+      *committed = e.value.load(std::memory_order_relaxed);
+      // Whatever order the reserved transactions commit or abort in, the value stays between
+      // committed + reserved_down and committed + reserved_up: both must fit.
+      std::atomic<int64_t>& side = delta >= 0 ? e.reserved_up : e.reserved_down;
+      int64_t reserved = side.load(std::memory_order_relaxed);
+      int64_t sum;
+      bool fits = !__builtin_add_overflow(reserved, delta, &sum) &&
+                  !__builtin_add_overflow(*committed, sum, &sum);
+      result = fits ? Reserve::kReserved : Reserve::kOverflow;
+      if (fits) {
+        side.store(reserved + delta, std::memory_order_relaxed);
+        e.pins.fetch_add(1, std::memory_order_relaxed);
+        *out = Reservation{index, e.generation.load(std::memory_order_relaxed), p, delta};
+      }
+    }
+    locks_.Release(p);
+    return result;
+  }
+
+  // At commit (adds the delta, tags the entry with epoch) or abort. False if the entry is gone
+  // (a purge removed it meanwhile).
+  bool SettleReservation(const Reservation& r, bool committed, uint32_t epoch) noexcept {
+    locks_.Exclusive(r.partition);
+    Entry& e = t_.at(r.index);
+    bool ours = e.generation.load(std::memory_order_relaxed) == r.generation &&
+                e.state.load(std::memory_order_relaxed) == kResident;
+    if (ours) {
+      // Concurrent committers read the epoch in any order: keep the latest.
+      if (committed && epoch > e.commit_epoch.load(std::memory_order_relaxed))
+        e.commit_epoch.store(epoch, std::memory_order_relaxed);
+      int64_t value = e.value.load(std::memory_order_relaxed);
+      // The reservation made the sum fit; if it somehow did not, keep the old value rather than
+      // wrap (a commit cannot fail).
+      if (committed && !__builtin_add_overflow(value, r.delta, &value))
+        e.value.store(value, std::memory_order_release);
+      std::atomic<int64_t>& side = r.delta >= 0 ? e.reserved_up : e.reserved_down;
+      side.store(side.load(std::memory_order_relaxed) - r.delta, std::memory_order_relaxed);
+      e.pins.fetch_sub(1, std::memory_order_relaxed);
+      // A transactional value is durable in the tables: the entry stays clean.
+      e.flushed.store(e.value.load(std::memory_order_relaxed), std::memory_order_release);
+    }
+    locks_.Release(r.partition);
+    return ours;
+  }
+
+  // ---- pins: buffered batches -----------------------------------------------------------------
+
+  // Under partition p's exclusive lock: pins k's entry if it is resident. kMissing: no entry;
+  // kLoading: being loaded.
+  Probe PinLocked(const CounterKey& k, uint32_t hash, Pin* pin) noexcept {
+    uint32_t index = t_.Find(k, hash);
+    if (index == kNil) return Probe::kMissing;
+    Entry& e = t_.at(index);
+    if (e.state.load(std::memory_order_relaxed) != kResident) return Probe::kLoading;
+    e.pins.fetch_add(1, std::memory_order_relaxed);
+    *pin = Pin{index, e.generation.load(std::memory_order_relaxed),
+               CounterTable::PartitionOf(hash)};
+    return Probe::kFound;
+  }
+
+  // Calls fn() under partition p's exclusive lock.
+  template <typename Fn>
+  void Exclusively(uint32_t p, Fn&& fn) noexcept {
+    locks_.Exclusive(p);
+    fn();
+    locks_.Release(p);
+  }
+
+  void Unpin(const Pin& pin) noexcept {
+    locks_.Exclusive(pin.partition);
+    Entry& e = t_.at(pin.index);
+    if (e.generation.load(std::memory_order_relaxed) == pin.generation)
+      e.pins.fetch_sub(1, std::memory_order_relaxed);
+    locks_.Release(pin.partition);
+  }
+
+  // Adds delta to a pinned entry; false if that leaves the bigint range (nothing changed). An
+  // entry purged meanwhile (a new generation) takes nothing, *value = 0.
+  bool AddPinned(const Pin& pin, int64_t delta, int64_t* value, Dirtied* dirtied) noexcept {
+    locks_.Shared(pin.partition);
+    Entry& e = t_.at(pin.index);
+    bool ours = e.generation.load(std::memory_order_relaxed) == pin.generation &&
+                e.state.load(std::memory_order_relaxed) == kResident;
+    bool ok = true;
+    if (ours) {
+      ok = CounterTable::Add(e, delta, value);
+      if (ok) CheckDirtied(pin.index, e, *value - delta, *value, dirtied);
+    } else {
+      *value = 0;
+    }
+    locks_.Release(pin.partition);
+    return ok;
+  }
+
+  // ---- purge and scans ------------------------------------------------------------------------
+
+  // Removes every resident entry for which pred(entry) holds, under each partition's exclusive
+  // lock in turn; returns how many.
+  template <typename Pred>
+  uint64_t PurgeIf(Pred&& pred) noexcept {
+    uint64_t removed = 0;
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Exclusive(p);
+      removed += t_.RemoveIf(p, [&](const Entry& e) {
+        return e.state.load(std::memory_order_relaxed) == kResident && pred(e);
+      });
+      locks_.Release(p);
+    }
+    return removed;
+  }
+
+  // Removes db's entries that hold nothing the tables lack: resident, clean, not claimed by a
+  // flush, not pinned, and allowed by may_evict (its deltas are folded). Returns how many of db's
+  // entries stay.
+  template <typename MayEvict>
+  uint64_t PurgeClean(uint32_t db, MayEvict&& may_evict) noexcept {
+    uint64_t kept = 0;
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Exclusive(p);
+      t_.RemoveIf(p, [&](const Entry& e) {
+        if (e.id.db != db) return false;
+        bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
+                     e.value.load(std::memory_order_relaxed) ==
+                         e.flushed.load(std::memory_order_relaxed) &&
+                     e.in_flush.load(std::memory_order_relaxed) == 0 &&
+                     e.pins.load(std::memory_order_relaxed) == 0 && may_evict(e);
+        if (!clean) kept++;
+        return clean;
+      });
+      locks_.Release(p);
+    }
+    return kept;
+  }
+
+  // As PurgeIf, but a matching entry that a committing transaction holds (a reservation) stays,
+  // emptied (value = flushed = 0): its settle adds that transaction's delta to 0.
+  template <typename Pred>
+  uint64_t PurgeIfUnreserved(Pred&& pred) noexcept {
+    auto reserved = [](const Entry& e) {
+      return e.reserved_up.load(std::memory_order_relaxed) != 0 ||
+             e.reserved_down.load(std::memory_order_relaxed) != 0;
+    };
+    uint64_t removed = 0;
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Exclusive(p);
+      t_.ForEachInPartition(p, [&](uint32_t, Entry& e) {
+        if (e.state.load(std::memory_order_relaxed) == kResident && pred(static_cast<const Entry&>(e)) &&
+            reserved(e)) {
+          e.value.store(0, std::memory_order_relaxed);
+          e.flushed.store(0, std::memory_order_relaxed);
+        }
+      });
+      removed += t_.RemoveIf(p, [&](const Entry& e) {
+        return e.state.load(std::memory_order_relaxed) == kResident && pred(e) && !reserved(e);
+      });
+      locks_.Release(p);
+    }
+    return removed;
+  }
+
+  // Calls fn(index, entry) for every resident entry of partition p, under its shared lock.
+  template <typename Fn>
+  void ForEachResident(uint32_t p, Fn&& fn) noexcept {
+    locks_.Shared(p);
+    t_.ForEachInPartition(p, [&](uint32_t index, Entry& e) {
+      if (e.state.load(std::memory_order_acquire) == kResident)
+        fn(index, static_cast<const Entry&>(e));
+    });
+    locks_.Release(p);
+  }
+
+ private:
+  CounterTable& t_;
+  Locks locks_;
+};
+
+}  // namespace sc

@@ -1,0 +1,926 @@
+// Single-threaded tests of every step of src/protocol.hpp, with a lock policy that records each
+// acquisition (RecordingLocks): each step takes the partition lock and mode the protocol says,
+// releases it, and does its work under it. Where another process would act between two steps,
+// the test acts at a lock's acquisition or release (LockLog::on_acquire / on_release).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace {
+
+using namespace sc_test;
+using sc::Claim;
+using sc::Dirtied;
+using sc::DirtyRef;
+using sc::DirtyRing;
+using sc::kDirtyRing;
+using sc::Loading;
+using sc::LoadStart;
+using sc::Pin;
+using sc::Probe;
+using sc::Reservation;
+using sc::Reserve;
+using sc::Take;
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+
+using Proto = sc::Protocol<RecordingLocks>;
+
+class ProtocolTest : public ::testing::Test {
+ protected:
+  explicit ProtocolTest(uint32_t capacity = 16) : mem_(capacity), p_(mem_.get(), RecordingLocks(&log_)) {}
+
+  CounterTable& t() { return *mem_; }
+  static uint32_t H(const CounterKey& k) { return sc::HashCounterKey(k); }
+  static uint32_t P(const CounterKey& k) { return CounterTable::PartitionOf(H(k)); }
+
+  // Loads k with the given stored value through the protocol (take, begin, finish).
+  uint32_t Load(const CounterKey& k, int64_t stored = 0) {
+    uint64_t evicted = 0;
+    uint32_t index = p_.TakeFreeOrClean(1024, [](const Entry&) { return true; }, &evicted);
+    if (index == kNil) return kNil;
+    Loading loading;
+    if (p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading) !=
+        LoadStart::kLinked)
+      return kNil;
+    if (!p_.FinishLoad(loading, stored, [] { return false; })) return kNil;
+    return index;
+  }
+
+  int64_t Add(const CounterKey& k, int64_t delta, Dirtied* dirtied = nullptr) {
+    int64_t value = 0;
+    bool overflow = false;
+    Dirtied ignored;
+    EXPECT_EQ(p_.AddIfResident(k, H(k), delta, &value, &overflow, dirtied ? dirtied : &ignored),
+              Probe::kFound);
+    EXPECT_FALSE(overflow);
+    return value;
+  }
+
+  // Claims and settles every dirty entry of db, as one committed flush.
+  std::vector<Claim> ClaimAllOf(uint32_t db) {
+    std::vector<Claim> claims;
+    p_.ClaimAll(
+        db, [](const Entry&) { return true; }, [] { return true; },
+        [&](const Claim& c, const Entry&) { claims.push_back(c); }, [](uint32_t, uint32_t) {},
+        [](const Entry&) {});
+    return claims;
+  }
+
+  void TearDown() override {
+    EXPECT_TRUE(log_.errors.empty()) << log_.errors.front();
+    EXPECT_TRUE(log_.AllReleased()) << "a partition lock was left held";
+    EXPECT_LE(log_.max_held, 1) << "two partition locks held at once";
+  }
+
+  LockLog log_;
+  TableMemory mem_;
+  Proto p_;
+};
+
+// ---- the hot path ---------------------------------------------------------------------------
+
+TEST_F(ProtocolTest, AddTakesTheKeysPartitionShared) {
+  CounterKey k = Key(1);
+  Load(k, 10);
+  log_.events.clear();
+  EXPECT_EQ(Add(k, 5), 15);
+  ASSERT_EQ(log_.Ops(), "SR");
+  EXPECT_EQ(log_.events[0].partition, P(k));
+}
+
+TEST_F(ProtocolTest, AddHappensUnderTheLock) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  int64_t at_release = -1;
+  log_.on_release = [&](uint32_t) { at_release = t().at(i).value.load(); };
+  Add(k, 5);
+  EXPECT_EQ(at_release, 15);
+}
+
+TEST_F(ProtocolTest, MissingKeyIsMissingAndNotCreated) {
+  int64_t value = 42;
+  bool overflow = false;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResident(Key(9), H(Key(9)), 1, &value, &overflow, &d), Probe::kMissing);
+  EXPECT_EQ(t().used(), 0u);
+  EXPECT_EQ(d.index, kNil);
+}
+
+TEST_F(ProtocolTest, LoadingEntryTakesNoAddAndReportsLoading) {
+  CounterKey k = Key(1);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  int64_t value = 0;
+  bool overflow = false;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResident(k, H(k), 1, &value, &overflow, &d), Probe::kLoading);
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kLoading);
+  ASSERT_TRUE(p_.FinishLoad(loading, 7, [] { return false; }));
+  EXPECT_EQ(t().at(i).value.load(), 7) << "an add while loading must not be applied";
+}
+
+TEST_F(ProtocolTest, OverflowIsRefusedAndReportsTheUnchangedValue) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, kMax - 1);
+  int64_t value = 0;
+  bool overflow = false;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResident(k, H(k), 2, &value, &overflow, &d), Probe::kFound);
+  EXPECT_TRUE(overflow);
+  EXPECT_EQ(value, kMax - 1);
+  EXPECT_EQ(t().at(i).value.load(), kMax - 1);
+  EXPECT_EQ(d.index, kNil) << "a refused add dirties nothing";
+}
+
+TEST_F(ProtocolTest, FirstAddToACleanEntryIsNotedDirtyAndLaterOnesAreNot) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 3);
+  Dirtied first, second;
+  Add(k, 1, &first);
+  EXPECT_EQ(first.index, i);
+  EXPECT_EQ(first.generation, t().at(i).generation.load());
+  Add(k, 1, &second);
+  EXPECT_EQ(second.index, kNil);
+}
+
+TEST_F(ProtocolTest, AddOfZeroDirtiesNothing) {
+  CounterKey k = Key(1);
+  Load(k, 3);
+  Dirtied d;
+  Add(k, 0, &d);
+  EXPECT_EQ(d.index, kNil);
+}
+
+TEST_F(ProtocolTest, ReadReturnsTheValue) {
+  CounterKey k = Key(1);
+  Load(k, 11);
+  Add(k, 4);
+  int64_t value = 0;
+  log_.events.clear();
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
+  EXPECT_EQ(value, 15);
+  EXPECT_EQ(log_.Ops(), "SR");
+}
+
+TEST_F(ProtocolTest, ExchangeReturnsTheOldValueMarksUsedAndNotesDirty) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 11);
+  t().at(i).usage.store(0);
+  int64_t old = 0;
+  Dirtied d;
+  EXPECT_EQ(p_.ExchangeIfResident(k, H(k), 40, &old, &d), Probe::kFound);
+  EXPECT_EQ(old, 11);
+  EXPECT_EQ(t().at(i).value.load(), 40);
+  EXPECT_EQ(t().at(i).usage.load(), 1);
+  EXPECT_EQ(d.index, i);
+  Dirtied again;
+  EXPECT_EQ(p_.ExchangeIfResident(k, H(k), 40, &old, &again), Probe::kFound);
+  EXPECT_EQ(again.index, kNil) << "an unchanged value dirties nothing";
+}
+
+// ---- take and evict -------------------------------------------------------------------------
+
+class SmallTable : public ProtocolTest {
+ protected:
+  SmallTable() : ProtocolTest(4) {}
+  // Fills the table with clean resident keys 0..3, their usage bits cleared.
+  void Fill() {
+    for (int64_t key = 0; key < 4; key++) ASSERT_NE(Load(Key(key)), kNil);
+    for (uint32_t i = 0; i < 4; i++) t().at(i).usage.store(0);
+  }
+  int FindKeyIn(int64_t key) { return t().Find(Key(key), H(Key(key))) != kNil ? 1 : 0; }
+  uint32_t Take(uint32_t limit = 1024, bool allow = true, uint64_t* evicted = nullptr) {
+    uint64_t ignored = 0;
+    return p_.TakeFreeOrClean(limit, [allow](const Entry&) { return allow; },
+                              evicted ? evicted : &ignored);
+  }
+};
+
+TEST_F(SmallTable, FreeEntriesComeFirstWithoutAnyLock) {
+  log_.events.clear();
+  uint32_t i = Take();
+  EXPECT_NE(i, kNil);
+  EXPECT_EQ(t().at(i).state.load(), sc::kOwned);
+  EXPECT_EQ(log_.Ops(), "");
+}
+
+TEST_F(SmallTable, EvictsACleanEntryUnderItsPartitionsTryLockAndCountsIt) {
+  Fill();
+  log_.events.clear();
+  std::vector<CounterKey> linked_at_release;
+  uint64_t evicted = 0;
+  uint32_t i = Take(1024, true, &evicted);
+  ASSERT_NE(i, kNil);
+  EXPECT_EQ(evicted, 1u);
+  EXPECT_EQ(t().at(i).state.load(), sc::kOwned);
+  EXPECT_EQ(t().used(), 4u);
+  ASSERT_GE(log_.events.size(), 2u);
+  EXPECT_EQ(log_.events[0].op, 'T');
+  // The victim is no longer findable under its old key.
+  int found = 0;
+  for (int64_t key = 0; key < 4; key++) found += FindKeyIn(key);
+  EXPECT_EQ(found, 3);
+}
+
+TEST_F(SmallTable, UnlinksTheVictimUnderTheLock) {
+  Fill();
+  int linked_at_release = -1;
+  log_.on_release = [&](uint32_t) {
+    linked_at_release = 0;
+    for (int64_t key = 0; key < 4; key++) linked_at_release += FindKeyIn(key);
+  };
+  ASSERT_NE(Take(), kNil);
+  EXPECT_EQ(linked_at_release, 3);
+}
+
+TEST_F(SmallTable, RecentlyUsedEntriesGetASecondChance) {
+  Fill();
+  for (uint32_t i = 0; i < 4; i++) t().at(i).usage.store(1);
+  EXPECT_EQ(Take(4), kNil) << "one pass only clears the usage bits";
+  EXPECT_NE(Take(4), kNil);
+}
+
+TEST_F(SmallTable, DirtyPinnedClaimedOrLoadingEntriesAreNotEvicted) {
+  Fill();
+  t().at(0).value.store(1);       // dirty
+  t().at(1).pins.store(1);        // pinned
+  t().at(2).in_flush.store(1);    // claimed by a flush
+  t().at(3).state.store(sc::kLoading);
+  EXPECT_EQ(Take(16), kNil);
+  t().at(3).state.store(sc::kResident);
+  t().at(3).usage.store(0);
+  EXPECT_NE(Take(16), kNil);
+}
+
+TEST_F(SmallTable, TheCallersVetoKeepsAnEntry) {
+  Fill();
+  EXPECT_EQ(Take(16, false), kNil);
+  EXPECT_EQ(t().used(), 4u);
+}
+
+TEST_F(SmallTable, ALockedPartitionIsSkippedNotWaitedFor) {
+  Fill();
+  for (int64_t key = 0; key < 4; key++) log_.refuse_try.push_back(P(Key(key)));
+  EXPECT_EQ(Take(16), kNil);
+  EXPECT_EQ(t().used(), 4u);
+}
+
+TEST_F(SmallTable, TheSweepStopsAtItsLimit) {
+  Fill();
+  t().at(0).value.store(1);
+  t().at(1).value.store(1);
+  // The hand is at 0: two dirty entries, then clean ones.
+  EXPECT_EQ(Take(2), kNil);
+  EXPECT_NE(Take(2), kNil) << "the hand moved on, the next sweep goes on from there";
+}
+
+TEST_F(SmallTable, AnEntryMovedToAnotherPartitionBeforeTheLockIsLeftAlone) {
+  Fill();
+  // Between the sweep's read of the hash and its lock, the slot was recycled for a key of another
+  // partition (by another process): under the lock the sweep must see the change.
+  CounterKey other = Key(1000);
+  for (int64_t key = 1000; P(Key(key)) == P(t().at(0).id); key++) other = Key(key + 1);
+  bool moved = false;
+  log_.on_acquire = [&](char op, uint32_t) {
+    if (op != 'T' || moved) return;
+    moved = true;
+    t().at(0).hash.store(H(other));
+  };
+  log_.refuse_try.clear();
+  uint64_t evicted = 0;
+  uint32_t i = p_.TakeFreeOrClean(1, [](const Entry&) { return true; }, &evicted);
+  EXPECT_TRUE(moved);
+  EXPECT_EQ(i, kNil);
+  EXPECT_EQ(evicted, 0u);
+}
+
+TEST_F(SmallTable, AnEvictedSlotComesBackWithANewGeneration) {
+  Fill();
+  uint32_t generations[4];
+  for (uint32_t i = 0; i < 4; i++) generations[i] = t().at(i).generation.load();
+  uint32_t i = Take();
+  ASSERT_NE(i, kNil);
+  EXPECT_NE(t().at(i).generation.load(), generations[i]);
+  EXPECT_EQ(t().at(i).pins.load(), 0u);
+  EXPECT_EQ(t().at(i).in_flush.load(), 0);
+}
+
+// ---- load -----------------------------------------------------------------------------------
+
+TEST_F(ProtocolTest, LoadLinksLoadingUnderTheExclusiveLockThenResidentAndClean) {
+  CounterKey k = Key(5);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  log_.events.clear();
+  bool linked_before = true;
+  uint32_t state_at_release = 99;
+  log_.on_acquire = [&](char, uint32_t) { linked_before = t().Find(k, H(k)) != kNil; };
+  log_.on_release = [&](uint32_t) { state_at_release = t().at(i).state.load(); };
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  EXPECT_EQ(log_.Ops(), "XR");
+  EXPECT_EQ(log_.events[0].partition, P(k));
+  EXPECT_FALSE(linked_before);
+  EXPECT_EQ(state_at_release, sc::kLoading);
+  EXPECT_EQ(loading.index, i);
+  EXPECT_EQ(loading.generation, t().at(i).generation.load());
+  EXPECT_EQ(t().Find(k, H(k)), i);
+
+  log_.events.clear();
+  log_.on_acquire = nullptr;
+  log_.on_release = [&](uint32_t) { state_at_release = t().at(i).state.load(); };
+  ASSERT_TRUE(p_.FinishLoad(loading, 77, [] { return false; }));
+  EXPECT_EQ(log_.Ops(), "XR");
+  EXPECT_EQ(state_at_release, sc::kResident);
+  EXPECT_EQ(t().at(i).value.load(), 77);
+  EXPECT_EQ(t().at(i).flushed.load(), 77) << "a loaded entry is clean";
+}
+
+TEST_F(ProtocolTest, ASecondLoaderOfALinkedKeyRetriesAndGivesItsEntryBack) {
+  CounterKey k = Key(5);
+  Load(k, 1);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  ASSERT_EQ(t().used(), 2u);
+  bool asked = false;
+  Loading loading;
+  EXPECT_EQ(p_.BeginLoad(i, k, H(k), [&] { asked = true; return LoadStart::kLinked; }, &loading),
+            LoadStart::kRetry);
+  EXPECT_EQ(t().used(), 1u);
+  EXPECT_EQ(t().at(i).state.load(), sc::kFree);
+}
+
+TEST_F(ProtocolTest, ARefusedLoadLinksNothingAndGivesItsEntryBack) {
+  for (LoadStart refusal : {LoadStart::kRetry, LoadStart::kStale}) {
+    CounterKey k = Key(5);
+    uint64_t ev = 0;
+    uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+    bool under_lock = false;
+    Loading loading;
+    EXPECT_EQ(p_.BeginLoad(i, k, H(k),
+                           [&] {
+                             under_lock = log_.mode[P(k)] == -1;
+                             return refusal;
+                           },
+                           &loading),
+              refusal);
+    EXPECT_TRUE(under_lock) << "the refusal is decided under the exclusive lock";
+    EXPECT_EQ(t().Find(k, H(k)), kNil);
+    EXPECT_EQ(t().used(), 0u);
+  }
+}
+
+TEST_F(ProtocolTest, AStaleLoadRemovesItsEntry) {
+  CounterKey k = Key(5);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  bool under_lock = false;
+  EXPECT_FALSE(p_.FinishLoad(loading, 5, [&] {
+    under_lock = log_.mode[P(k)] == -1;
+    return true;
+  }));
+  EXPECT_TRUE(under_lock);
+  EXPECT_EQ(t().Find(k, H(k)), kNil);
+  EXPECT_EQ(t().used(), 0u);
+}
+
+TEST_F(ProtocolTest, AnAbandonedLoadIsRemoved) {
+  CounterKey k = Key(5);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  log_.events.clear();
+  p_.AbandonLoad(loading);
+  EXPECT_EQ(log_.Ops(), "XR");
+  EXPECT_EQ(t().Find(k, H(k)), kNil);
+  EXPECT_EQ(t().used(), 0u);
+}
+
+TEST_F(ProtocolTest, AnAbandonAfterTheLoadFinishedLeavesTheEntry) {
+  CounterKey k = Key(5);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  ASSERT_TRUE(p_.FinishLoad(loading, 5, [] { return false; }));
+  p_.AbandonLoad(loading);
+  EXPECT_EQ(t().Find(k, H(k)), i);
+  EXPECT_EQ(t().used(), 1u);
+}
+
+TEST_F(ProtocolTest, AnAbandonOfARecycledSlotLeavesItsNewLoad) {
+  CounterKey k = Key(5), other = Key(6);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  ASSERT_FALSE(p_.FinishLoad(loading, 0, [] { return true; }));  // removed (stale)
+  // The slot is taken again, by another load of another key, which is still loading.
+  uint32_t j = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  ASSERT_EQ(j, i);
+  Loading second;
+  ASSERT_EQ(p_.BeginLoad(j, other, H(other), [] { return LoadStart::kLinked; }, &second),
+            LoadStart::kLinked);
+  Loading stale_view = loading;
+  stale_view.hash = H(other);  // same slot, same partition: only the generation tells them apart
+  p_.AbandonLoad(stale_view);
+  EXPECT_EQ(t().Find(other, H(other)), j) << "the first load's abandon removed the second's entry";
+}
+
+// ---- claim and settle -----------------------------------------------------------------------
+
+TEST_F(ProtocolTest, AFlushClaimsTheDeltaUnderTheSharedLockAndSettlesIt) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  Add(k, 5);
+  log_.events.clear();
+  std::vector<Claim> claims = ClaimAllOf(7);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].index, i);
+  EXPECT_EQ(claims[0].delta, 5);
+  EXPECT_EQ(claims[0].partition, P(k));
+  EXPECT_EQ(t().at(i).in_flush.load(), 1);
+  for (const LockLog::Event& e : log_.events) EXPECT_TRUE(e.op == 'S' || e.op == 'R');
+  EXPECT_EQ(log_.events.size(), 2u * kPartitions);
+
+  log_.events.clear();
+  EXPECT_FALSE(p_.SettleClaim(claims[0], true));
+  EXPECT_EQ(log_.Ops(), "SR");
+  EXPECT_EQ(t().at(i).flushed.load(), 15);
+  EXPECT_EQ(t().at(i).in_flush.load(), 0);
+}
+
+TEST_F(ProtocolTest, AClaimedEntryIsNotClaimedAgain) {
+  CounterKey k = Key(1);
+  Load(k, 10);
+  Add(k, 5);
+  ASSERT_EQ(ClaimAllOf(7).size(), 1u);
+  EXPECT_EQ(ClaimAllOf(7).size(), 0u) << "an overlapping flusher must not claim it too";
+}
+
+TEST_F(ProtocolTest, OnlyTheFlushersDatabaseIsClaimed) {
+  Load(Key(1, 7), 0);
+  Load(Key(1, 8), 0);
+  Add(Key(1, 7), 1);
+  Add(Key(1, 8), 1);
+  std::vector<Claim> claims = ClaimAllOf(8);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(t().at(claims[0].index).id.db, 8u);
+}
+
+TEST_F(ProtocolTest, CleanAndLoadingEntriesAreNotClaimed) {
+  Load(Key(1), 4);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, Key(2), H(Key(2)), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  t().at(i).value.store(3);  // garbage a loader may hold before it finishes
+  EXPECT_EQ(ClaimAllOf(7).size(), 0u);
+  for (uint32_t j = 0; j < 2; j++) EXPECT_EQ(t().at(j).in_flush.load(), 0);
+  p_.AbandonLoad(loading);
+}
+
+TEST_F(ProtocolTest, AnIneligibleDirtyEntryIsLeftAndNamedAndACleanOneIsNot) {
+  uint32_t dirty = Load(Key(1), 0);
+  Load(Key(2), 0);
+  Add(Key(1), 1);
+  std::vector<uint32_t> left;
+  int taken = 0;
+  p_.ClaimAll(
+      7, [](const Entry&) { return false; }, [] { return true; },
+      [&](const Claim&, const Entry&) { taken++; },
+      [&](uint32_t index, uint32_t) { left.push_back(index); }, [](const Entry&) {});
+  EXPECT_EQ(taken, 0);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0], dirty);
+  EXPECT_EQ(t().at(dirty).in_flush.load(), 0);
+}
+
+TEST_F(ProtocolTest, WithoutRoomTheRestIsReportedAndNotClaimed) {
+  for (int64_t key = 0; key < 6; key++) {
+    Load(Key(key), 0);
+    Add(Key(key), 1);
+  }
+  std::vector<Claim> claims;
+  int overflowed = 0;
+  p_.ClaimAll(
+      7, [](const Entry&) { return true; }, [&] { return claims.size() < 2; },
+      [&](const Claim& c, const Entry&) { claims.push_back(c); }, [](uint32_t, uint32_t) {},
+      [&](const Entry&) { overflowed++; });
+  EXPECT_EQ(claims.size(), 2u);
+  EXPECT_EQ(overflowed, 4);
+  int in_flush = 0;
+  for (uint32_t i = 0; i < 6; i++) in_flush += t().at(i).in_flush.load();
+  EXPECT_EQ(in_flush, 2);
+}
+
+TEST_F(ProtocolTest, ATakenUpAndDownEntryIsReleasedNotClaimed) {
+  // Dirty by the ring's note, clean by value when the flush looks: nothing to write, not held.
+  uint32_t i = Load(Key(1), 0);
+  Add(Key(1), 1);
+  Add(Key(1), -1);
+  EXPECT_EQ(ClaimAllOf(7).size(), 0u);
+  EXPECT_EQ(t().at(i).in_flush.load(), 0) << "a clean entry must stay evictable";
+}
+
+TEST_F(ProtocolTest, AFailedFlushAdvancesNothingAndReportsTheEntryDirty) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  Add(k, 5);
+  std::vector<Claim> claims = ClaimAllOf(7);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_TRUE(p_.SettleClaim(claims[0], false));
+  EXPECT_EQ(t().at(i).flushed.load(), 10);
+  EXPECT_EQ(t().at(i).in_flush.load(), 0);
+}
+
+TEST_F(ProtocolTest, AnEntryCountedIntoDuringTheFlushStaysDirty) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  Add(k, 5);
+  std::vector<Claim> claims = ClaimAllOf(7);
+  Add(k, 2);
+  EXPECT_TRUE(p_.SettleClaim(claims[0], true));
+  EXPECT_EQ(t().at(i).flushed.load(), 15);
+  EXPECT_EQ(t().at(i).value.load(), 17);
+}
+
+TEST_F(ProtocolTest, UpAndDownDuringTheFlushKeepsTheEntryFromEvictionUntilSettled) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  Add(k, 5);
+  std::vector<Claim> claims = ClaimAllOf(7);
+  Add(k, -5);  // clean by value, but the table is about to receive +5
+  t().at(i).usage.store(0);
+  EXPECT_FALSE(CounterTable::AgeAndTestEvictable(t().at(i)));
+  EXPECT_TRUE(p_.SettleClaim(claims[0], true)) << "value 10, flushed 15: dirty by -5";
+}
+
+TEST_F(ProtocolTest, ASettleOfARecycledSlotTouchesNothing) {
+  CounterKey k = Key(1), other = Key(2);
+  uint32_t i = Load(k, 0);
+  Add(k, 5);
+  std::vector<Claim> claims = ClaimAllOf(7);
+  // The counter was dropped meanwhile (a purge frees a claimed entry too), its slot reused.
+  p_.PurgeIf([](const Entry&) { return true; });
+  uint32_t j = Load(other, 100);
+  ASSERT_EQ(j, i);
+  EXPECT_FALSE(p_.SettleClaim(claims[0], true));
+  EXPECT_EQ(t().at(j).flushed.load(), 100);
+}
+
+TEST_F(ProtocolTest, ClaimNotedSkipsStaleRefsAndClaimsTheRest) {
+  uint32_t a = Load(Key(1), 0), b = Load(Key(2), 0);
+  Add(Key(1), 1);
+  Add(Key(2), 2);
+  DirtyRef refs[3] = {{a, t().at(a).generation.load()},
+                      {b, t().at(b).generation.load() + 1},  // freed and reused since
+                      {a, t().at(a).generation.load()}};     // noted twice
+  std::vector<Claim> claims;
+  p_.ClaimNoted(
+      7, refs, 3, [](const Entry&) { return true; },
+      [&](const Claim& c, const Entry&) { claims.push_back(c); }, [](uint32_t, uint32_t) {});
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].index, a);
+  EXPECT_EQ(t().at(b).in_flush.load(), 0);
+}
+
+TEST_F(ProtocolTest, ClaimNotedNamesTheIneligible) {
+  uint32_t a = Load(Key(1), 0);
+  Add(Key(1), 1);
+  DirtyRef ref{a, t().at(a).generation.load()};
+  std::vector<uint32_t> left;
+  p_.ClaimNoted(
+      7, &ref, 1, [](const Entry&) { return false; }, [](const Claim&, const Entry&) {},
+      [&](uint32_t index, uint32_t) { left.push_back(index); });
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0], a);
+}
+
+// ---- reserve and settle ---------------------------------------------------------------------
+
+TEST_F(ProtocolTest, AReservationPinsUnderTheExclusiveLockAndACommitAddsAndStaysClean) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  Reservation r;
+  int64_t committed = 0;
+  log_.events.clear();
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 5, &r, &committed), Reserve::kReserved);
+  EXPECT_EQ(log_.Ops(), "XR");
+  EXPECT_EQ(t().at(i).pins.load(), 1u);
+  EXPECT_EQ(t().at(i).reserved_up.load(), 5);
+  EXPECT_EQ(t().at(i).value.load(), 10) << "nothing is added before the commit";
+  t().at(i).usage.store(0);
+  EXPECT_FALSE(CounterTable::AgeAndTestEvictable(t().at(i)));
+
+  log_.events.clear();
+  EXPECT_TRUE(p_.SettleReservation(r, true, 4));
+  EXPECT_EQ(log_.Ops(), "XR");
+  EXPECT_EQ(t().at(i).value.load(), 15);
+  EXPECT_EQ(t().at(i).flushed.load(), 15);
+  EXPECT_EQ(t().at(i).pins.load(), 0u);
+  EXPECT_EQ(t().at(i).reserved_up.load(), 0);
+  EXPECT_EQ(t().at(i).commit_epoch.load(), 4u);
+}
+
+TEST_F(ProtocolTest, AnAbortAddsNothingAndUnpins) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  Reservation r;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), -3, &r, &committed), Reserve::kReserved);
+  EXPECT_EQ(t().at(i).reserved_down.load(), -3);
+  EXPECT_TRUE(p_.SettleReservation(r, false, 4));
+  EXPECT_EQ(t().at(i).value.load(), 10);
+  EXPECT_EQ(t().at(i).reserved_down.load(), 0);
+  EXPECT_EQ(t().at(i).pins.load(), 0u);
+  EXPECT_EQ(t().at(i).commit_epoch.load(), 0u) << "an abort tags nothing";
+}
+
+TEST_F(ProtocolTest, ReservationsOnEachSideMustFitWhateverOrderTheyEndIn) {
+  CounterKey k = Key(1);
+  Load(k, kMax - 10);
+  Reservation up1, up2, down;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 6, &up1, &committed), Reserve::kReserved);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 5, &up2, &committed), Reserve::kOverflow)
+      << "6 + 5 would pass the maximum if both commit";
+  EXPECT_EQ(committed, kMax - 10);
+  // A negative reservation does not make room for a positive one: it may abort.
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), -100, &down, &committed), Reserve::kReserved);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 5, &up2, &committed), Reserve::kOverflow);
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 4, &up2, &committed), Reserve::kReserved);
+  EXPECT_TRUE(p_.SettleReservation(up1, true, 1));
+  EXPECT_TRUE(p_.SettleReservation(down, false, 1));
+  EXPECT_TRUE(p_.SettleReservation(up2, true, 1));
+  int64_t value = 0;
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
+  EXPECT_EQ(value, kMax);
+}
+
+TEST_F(ProtocolTest, NegativeReservationsMustFitBelow) {
+  CounterKey k = Key(1);
+  Load(k, kMin + 10);
+  Reservation a, b;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), -10, &a, &committed), Reserve::kReserved);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), -1, &b, &committed), Reserve::kOverflow);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1000, &b, &committed), Reserve::kReserved);
+}
+
+TEST_F(ProtocolTest, ReservingAMissingOrLoadingKeySaysSo) {
+  CounterKey k = Key(1);
+  Reservation r;
+  int64_t committed = 0;
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1, &r, &committed), Reserve::kMissing);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1, &r, &committed), Reserve::kLoading);
+  EXPECT_EQ(t().at(i).pins.load(), 0u);
+  p_.AbandonLoad(loading);
+}
+
+TEST_F(ProtocolTest, TheLatestCommitEpochIsKept) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 0);
+  Reservation a, b;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &a, &committed), Reserve::kReserved);
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &b, &committed), Reserve::kReserved);
+  EXPECT_TRUE(p_.SettleReservation(a, true, 9));
+  EXPECT_TRUE(p_.SettleReservation(b, true, 8));
+  EXPECT_EQ(t().at(i).commit_epoch.load(), 9u);
+  EXPECT_EQ(t().at(i).value.load(), 2);
+}
+
+TEST_F(ProtocolTest, ASettleAfterAPurgeReportsTheEntryGone) {
+  CounterKey k = Key(1), other = Key(2);
+  uint32_t i = Load(k, 0);
+  Reservation r;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &r, &committed), Reserve::kReserved);
+  p_.PurgeIf([](const Entry&) { return true; });
+  ASSERT_EQ(Load(other, 50), i);
+  EXPECT_FALSE(p_.SettleReservation(r, true, 1));
+  EXPECT_EQ(t().at(i).value.load(), 50);
+  EXPECT_EQ(t().at(i).pins.load(), 0u);
+}
+
+// ---- pins -----------------------------------------------------------------------------------
+
+TEST_F(ProtocolTest, APinHoldsAnEntryUntilUnpinned) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 0);
+  Pin pin;
+  Probe probe = Probe::kMissing;
+  log_.events.clear();
+  p_.Exclusively(P(k), [&] { probe = p_.PinLocked(k, H(k), &pin); });
+  EXPECT_EQ(log_.Ops(), "XR");
+  ASSERT_EQ(probe, Probe::kFound);
+  EXPECT_EQ(pin.index, i);
+  EXPECT_EQ(t().at(i).pins.load(), 1u);
+  t().at(i).usage.store(0);
+  EXPECT_FALSE(CounterTable::AgeAndTestEvictable(t().at(i)));
+  log_.events.clear();
+  p_.Unpin(pin);
+  EXPECT_EQ(log_.Ops(), "XR");
+  EXPECT_EQ(t().at(i).pins.load(), 0u);
+}
+
+TEST_F(ProtocolTest, PinningAMissingOrLoadingKeySaysSo) {
+  CounterKey k = Key(1);
+  Pin pin;
+  Probe probe = Probe::kFound;
+  p_.Exclusively(P(k), [&] { probe = p_.PinLocked(k, H(k), &pin); });
+  EXPECT_EQ(probe, Probe::kMissing);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  p_.Exclusively(P(k), [&] { probe = p_.PinLocked(k, H(k), &pin); });
+  EXPECT_EQ(probe, Probe::kLoading);
+  EXPECT_EQ(t().at(i).pins.load(), 0u);
+  p_.AbandonLoad(loading);
+}
+
+TEST_F(ProtocolTest, AddsToAPinnedEntryAndNotesItDirty) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 0);
+  Pin pin;
+  p_.Exclusively(P(k), [&] { p_.PinLocked(k, H(k), &pin); });
+  int64_t value = 0;
+  Dirtied d;
+  log_.events.clear();
+  EXPECT_TRUE(p_.AddPinned(pin, 4, &value, &d));
+  EXPECT_EQ(log_.Ops(), "SR");
+  EXPECT_EQ(value, 4);
+  EXPECT_EQ(d.index, i);
+  EXPECT_FALSE(p_.AddPinned(pin, kMax, &value, &d)) << "overflow";
+  EXPECT_EQ(t().at(i).value.load(), 4);
+  p_.Unpin(pin);
+}
+
+TEST_F(ProtocolTest, APurgedPinnedEntryTakesNothingAndItsUnpinLeavesTheNewOne) {
+  CounterKey k = Key(1), other = Key(2);
+  uint32_t i = Load(k, 0);
+  Pin pin;
+  p_.Exclusively(P(k), [&] { p_.PinLocked(k, H(k), &pin); });
+  p_.PurgeIf([](const Entry&) { return true; });
+  ASSERT_EQ(Load(other, 9), i);
+  Pin other_pin;
+  p_.Exclusively(P(other), [&] { p_.PinLocked(other, H(other), &other_pin); });
+  int64_t value = -1;
+  Dirtied d;
+  EXPECT_TRUE(p_.AddPinned(pin, 4, &value, &d));
+  EXPECT_EQ(value, 0);
+  EXPECT_EQ(t().at(i).value.load(), 9);
+  p_.Unpin(pin);
+  EXPECT_EQ(t().at(i).pins.load(), 1u) << "the stale unpin took the new entry's pin";
+  p_.Unpin(other_pin);
+}
+
+// ---- purge ----------------------------------------------------------------------------------
+
+TEST_F(ProtocolTest, PurgeRemovesMatchingResidentEntriesUnderEachExclusiveLock) {
+  for (int64_t key = 0; key < 6; key++) Load(Key(key, key % 2 ? 7 : 8), 0);
+  log_.events.clear();
+  EXPECT_EQ(p_.PurgeIf([](const Entry& e) { return e.id.db == 7; }), 3u);
+  EXPECT_EQ(t().used(), 3u);
+  for (int64_t key = 0; key < 6; key++)
+    EXPECT_EQ(t().Find(Key(key, key % 2 ? 7 : 8), H(Key(key, key % 2 ? 7 : 8))) == kNil,
+              key % 2 == 1);
+  EXPECT_EQ(log_.events.size(), 2u * kPartitions);
+  for (size_t e = 0; e < log_.events.size(); e += 2) EXPECT_EQ(log_.events[e].op, 'X');
+}
+
+TEST_F(ProtocolTest, PurgeLeavesALoadingEntryToItsLoader) {
+  CounterKey k = Key(1);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  EXPECT_EQ(p_.PurgeIf([](const Entry&) { return true; }), 0u);
+  EXPECT_TRUE(p_.FinishLoad(loading, 1, [] { return false; }));
+  EXPECT_EQ(t().Find(k, H(k)), i);
+}
+
+TEST_F(ProtocolTest, ABucketPurgeEmptiesReservedEntriesAndRemovesTheRest) {
+  CounterKey held = Key(1, 7, 3, 100), free_key = Key(2, 7, 3, 100), kept = Key(3, 7, 3, 900);
+  uint32_t h = Load(held, 5);
+  Load(free_key, 6);
+  uint32_t k = Load(kept, 7);
+  Reservation r;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(held, H(held), 2, &r, &committed), Reserve::kReserved);
+  EXPECT_EQ(p_.PurgeIfUnreserved([](const Entry& e) { return e.id.bucket < 500; }), 1u);
+  EXPECT_EQ(t().Find(held, H(held)), h);
+  EXPECT_EQ(t().at(h).value.load(), 0);
+  EXPECT_EQ(t().at(h).flushed.load(), 0);
+  EXPECT_EQ(t().Find(free_key, H(free_key)), kNil);
+  EXPECT_EQ(t().Find(kept, H(kept)), k);
+  EXPECT_EQ(t().at(k).value.load(), 7);
+  EXPECT_TRUE(p_.SettleReservation(r, true, 1));
+  EXPECT_EQ(t().at(h).value.load(), 2) << "the commit's delta lands on the emptied entry";
+}
+
+TEST_F(ProtocolTest, PurgeCleanKeepsWhatTheTablesLackAndCountsIt) {
+  uint32_t dirty = Load(Key(1), 0);
+  uint32_t pinned = Load(Key(2), 0);
+  uint32_t claimed = Load(Key(3), 0);
+  uint32_t vetoed = Load(Key(4), 0);
+  Load(Key(5), 0);
+  Load(Key(6, 8), 0);  // another database
+  Add(Key(1), 1);
+  t().at(pinned).pins.store(1);
+  t().at(claimed).in_flush.store(1);
+  EXPECT_EQ(p_.PurgeClean(7, [&](const Entry& e) { return &e != &t().at(vetoed); }), 4u);
+  EXPECT_EQ(t().used(), 5u);
+  EXPECT_EQ(t().Find(Key(5), H(Key(5))), kNil);
+  EXPECT_NE(t().Find(Key(6, 8), H(Key(6, 8))), kNil);
+  EXPECT_NE(t().Find(Key(1), H(Key(1))), kNil);
+  (void)dirty;
+}
+
+TEST_F(ProtocolTest, ForEachResidentSkipsLoadingEntries) {
+  Load(Key(1), 0);
+  uint64_t ev = 0;
+  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  Loading loading;
+  ASSERT_EQ(p_.BeginLoad(i, Key(2), H(Key(2)), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  int seen = 0;
+  for (uint32_t p = 0; p < kPartitions; p++)
+    p_.ForEachResident(p, [&](uint32_t, const Entry& e) {
+      seen++;
+      EXPECT_EQ(e.id.key, 1);
+      EXPECT_EQ(log_.mode[p], 1) << "under the shared lock";
+    });
+  EXPECT_EQ(seen, 1);
+  p_.AbandonLoad(loading);
+}
+
+// ---- the dirty ring -------------------------------------------------------------------------
+
+TEST(DirtyRing, NotesUntilFullThenOverflows) {
+  auto ring = std::make_unique<DirtyRing>();
+  RingMutex m;
+  sc::RingReset(*ring, m);
+  EXPECT_TRUE(ring->overflow) << "a ring just (re)assigned makes the next flush scan";
+  std::vector<DirtyRef> out(kDirtyRing);
+  bool scan_all = false;
+  EXPECT_EQ(sc::RingTake(*ring, m, true, out.data(), &scan_all), 0);
+  EXPECT_TRUE(scan_all);
+  EXPECT_FALSE(ring->overflow);
+  for (int i = 0; i < kDirtyRing; i++) sc::RingNote(*ring, m, uint32_t(i), 1);
+  EXPECT_FALSE(sc::RingOverflowed(*ring, m));
+  sc::RingNote(*ring, m, 99999, 1);
+  EXPECT_TRUE(sc::RingOverflowed(*ring, m));
+  EXPECT_EQ(sc::RingTake(*ring, m, true, out.data(), &scan_all), kDirtyRing);
+  EXPECT_TRUE(scan_all);
+  EXPECT_EQ(out[5].index, 5u);
+  EXPECT_EQ(ring->count, 0);
+}
+
+TEST(DirtyRing, AnOverflowFlaggedAfterTheLookWaitsForTheNextFlush) {
+  auto ring = std::make_unique<DirtyRing>();
+  RingMutex m;
+  sc::RingReset(*ring, m);
+  std::vector<DirtyRef> out(kDirtyRing);
+  bool scan_all = false;
+  sc::RingTake(*ring, m, true, out.data(), &scan_all);
+  sc::RingNote(*ring, m, 3, 4);
+  sc::RingMarkUntracked(*ring, m);  // after the flush looked (no room for everything)
+  EXPECT_EQ(sc::RingTake(*ring, m, false, out.data(), &scan_all), 1);
+  EXPECT_FALSE(scan_all);
+  EXPECT_EQ(out[0].index, 3u);
+  EXPECT_EQ(out[0].generation, 4u);
+  EXPECT_TRUE(ring->overflow) << "kept for the next flush";
+  EXPECT_EQ(sc::RingTake(*ring, m, true, out.data(), &scan_all), 0);
+  EXPECT_TRUE(scan_all);
+}
+
+}  // namespace

@@ -1,0 +1,173 @@
+// test_support.hpp: what the unit tests share: a table over heap memory, keys, and the lock
+// policies that stand in for the server's LWLocks when the tests drive src/protocol.hpp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "counter_table.hpp"
+#include "protocol.hpp"
+
+namespace sc_test {
+
+using sc::CounterKey;
+using sc::CounterTable;
+using sc::Entry;
+using sc::kNil;
+using sc::kNoBucket;
+using sc::kPartitions;
+
+// A table over a 64-byte aligned buffer that starts out as garbage, so that Create must
+// initialise everything it uses.
+class TableMemory {
+ public:
+  explicit TableMemory(uint32_t capacity) {
+    size_t bytes = (CounterTable::BytesFor(capacity) + 63) / 64 * 64;
+    mem_ = std::aligned_alloc(64, bytes);
+    std::memset(mem_, 0xA5, bytes);
+    table_ = CounterTable::Create(mem_, capacity);
+  }
+  ~TableMemory() { std::free(mem_); }
+  TableMemory(const TableMemory&) = delete;
+  TableMemory& operator=(const TableMemory&) = delete;
+  CounterTable& operator*() const { return *table_; }
+  CounterTable* operator->() const { return table_; }
+  CounterTable* get() const { return table_; }
+
+ private:
+  void* mem_;
+  CounterTable* table_;
+};
+
+// The server's policy with standard mutexes: one std::shared_mutex per partition. A
+// std::shared_mutex is unlocked in the mode it was taken in, and the protocol releases with one
+// call: the mode is remembered per partition (written only by its exclusive holder).
+class StdLocks {
+ public:
+  StdLocks() : m_(std::make_shared<Mutexes>()) {}
+  void Shared(uint32_t p) { m_->m[p].lock_shared(); }
+  void Exclusive(uint32_t p) {
+    m_->m[p].lock();
+    m_->exclusive[p].store(true, std::memory_order_relaxed);
+  }
+  bool TryExclusive(uint32_t p) {
+    if (!m_->m[p].try_lock()) return false;
+    m_->exclusive[p].store(true, std::memory_order_relaxed);
+    return true;
+  }
+  void Release(uint32_t p) {
+    if (m_->exclusive[p].load(std::memory_order_relaxed)) {
+      m_->exclusive[p].store(false, std::memory_order_relaxed);
+      m_->m[p].unlock();
+    } else {
+      m_->m[p].unlock_shared();
+    }
+  }
+
+ private:
+  struct Mutexes {
+    std::shared_mutex m[kPartitions];
+    std::atomic<bool> exclusive[kPartitions] = {};
+  };
+  std::shared_ptr<Mutexes> m_;
+};
+
+// A single-threaded policy that records every acquisition and release, checks the discipline
+// (released as held, never two partitions at once), and lets a test act at a lock's acquisition
+// or release: that is where another process would have run.
+struct LockLog {
+  struct Event {
+    char op;  // 'S' shared, 'X' exclusive, 'T' try-exclusive taken, 'F' try-exclusive refused,
+              // 'R' release
+    uint32_t partition;
+  };
+  std::vector<Event> events;
+  int mode[kPartitions] = {};  // 0 free, >0 shared holders, -1 exclusive
+  int held = 0;                // partitions held now
+  int max_held = 0;
+  std::vector<std::string> errors;
+  std::vector<uint32_t> refuse_try;  // TryExclusive fails on these partitions
+  std::function<void(char, uint32_t)> on_acquire;
+  std::function<void(uint32_t)> on_release;
+
+  std::string Ops() const {
+    std::string s;
+    for (const Event& e : events) s += e.op;
+    return s;
+  }
+  bool AllReleased() const {
+    for (int m : mode)
+      if (m != 0) return false;
+    return true;
+  }
+};
+
+class RecordingLocks {
+ public:
+  explicit RecordingLocks(LockLog* log) : log_(log) {}
+  void Shared(uint32_t p) {
+    if (log_->mode[p] < 0) log_->errors.push_back("shared lock on a partition held exclusively");
+    Take(p, 'S');
+    log_->mode[p]++;
+    if (log_->on_acquire) log_->on_acquire('S', p);
+  }
+  void Exclusive(uint32_t p) {
+    if (log_->mode[p] != 0) log_->errors.push_back("exclusive lock on a partition already held");
+    Take(p, 'X');
+    log_->mode[p] = -1;
+    if (log_->on_acquire) log_->on_acquire('X', p);
+  }
+  bool TryExclusive(uint32_t p) {
+    for (uint32_t q : log_->refuse_try)
+      if (q == p) {
+        log_->events.push_back({'F', p});
+        return false;
+      }
+    if (log_->mode[p] != 0) {
+      log_->events.push_back({'F', p});
+      return false;
+    }
+    Take(p, 'T');
+    log_->mode[p] = -1;
+    if (log_->on_acquire) log_->on_acquire('T', p);
+    return true;
+  }
+  void Release(uint32_t p) {
+    if (log_->on_release) log_->on_release(p);
+    if (log_->mode[p] == 0) log_->errors.push_back("release of a partition not held");
+    log_->events.push_back({'R', p});
+    log_->mode[p] = log_->mode[p] < 0 ? 0 : log_->mode[p] - 1;
+    if (log_->mode[p] == 0) log_->held--;
+  }
+
+ private:
+  void Take(uint32_t p, char op) {
+    log_->events.push_back({op, p});
+    if (log_->mode[p] == 0) log_->held++;
+    if (log_->held > 1) log_->errors.push_back("two partition locks held at once");
+    if (log_->held > log_->max_held) log_->max_held = log_->held;
+  }
+  LockLog* log_;
+};
+
+// A std::mutex standing in for a ring's spinlock.
+struct RingMutex {
+  std::mutex m;
+  void lock() { m.lock(); }
+  void unlock() { m.unlock(); }
+};
+
+inline CounterKey Key(int64_t key, uint32_t db = 7, int32_t counter = 3,
+                      int64_t bucket = kNoBucket) {
+  return CounterKey{db, counter, key, bucket};
+}
+
+}  // namespace sc_test
