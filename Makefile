@@ -14,6 +14,7 @@ OBJS = \
 	src/bucketed.o \
 	src/functions.o \
 	src/flush.o \
+	src/write_through.o \
 	src/worker.o \
 	src/stats.o \
 	src/xact.o \

@@ -14,6 +14,7 @@
 #include "checked_math.hpp"
 #include "shmem.hpp"
 #include "worker.hpp"
+#include "write_through.hpp"
 
 namespace sc {
 
@@ -159,61 +160,10 @@ struct ThroughOutcome {
 ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segment* segment,
                                  int m) {
   WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
-  SpinLockAcquire(&r->mutex);
-  r->state = kRequestPending;
-  r->key = CounterKey{MyDatabaseId, def.id, 0, bucket};
-  r->delta = 0;
-  r->result = 0;
-  r->sqlerrcode = 0;
-  r->nbatch = m;
-  r->batch = dsm_segment_handle(segment);
-  r->server_pid = 0;
-  SpinLockRelease(&r->mutex);
-  pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
-
-  DatabaseSlot* slot = EnsureFlusher(true);
-  TimestampTz start = GetCurrentTimestamp();
-  TimestampTz checked = start;
-  ThroughOutcome outcome{false, 0};
-  for (;;) {
-    if (slot != nullptr) {
-      WakeFlusher(slot);
-      ConditionVariableTimedSleep(&slot->done_cv, 100, PG_WAIT_EXTENSION);
-    } else {
-      pg_usleep(100000);
-    }
-    TimestampTz now = GetCurrentTimestamp();
-    bool check = TimestampDifferenceExceeds(checked, now, 1000);
-    SpinLockAcquire(&r->mutex);
-    uint32 state = r->state;
-    int server = r->server_pid;
-    bool withdraw = state == kRequestPending &&
-                    TimestampDifferenceExceeds(start, now, kBatchThroughWaitMs);
-    bool answered = state == kRequestDone || state == kRequestFailed;
-    if (answered || withdraw) {
-      outcome = ThroughOutcome{state == kRequestDone,
-                               withdraw ? ERRCODE_CONFIGURATION_LIMIT_EXCEEDED : r->sqlerrcode};
-      r->state = kRequestEmpty;
-      r->nbatch = 0;
-    }
-    SpinLockRelease(&r->mutex);
-    if (withdraw) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-    if (answered || withdraw) break;
-    if (check) {
-      checked = now;
-      // A flusher that took the request and is gone (it could only have failed: it answers
-      // right after its commit) leaves it taken: give it back to the next flusher.
-      if (state == kRequestTaken && server != 0 && BackendPidGetProc(server) == nullptr) {
-        SpinLockAcquire(&r->mutex);
-        if (r->state == kRequestTaken && r->server_pid == server) r->state = kRequestPending;
-        SpinLockRelease(&r->mutex);
-      }
-      // The flusher may have left meanwhile (this only warns: no error may be raised here).
-      slot = EnsureFlusher(true);
-    }
-  }
-  ConditionVariableCancelSleep();
-  return outcome;
+  PublishRequest(r, CounterKey{MyDatabaseId, def.id, 0, bucket}, 0, m,
+                 dsm_segment_handle(segment));
+  RequestAnswer answer = AwaitAnswer(r, true, kBatchThroughWaitMs);
+  return ThroughOutcome{answer.state == kRequestDone, answer.sqlerrcode};
 }
 
 // Adds delta to a pinned entry; false if that leaves the bigint range (nothing changed then).
@@ -226,17 +176,8 @@ bool AddPinned(const Pin& pin, int64 delta, int64* value) {
   return ok;
 }
 
-int CompareItems(const void* a, const void* b) {
-  int64 x = static_cast<const ThroughItem*>(a)->key, y = static_cast<const ThroughItem*>(b)->key;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-
 }  // namespace
 
-ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
-  ThroughItem probe{key, 0, 0};
-  return static_cast<ThroughItem*>(bsearch(&probe, items, n, sizeof(ThroughItem), CompareItems));
-}
 
 void BufferBatchAbort() {
   if (batch_npins > 0 || batch_holding || batch_pins != nullptr || batch_budget > 0)
@@ -283,7 +224,7 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
   int m = 0;
   dsm_segment* segment = nullptr;
   if (nthrough > 0) {
-    (void)FreeRequest(EnsureFlusher());
+    (void)FreeRequest();
     qsort(through, nthrough, sizeof(ThroughKey), CompareByPartition);
     HoldPartitions(def, bucket, through, nthrough, pinned, pin_of);
     int kept = 0;

@@ -17,6 +17,7 @@
 #include "shmem.hpp"
 #include "spi.hpp"
 #include "worker.hpp"
+#include "write_through.hpp"
 
 namespace sc {
 
@@ -100,19 +101,6 @@ constexpr uint32 kSweepLimit = 1024;
 // How long a commit waits for a free entry before it fails.
 constexpr int kRoomWaitMs = 10000;
 
-bool WriteThroughPendingFor(const CounterKey& k) {
-  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return false;
-  for (int i = 0; i < shared->max_requests; i++) {
-    WriteThroughRequest* r = &shared->requests[i];
-    SpinLockAcquire(&r->mutex);
-    bool match = (r->state == kRequestPending || r->state == kRequestTaken) && r->nbatch == 0 &&
-                 r->key == k;
-    SpinLockRelease(&r->mutex);
-    if (match) return true;
-  }
-  return false;
-}
-
 // Whether the deltas committed into a transactional entry are all in the values table (so that
 // the entry may leave the buffer); always true for a buffered one. Under the entry's partition
 // lock, exclusive.
@@ -186,61 +174,26 @@ void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, 
   WaitForLoad(waits);
 }
 
-// Waits until the flusher has answered request r, or r holds no request, and reports its outcome.
-void AwaitRequest(WriteThroughRequest* r, DatabaseSlot* slot, RequestState* state, int64* result,
-                  int* sqlerrcode) {
-  ConditionVariablePrepareToSleep(&slot->done_cv);
-  for (;;) {
-    SpinLockAcquire(&r->mutex);
-    *state = RequestState(r->state);
-    *result = r->result;
-    *sqlerrcode = r->sqlerrcode;
-    SpinLockRelease(&r->mutex);
-    if (*state != kRequestPending && *state != kRequestTaken) break;
-    slot = EnsureFlusher();  // the flusher may have left since the request was made
-    WakeFlusher(slot);
-    ConditionVariableTimedSleep(&slot->done_cv, 1000, PG_WAIT_EXTENSION);
-  }
-  ConditionVariableCancelSleep();
-}
-
 // Has the flusher add delta to the stored value of the non-resident key k. *retry: k became
 // resident meanwhile, add to the buffer instead.
 int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta,
                    bool* retry) {
-  DatabaseSlot* slot = EnsureFlusher();
-  WriteThroughRequest* r = FreeRequest(slot);
-  RequestState state;
-  int64 result;
-  int sqlerrcode;
-
+  WriteThroughRequest* r = FreeRequest();
   // Under the key's exclusive partition lock, after checking it is not resident (shmem.hpp).
   auto table = Table();
   table.Exclusively(CounterTable::PartitionOf(hash), [&] {
     *retry = table.table().Find(k, hash) != kNil;
-    if (*retry) return;
-    SpinLockAcquire(&r->mutex);
-    r->state = kRequestPending;
-    r->key = k;
-    r->delta = delta;
-    r->result = 0;
-    r->sqlerrcode = 0;
-    r->nbatch = 0;
-    SpinLockRelease(&r->mutex);
-    pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
+    if (!*retry) PublishRequest(r, k, delta, 0, DSM_HANDLE_INVALID);
   });
   if (*retry) return 0;
 
-  AwaitRequest(r, slot, &state, &result, &sqlerrcode);
-  SpinLockAcquire(&r->mutex);
-  r->state = kRequestEmpty;
-  SpinLockRelease(&r->mutex);
-  if (state == kRequestFailed) {
-    if (sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+  RequestAnswer answer = AwaitAnswer(r, false, 0);
+  if (answer.state == kRequestFailed) {
+    if (answer.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
       ReportOverflow(def, k.key, BufferRead(def, k.key, k.bucket, false), delta);
     ReportUnknownCounter(def.name);
   }
-  return result;
+  return answer.result;
 }
 
 // The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock.
@@ -283,25 +236,6 @@ bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits)
       return false;
   }
   return true;
-}
-
-// This backend's request, once no earlier request of it is pending. A request left by an earlier
-// call that was cancelled while it waited is still served, by its own database's flusher: this
-// waits for it. One left by a process of another database that had this BackendId is withdrawn
-// if no flusher has taken it: its requester is gone, and this database's flusher would never
-// serve it.
-WriteThroughRequest* FreeRequest(DatabaseSlot* slot) {
-  WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
-  SpinLockAcquire(&r->mutex);
-  bool foreign = r->state == kRequestPending && r->key.db != MyDatabaseId;
-  if (foreign) r->state = kRequestEmpty;
-  SpinLockRelease(&r->mutex);
-  if (foreign) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-  RequestState state;
-  int64 result;
-  int sqlerrcode;
-  AwaitRequest(r, slot, &state, &result, &sqlerrcode);
-  return r;
 }
 
 int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
@@ -591,24 +525,6 @@ void BufferSettle(const Reservation& r, bool committed) {
   // A drop purged the entry meanwhile (a bucket drop keeps deltas committed after its DELETE):
   // this commit's deltas now belong to a key that is not resident.
   if (!ours && committed && slot != nullptr) RequireDeltaReads(slot);
-}
-
-// Fails the pending write-through requests of a dropped counter (counter 0: of a database whose
-// extension was dropped): the requester, if it still waits, gets 42704, and no later flusher
-// adds a stale delta to a counter that reuses the id.
-void FailRequests(Oid db, int32 counter) {
-  for (int i = 0; i < shared->max_requests; i++) {
-    WriteThroughRequest* r = &shared->requests[i];
-    SpinLockAcquire(&r->mutex);
-    bool fail = r->state == kRequestPending && r->key.db == db &&
-                (counter == 0 || r->key.counter == counter);
-    if (fail) {
-      r->state = kRequestFailed;
-      r->sqlerrcode = ERRCODE_UNDEFINED_OBJECT;
-    }
-    SpinLockRelease(&r->mutex);
-    if (fail) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-  }
 }
 
 void PurgeCounter(Oid db, int32 counter) {

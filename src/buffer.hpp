@@ -32,15 +32,6 @@ void BufferIncrementBatch(const CounterDef& def, const int64* keys, const int64*
 // (pins, partition holds). Cannot fail.
 void BufferBatchAbort();
 
-// One key of a batch written through (WriteThroughRequest::batch): the delta to add, and the new
-// value once added. Sorted by key, distinct.
-struct ThroughItem {
-  int64 key;
-  int64 delta;
-  int64 result;
-};
-// The item of key in items (n, sorted by key), or nullptr.
-ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key);
 
 // Replaces the value of (counter, key, bucket) of a buffered counter and returns the old value.
 // Concurrent increments fall before or after it. If the buffer has no room it waits for the

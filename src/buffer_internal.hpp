@@ -1,6 +1,6 @@
 // buffer_internal.hpp: what the files of the buffer (buffer.cpp, batch.cpp) share and no one else
-// uses: the miss path's steps, the write-through request, and the note of an entry that turned
-// dirty (the lock protocol is in shmem.hpp).
+// uses: the miss path's steps, and the note of an entry that turned dirty (the lock protocol is
+// in protocol.hpp).
 #pragma once
 
 #include "buffer.hpp"
@@ -19,9 +19,6 @@ void WaitForLoad(int* waits);
 // After a miss: tries to make k resident. False if no entry can be had; otherwise the caller
 // probes again.
 bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits);
-
-// This backend's write-through request, once no earlier request of it is pending.
-WriteThroughRequest* FreeRequest(DatabaseSlot* slot);
 
 // A write that turned a clean entry dirty (protocol.hpp: CheckDirtied) tells its database's
 // flusher where to look (shmem.hpp: DatabaseSlot::dirty); after the partition lock.

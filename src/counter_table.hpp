@@ -1,8 +1,9 @@
 // counter_table.hpp: the table of counter values that lives in one block of shared memory.
 //
-// Pure C++ (no PostgreSQL header): the server glue (buffer.cpp) supplies the locks, and the unit
-// tests (test/unit) drive the same code from threads with std::shared_mutex standing in for them.
-// Nothing here allocates or throws: every function is noexcept.
+// Pure C++ (no PostgreSQL header). The steps that take the partition locks, in the order the
+// rules below require, are in protocol.hpp, run by the server with its LWLocks and by the unit
+// tests (test/unit) with std::shared_mutex. Nothing here allocates or throws: every function is
+// noexcept.
 //
 // Layout: a CounterTable header, then `nbuckets` chain heads, then `capacity` 88-byte entries.
 // The hash space is split into kPartitions partitions (partition = hash % kPartitions, and every

@@ -50,7 +50,6 @@ MemoryContext work_context = nullptr;
 
 SPIPlanPtr plan_flush = nullptr;
 SPIPlanPtr plan_fold = nullptr;
-SPIPlanPtr plan_write_through = nullptr;
 
 const char* const kFlushSql =
     "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
@@ -77,50 +76,8 @@ const char* const kOrphanSql =
     "DELETE FROM slotted_counter.deltas d WHERE NOT EXISTS (SELECT FROM slotted_counter.counters c "
     "WHERE c.id OPERATOR(pg_catalog.=) d.counter)";
 
-const char* const kWriteThroughSql =
-    "WITH live AS (SELECT id FROM slotted_counter.counters "
-    "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
-    "SELECT $1, $2, $3, $4 FROM live "
-    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
-    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
-    "RETURNING value";
-
-// A batch written through (WriteThroughRequest::nbatch): one counter, one bucket, distinct keys.
-const char* const kBatchThroughSql =
-    "WITH live AS (SELECT id FROM slotted_counter.counters "
-    "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
-    "SELECT $1, k.key, $3, k.delta FROM live, ROWS FROM "
-    "(pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
-    "AS k(key, delta) "
-    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
-    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
-    "RETURNING key, value";
-
-SPIPlanPtr plan_batch_through = nullptr;
-
 // The slot whose totals writers this process counts itself among (shmem.hpp), while it does.
 DatabaseSlot* totals_write_slot = nullptr;
-
-// Every flusher transaction writes totals: it counts itself among the writers before it starts,
-// so that its now(), the stamp of the rows it writes, is not before the watermark an attachment
-// run reads (attach_run.cpp).
-void BeginWork(Oid db) {
-  totals_write_slot = FindSlot(db);
-  if (totals_write_slot != nullptr) OpenTotalsWrite(totals_write_slot);
-  SetCurrentStatementStartTimestamp();
-  StartTransactionCommand();
-  SPI_connect();
-  PushActiveSnapshot(GetTransactionSnapshot());
-}
-
-void EndWork() {
-  SPI_finish();
-  PopActiveSnapshot();
-  CommitTransactionCommand();
-  AbandonTotalsWrite();
-}
 
 const char* const kAttachmentsDueSql =
     "SELECT pg_catalog.min(COALESCE(last_attempt, '-infinity'::pg_catalog.timestamptz) "
@@ -139,11 +96,6 @@ TimestampTz AttachmentsDue() {
   if (!isnull) due = DatumGetTimestampTz(value);
   return due;
 }
-
-// A background worker reports its statistics itself; autovacuum needs them to vacuum the dead
-// versions each flush leaves in the values table. Called only after the outcome of a committed
-// transaction is settled: nothing that fails here may make it look uncommitted.
-void ReportStatistics() { pgstat_report_stat(true); }
 
 // The ids of this database's counters that this flush locked FOR KEY SHARE, sorted, and in
 // *skipped_ids (sorted) those it could not lock: a transaction is dropping them or their buckets,
@@ -170,14 +122,6 @@ int32* LockLiveCounters(int* count, int32** skipped_ids, int* nskipped) {
   }
   *skipped_ids = skipped;
   return ids;
-}
-
-MemoryContext WorkContext() {
-  if (work_context == nullptr)
-    work_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter flush",
-                                         ALLOCSET_DEFAULT_SIZES);
-  MemoryContextReset(work_context);
-  return work_context;
 }
 
 // The buckets of db that committing transactions dropped and have not yet purged from the
@@ -310,6 +254,38 @@ bool ItemOrder(const FlushItem& a, const FlushItem& b) {
 
 }  // namespace
 
+// Every flusher transaction writes totals: it counts itself among the writers before it starts,
+// so that its now(), the stamp of the rows it writes, is not before the watermark an attachment
+// run reads (attach_run.cpp).
+void BeginWork(Oid db) {
+  totals_write_slot = FindSlot(db);
+  if (totals_write_slot != nullptr) OpenTotalsWrite(totals_write_slot);
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  SPI_connect();
+  PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+void EndWork() {
+  SPI_finish();
+  PopActiveSnapshot();
+  CommitTransactionCommand();
+  AbandonTotalsWrite();
+}
+
+// A background worker reports its statistics itself; autovacuum needs them to vacuum the dead
+// versions each flush leaves in the values table. Called only after the outcome of a committed
+// transaction is settled: nothing that fails here may make it look uncommitted.
+void ReportStatistics() { pgstat_report_stat(true); }
+
+MemoryContext WorkContext() {
+  if (work_context == nullptr)
+    work_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter flush",
+                                         ALLOCSET_DEFAULT_SIZES);
+  MemoryContextReset(work_context);
+  return work_context;
+}
+
 void AbandonTotalsWrite() {
   if (totals_write_slot != nullptr) CloseTotalsWrite(totals_write_slot);
   totals_write_slot = nullptr;
@@ -354,156 +330,6 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   if (slot != nullptr) PublishFold(slot, epoch, skipped, nskipped);
   ReportStatistics();
   return n + folded;
-}
-
-namespace {
-
-// Writes the keys of a batch request (in its requester's segment) and puts their new values
-// there; false if the counter was dropped. Inside the serving subtransaction, whose resource
-// owner detaches the segment on an error.
-bool WriteBatchThrough(const WriteThroughRequest* r) {
-  dsm_segment* segment = dsm_attach(r->batch);
-  if (segment == nullptr) elog(ERROR, "the segment of a batch written through is gone");
-  auto* items = static_cast<ThroughItem*>(dsm_segment_address(segment));
-  int m = r->nbatch;
-  Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * m));
-  Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * m));
-  for (int i = 0; i < m; i++) {
-    keys[i] = Int64GetDatum(items[i].key);
-    deltas[i] = Int64GetDatum(items[i].delta);
-  }
-  static const Oid types[4] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
-  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 4, types);
-  Datum args[4] = {Int32GetDatum(r->key.counter),
-                   PointerGetDatum(construct_array(keys, m, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-                   TimestampTzGetDatum(r->key.bucket),
-                   PointerGetDatum(construct_array(deltas, m, INT8OID, 8, true, TYPALIGN_DOUBLE))};
-  char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
-  int rc = SPI_execute_plan(plan, args, nulls, false, 0);
-  if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
-  bool done = SPI_processed == uint64(m);
-  for (uint64 row = 0; done && row < SPI_processed; row++) {
-    bool isnull;
-    int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1,
-                                            &isnull));
-    ThroughItem* item = FindThroughItem(items, m, key);
-    if (item != nullptr)
-      item->result = DatumGetInt64(
-          SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull));
-  }
-  dsm_detach(segment);
-  return done;
-}
-
-}  // namespace
-
-int ServeWriteThroughs(Oid db) {
-  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return 0;
-  MemoryContext caller = MemoryContextSwitchTo(WorkContext());
-  auto* mine = static_cast<int*>(palloc(sizeof(int) * shared->max_requests));
-  int n = 0;
-  for (int i = 0; i < shared->max_requests; i++) {
-    WriteThroughRequest* r = &shared->requests[i];
-    SpinLockAcquire(&r->mutex);
-    if (r->state == kRequestPending && r->key.db == db) {
-      r->state = kRequestTaken;
-      r->server_pid = MyProcPid;
-      mine[n++] = i;
-    }
-    SpinLockRelease(&r->mutex);
-  }
-  if (n == 0) {
-    MemoryContextSwitchTo(caller);
-    return 0;
-  }
-  // Outcome per request: kRequestDone, kRequestFailed, or kRequestPending to retry later.
-  auto* outcome = static_cast<uint32*>(palloc(sizeof(uint32) * n));
-  auto* result = static_cast<int64*>(palloc0(sizeof(int64) * n));
-  auto* code = static_cast<int*>(palloc0(sizeof(int) * n));
-  PG_TRY();
-  {
-    BeginWork(db);
-    static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
-    SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 4, types);
-    for (volatile int j = 0; j < n; j++) {
-      WriteThroughRequest* r = &shared->requests[mine[j]];
-      Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
-                       TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta)};
-      char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
-      MemoryContext context = CurrentMemoryContext;
-      ResourceOwner owner = CurrentResourceOwner;
-      BeginInternalSubTransaction(nullptr);
-      MemoryContextSwitchTo(context);
-      PG_TRY();
-      {
-        // No row: the counter was dropped.
-        bool done;
-        if (r->nbatch > 0) {
-          done = WriteBatchThrough(r);
-        } else {
-          int rc = SPI_execute_plan(plan, args, nulls, false, 0);
-          if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
-          done = SPI_processed == 1;
-          bool isnull;
-          if (done)
-            result[j] = DatumGetInt64(
-                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-        }
-        outcome[j] = done ? kRequestDone : kRequestFailed;
-        if (!done) code[j] = ERRCODE_UNDEFINED_OBJECT;
-        ReleaseCurrentSubTransaction();
-      }
-      PG_CATCH();
-      {
-        MemoryContextSwitchTo(context);
-        ErrorData* edata = CopyErrorData();
-        FlushErrorState();
-        RollbackAndReleaseCurrentSubTransaction();
-        if (edata->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE) {
-          outcome[j] = kRequestFailed;
-          code[j] = edata->sqlerrcode;
-        } else {
-          // A lock timeout or the like: keep the increment and try again on the next round.
-          edata->elevel = LOG;
-          ThrowErrorData(edata);
-          outcome[j] = kRequestPending;
-        }
-      }
-      PG_END_TRY();
-      MemoryContextSwitchTo(context);
-      CurrentResourceOwner = owner;
-    }
-    EndWork();
-  }
-  PG_CATCH();
-  {
-    for (int j = 0; j < n; j++) {
-      WriteThroughRequest* r = &shared->requests[mine[j]];
-      SpinLockAcquire(&r->mutex);
-      r->state = kRequestPending;
-      SpinLockRelease(&r->mutex);
-    }
-    PG_RE_THROW();
-  }
-  PG_END_TRY();
-
-  int served = 0;
-  for (int j = 0; j < n; j++) {
-    WriteThroughRequest* r = &shared->requests[mine[j]];
-    SpinLockAcquire(&r->mutex);
-    int keys = Max(r->nbatch, 1);  // read before the requester may reuse the request
-    r->state = outcome[j];
-    r->result = result[j];
-    r->sqlerrcode = code[j];
-    SpinLockRelease(&r->mutex);
-    if (outcome[j] != kRequestPending) {
-      pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-      served += keys;
-    }
-  }
-  ReportStatistics();
-  MemoryContextSwitchTo(caller);
-  return served;
 }
 
 }  // namespace sc

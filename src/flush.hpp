@@ -16,8 +16,14 @@ void AbandonTotalsWrite();
 // Set by the flusher before its last flush: that flush scans the whole buffer (flush.cpp).
 extern bool full_scan_next;
 
-// Applies the pending write-through requests of db in one transaction; returns how many were
-// answered. Same calling conditions.
-int ServeWriteThroughs(Oid db);
+// A flusher transaction that writes totals (flush.cpp, write_through.cpp): BeginWork counts this
+// process among the writers of db's totals (shmem.hpp: OpenTotalsWrite), starts a transaction,
+// connects SPI and pushes a snapshot; EndWork commits and counts it out.
+void BeginWork(Oid db);
+void EndWork();
+// The flusher's memory that outlives its transactions, reset (for each round).
+MemoryContext WorkContext();
+// Reports this worker's table statistics (autovacuum needs them); after a commit.
+void ReportStatistics();
 
 }  // namespace sc

@@ -3,10 +3,12 @@
 // SharedState is created once by the postmaster (shmem_startup_hook) and found by every backend.
 // It holds:
 //   - the counter table (counter_table.hpp): the buffer of counter values of every database.
-//     Its kPartitions partitions are guarded by the LWLocks partition_locks[p]. The increment
-//     path takes its partition lock SHARED and changes a value with an atomic add; only linking
-//     or unlinking an entry (load, eviction, drop) and pinning one take it EXCLUSIVE. Lock order:
-//     never hold two partition locks (eviction takes its victim's conditionally, holding none).
+//     Its kPartitions partitions are guarded by the LWLocks partition_locks[p]. Every step of
+//     its lock protocol is in protocol.hpp, run here with the policy PartitionLWLocks (below):
+//     the increment path takes its partition lock SHARED and changes a value with an atomic add;
+//     linking or unlinking an entry (load, eviction, purge), pins and reservations take it
+//     EXCLUSIVE. Lock order: never hold two partition locks (eviction takes its victim's
+//     conditionally, holding none).
 //   - one DatabaseSlot per database that uses the extension. slots_lock (an LWLock) guards the
 //     assignment of a slot to a database and its worker_pid / worker_latch / start request;
 //     the slot's spinlock `mutex` guards its flush-request counters and statistics (a few
@@ -148,7 +150,7 @@ struct WriteThroughRequest {
   int64 result;                  // the new value, when kRequestDone
   int sqlerrcode;                // why, when kRequestFailed
   // A batch (nbatch > 0): the keys of one counter and bucket (key.counter, key.bucket) in the
-  // dynamic shared memory segment `batch` (ThroughItem, buffer.hpp), written in one transaction;
+  // dynamic shared memory segment `batch` (ThroughItem, write_through.hpp), written in one transaction;
   // `key.key` and `delta` are then unused. The requester holds, in through_holds, every partition
   // of those keys from before it fills the request until it has the outcome.
   int32 nbatch;

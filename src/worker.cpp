@@ -22,6 +22,7 @@
 #include "settings.hpp"
 #include "databases.hpp"
 #include "shmem.hpp"
+#include "write_through.hpp"
 
 extern "C" {
 PGDLLEXPORT void slotted_counter_flusher_main(Datum arg);

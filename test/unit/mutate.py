@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Mutation test of the protocol: each mutation below breaks one step of src/protocol.hpp or
+src/counter_table.* the way a careless change would; the unit tests must fail for each.
+
+For every mutation: copy src/ to a scratch directory, make the one replacement (its text must
+occur exactly once), build the unit tests against that copy (test/unit/CMakeLists.txt with
+SC_SRC_DIR), run the single-threaded tests, then the threaded ones, then (for mutations marked
+tsan) the threaded ones under ThreadSanitizer. A mutation is caught if any of them fails or
+times out (one that does not build is reported BROKEN, not caught). Prints one line per mutation and the count; exits non-zero if any survived.
+
+Usage: test/unit/mutate.py [NAME-SUBSTRING ...]     (about 30 s per mutation)
+Not part of test/run.sh: it takes 20 minutes.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.normpath(os.path.join(HERE, "..", "..", "src"))
+
+P = "protocol.hpp"
+CT = "counter_table.hpp"
+CTC = "counter_table.cpp"
+
+# (name, file, text, replacement, also under ThreadSanitizer)
+MUTATIONS = [
+    # the hot path
+    ("hot path takes no lock", P,
+     "    locks_.Shared(p);\n    uint32_t index = t_.Find(k, hash);\n    Probe probe = Probe::kMissing;",
+     "    uint32_t index = t_.Find(k, hash);\n    Probe probe = Probe::kMissing;", True),
+    ("hot path releases before the add", P,
+     "      if (probe == Probe::kFound) op(index, e);\n    }\n    locks_.Release(p);",
+     "      locks_.Release(p);\n      if (probe == Probe::kFound) op(index, e);\n      return probe;\n    }\n    locks_.Release(p);", False),
+    ("a loading entry counts as found", P,
+     "e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;",
+     "Probe::kFound;", False),
+    ("overflow reports a stale value", P,
+     "      if (*overflow)\n        *value = e.value.load(std::memory_order_acquire);\n      else\n",
+     "      if (!*overflow)\n", False),
+    ("dirtied note on every add", P,
+     "if (old_value != new_value && old_value == e.flushed.load(std::memory_order_seq_cst))",
+     "if (old_value != new_value)", False),
+    ("dirtied note inverted", P,
+     "if (old_value != new_value && old_value == e.flushed.load(std::memory_order_seq_cst))",
+     "if (old_value != new_value && old_value != e.flushed.load(std::memory_order_seq_cst))", False),
+    ("set does not mark the entry used", P,
+     "      e.usage.store(1, std::memory_order_relaxed);\n      CheckDirtied(index, e, *old_value",
+     "      CheckDirtied(index, e, *old_value", False),
+    # take and evict
+    ("sweep ignores the try-lock", P,
+     "      if (!locks_.TryExclusive(p)) continue;",
+     "      (void)locks_.TryExclusive(p);", False),
+    ("sweep does not re-check the partition", P,
+     "      bool evict = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p &&\n",
+     "      bool evict =\n", False),
+    ("sweep ignores the caller's veto", P,
+     "CounterTable::AgeAndTestEvictable(e) && may_evict(static_cast<const Entry&>(e));",
+     "CounterTable::AgeAndTestEvictable(e);", False),
+    ("sweep does not unlink", P,
+     "      if (evict) t_.Unlink(i);\n      locks_.Release(p);",
+     "      locks_.Release(p);", False),
+    ("sweep ignores its limit", P,
+     "uint32_t limit = sweep_limit < t_.capacity() ? sweep_limit : t_.capacity();",
+     "uint32_t limit = 2 * t_.capacity();", False),
+    ("evictions not counted", P, "        (*evicted)++;\n", "", False),
+    # load
+    ("load links a key already linked", P,
+     "LoadStart start = t_.Find(k, hash) != kNil ? LoadStart::kRetry : refuse();",
+     "LoadStart start = refuse();", True),
+    ("load ignores a refusal", P,
+     "LoadStart start = t_.Find(k, hash) != kNil ? LoadStart::kRetry : refuse();",
+     "LoadStart start = t_.Find(k, hash) != kNil ? LoadStart::kRetry : (refuse(), LoadStart::kLinked);", False),
+    ("refused load keeps its entry", P,
+     "      locks_.Release(p);\n      t_.Release(index);\n      return start;",
+     "      locks_.Release(p);\n      return start;", False),
+    ("load links resident before reading", P,
+     "    e.state.store(kLoading, std::memory_order_release);\n    t_.Link(index);",
+     "    e.state.store(kResident, std::memory_order_release);\n    t_.Link(index);", True),
+    ("load links under a shared lock", P,
+     "    uint32_t p = CounterTable::PartitionOf(hash);\n    locks_.Exclusive(p);\n    LoadStart start",
+     "    uint32_t p = CounterTable::PartitionOf(hash);\n    locks_.Shared(p);\n    LoadStart start", True),
+    ("loaded entry is not clean", P,
+     "      e.value.store(stored, std::memory_order_relaxed);\n      e.flushed.store(stored, std::memory_order_relaxed);\n      e.state.store(kResident",
+     "      e.value.store(stored, std::memory_order_relaxed);\n      e.state.store(kResident", False),
+    ("stale load becomes resident", P,
+     "    bool gone = stale();", "    bool gone = (stale(), false);", False),
+    ("stale load leaks its entry", P,
+     "    if (gone) t_.Release(loading.index);\n    return !gone;", "    return !gone;", False),
+    ("abandon ignores the generation", P,
+     "    bool ours = e.generation.load(std::memory_order_relaxed) == loading.generation &&\n                e.state.load(std::memory_order_relaxed) == kLoading;",
+     "    bool ours = e.state.load(std::memory_order_relaxed) == kLoading;", False),
+    ("abandon removes a finished load", P,
+     "    bool ours = e.generation.load(std::memory_order_relaxed) == loading.generation &&\n                e.state.load(std::memory_order_relaxed) == kLoading;",
+     "    bool ours = e.generation.load(std::memory_order_relaxed) == loading.generation;", False),
+    # claim and settle
+    ("claim ignores the database", P,
+     "if (e.id.db != db || e.state.load(std::memory_order_acquire) != kResident) return Take::kClean;",
+     "if (e.state.load(std::memory_order_acquire) != kResident) return Take::kClean;", False),
+    ("claim takes a loading entry", P,
+     "if (e.id.db != db || e.state.load(std::memory_order_acquire) != kResident) return Take::kClean;",
+     "if (e.id.db != db) return Take::kClean;", False),
+    ("claim ignores eligibility", P,
+     "    if (!eligible(static_cast<const Entry&>(e)))\n",
+     "    if (false && !eligible(static_cast<const Entry&>(e)))\n", False),
+    ("ineligible clean entry reported left", P,
+     "return e.value.load() != e.flushed.load() ? Take::kLeft : Take::kClean;",
+     "return Take::kLeft;", False),
+    ("claim with load-then-store (the old model's drift)", P,
+     "    if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return Take::kClean;",
+     "    if (e.in_flush.load(std::memory_order_acquire) != 0) return Take::kClean;\n    e.in_flush.store(1, std::memory_order_release);", True),
+    ("claim of a clean entry keeps it claimed", P,
+     "    if (delta == 0) {\n      e.in_flush.store(0, std::memory_order_release);\n      return Take::kClean;",
+     "    if (delta == 0) {\n      return Take::kClean;", False),
+    ("claim-all ignores room", P,
+     "        if (!room()) {", "        if (false && !room()) {", False),
+    ("claim-noted ignores the generation", P,
+     "      bool same = e.generation.load(std::memory_order_relaxed) == refs[i].generation &&\n",
+     "      bool same =\n", False),
+    ("settle ignores the generation", P,
+     "    if (e.generation.load(std::memory_order_relaxed) == claim.generation &&\n        e.state.load(std::memory_order_acquire) == kResident) {\n      if (committed) e.flushed",
+     "    if (e.state.load(std::memory_order_acquire) == kResident) {\n      if (committed) e.flushed", True),
+    ("settle advances after a failed flush", P,
+     "      if (committed) e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst);",
+     "      e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst);", False),
+    ("settle leaves the entry claimed", P,
+     "      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);\n      e.in_flush.store(0, std::memory_order_release);",
+     "      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);", False),
+    ("settle never reports dirty", P,
+     "    locks_.Release(claim.partition);\n    return dirty;", "    locks_.Release(claim.partition);\n    return false;", True),
+    # reserve and settle
+    ("reservation does not pin", P,
+     "        side.store(reserved + delta, std::memory_order_relaxed);\n        e.pins.fetch_add(1, std::memory_order_relaxed);",
+     "        side.store(reserved + delta, std::memory_order_relaxed);", True),
+    ("reservation checks nothing", P,
+     "      result = fits ? Reserve::kReserved : Reserve::kOverflow;",
+     "      fits = true;\n      result = Reserve::kReserved;", False),
+    ("reservation on one side only", P,
+     "      std::atomic<int64_t>& side = delta >= 0 ? e.reserved_up : e.reserved_down;\n      int64_t reserved",
+     "      std::atomic<int64_t>& side = e.reserved_up;\n      int64_t reserved", False),
+    ("reservation of a loading entry", P,
+     "if (index != kNil && t_.at(index).state.load(std::memory_order_acquire) == kResident) {",
+     "if (index != kNil) {", False),
+    ("abort adds its delta", P,
+     "      if (committed && !__builtin_add_overflow(value, r.delta, &value))",
+     "      if (!__builtin_add_overflow(value, r.delta, &value))", False),
+    ("settled reservation stays pinned", P,
+     "      side.store(side.load(std::memory_order_relaxed) - r.delta, std::memory_order_relaxed);\n      e.pins.fetch_sub(1, std::memory_order_relaxed);",
+     "      side.store(side.load(std::memory_order_relaxed) - r.delta, std::memory_order_relaxed);", False),
+    ("committed value left dirty", P,
+     "      e.flushed.store(e.value.load(std::memory_order_relaxed), std::memory_order_release);\n    }\n    locks_.Release(r.partition);",
+     "    }\n    locks_.Release(r.partition);", False),
+    ("an older commit epoch overwrites a newer", P,
+     "      if (committed && epoch > e.commit_epoch.load(std::memory_order_relaxed))",
+     "      if (committed)", False),
+    ("reservation settle ignores the generation", P,
+     "    bool ours = e.generation.load(std::memory_order_relaxed) == r.generation &&\n                e.state.load(std::memory_order_relaxed) == kResident;\n    if (ours) {\n      // Concurrent",
+     "    bool ours = e.state.load(std::memory_order_relaxed) == kResident;\n    if (ours) {\n      // Concurrent", False),
+    # pins
+    ("pin takes no pin", P,
+     "    e.pins.fetch_add(1, std::memory_order_relaxed);\n    *pin = Pin{",
+     "    *pin = Pin{", False),
+    ("pin of a loading entry", P,
+     "    if (e.state.load(std::memory_order_relaxed) != kResident) return Probe::kLoading;\n",
+     "", False),
+    ("unpin ignores the generation", P,
+     "    if (e.generation.load(std::memory_order_relaxed) == pin.generation)\n      e.pins.fetch_sub",
+     "    if (true)\n      e.pins.fetch_sub", False),
+    ("pinned add ignores the generation", P,
+     "    bool ours = e.generation.load(std::memory_order_relaxed) == pin.generation &&\n                e.state.load(std::memory_order_relaxed) == kResident;\n    bool ok = true;",
+     "    bool ours = e.state.load(std::memory_order_relaxed) == kResident;\n    bool ok = true;", False),
+    # purge
+    ("purge removes a loading entry", P,
+     "        return e.state.load(std::memory_order_relaxed) == kResident && pred(e);",
+     "        return pred(e);", False),
+    ("bucket purge removes reserved entries", P,
+     "kResident && pred(e) && !reserved(e);", "kResident && pred(e);", False),
+    ("bucket purge does not empty reserved entries", P,
+     "          e.value.store(0, std::memory_order_relaxed);\n          e.flushed.store(0, std::memory_order_relaxed);\n        }",
+     "        }", False),
+    ("purge-clean removes pinned entries", P,
+     "                     e.pins.load(std::memory_order_relaxed) == 0 && may_evict(e);",
+     "                     may_evict(e);", False),
+    ("purge-clean removes claimed entries", P,
+     "                     e.in_flush.load(std::memory_order_relaxed) == 0 &&\n", "", False),
+    ("purge-clean ignores the database", P,
+     "        if (e.id.db != db) return false;\n        bool clean", "        bool clean", False),
+    # the dirty ring
+    ("full ring does not overflow", P,
+     "  else\n    ring.overflow = true;\n  mutex.unlock();", "  mutex.unlock();", False),
+    ("ring take keeps its refs", P, "  ring.count = 0;\n  if (*scan_all)", "  if (*scan_all)", False),
+    ("ring take drops an overflow it has no room for", P,
+     "  *scan_all = room_for_all && ring.overflow;", "  *scan_all = ring.overflow;", False),
+    ("reset ring does not make the next flush scan", P,
+     "  ring.count = 0;\n  ring.overflow = true;", "  ring.count = 0;", False),
+    # the table itself
+    ("no second chance", CTC,
+     "  if (e.usage.load(std::memory_order_relaxed) != 0) {\n    e.usage.store(0, std::memory_order_relaxed);\n    return false;\n  }",
+     "", False),
+    ("pinned entries evictable", CTC,
+     "  if (e.pins.load(std::memory_order_acquire) != 0) return false;\n", "", False),
+    ("claimed entries evictable", CTC,
+     "  if (e.in_flush.load(std::memory_order_acquire) != 0) return false;\n", "", True),
+    ("free list without the ABA tag", CTC,
+     "    uint64_t tagged = ((head >> 32) + 1) << 32 | next;", "    uint64_t tagged = next;", True),
+    ("released slot keeps its generation", CTC,
+     "  e.generation.fetch_add(1, std::memory_order_relaxed);\n  e.state.store(kFree", "  e.state.store(kFree", False),
+    ("unlinked entry stays resident", CTC,
+     "      es[index].state.store(kOwned, std::memory_order_release);\n", "", True),
+    ("add wraps on overflow", CT,
+     "      if (__builtin_add_overflow(old, delta, &sum)) return false;",
+     "      sum = int64_t(uint64_t(old) + uint64_t(delta));", False),
+    ("allocated entry keeps old pins", CTC,
+     "      e.pins.store(0, std::memory_order_relaxed);\n      e.commit_epoch.store(0, std::memory_order_relaxed);\n      used_",
+     "      e.commit_epoch.store(0, std::memory_order_relaxed);\n      used_", False),
+]
+
+
+def run(cmd, timeout, **kw):
+    try:
+        return subprocess.run(cmd, timeout=timeout, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, **kw).returncode
+    except subprocess.TimeoutExpired:
+        return "timeout"
+
+
+def main():
+    wanted = sys.argv[1:]
+    work = tempfile.mkdtemp(prefix="sc-mutate-")
+    src = os.path.join(work, "src")
+    builds = {"normal": os.path.join(work, "normal"), "tsan": os.path.join(work, "tsan")}
+    shutil.copytree(SRC, src)
+    for kind, build in builds.items():
+        flags = ["-DSC_TSAN=ON"] if kind == "tsan" else []
+        subprocess.run(["cmake", "-S", HERE, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                        "-DSC_SRC_DIR=" + src, "-DSC_WERROR=OFF"] + flags, check=True, stdout=subprocess.DEVNULL)
+    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
+    caught = tried = 0
+    survived = []
+    for name, fname, text, replacement, tsan in MUTATIONS:
+        if wanted and not any(w in name for w in wanted):
+            continue
+        original = open(os.path.join(SRC, fname)).read()
+        if original.count(text) != 1:
+            print(f"BROKEN  {name}: its text occurs {original.count(text)} times in {fname}")
+            survived.append(name)
+            continue
+        tried += 1
+        path = os.path.join(src, fname)
+        with open(path, "w") as f:
+            f.write(original.replace(text, replacement))
+        how = None
+        if run(["cmake", "--build", builds["normal"], "-j2"], 600) != 0:
+            # A mutation must be a program the tests run, not a compile error.
+            print(f"BROKEN  {name}: does not build", flush=True)
+            survived.append(name)
+            shutil.copy(os.path.join(SRC, fname), path)
+            continue
+        else:
+            for binary in ("sc_unit_tests", "sc_thread_tests"):
+                rc = run([os.path.join(builds["normal"], binary), "--gtest_brief=1"], 300)
+                if rc != 0:
+                    how = f"{binary} failed" if rc != "timeout" else f"{binary} timed out"
+                    break
+            if how is None and tsan:
+                if run(["cmake", "--build", builds["tsan"], "-j2", "--target", "sc_thread_tests"],
+                       600) == 0:
+                    rc = run(["setarch", os.uname().machine, "-R",
+                              os.path.join(builds["tsan"], "sc_thread_tests"), "--gtest_brief=1"],
+                             600, env=env)
+                    if rc != 0:
+                        how = "sc_thread_tests under ThreadSanitizer " + (
+                            "failed" if rc != "timeout" else "timed out")
+        shutil.copy(os.path.join(SRC, fname), path)
+        if how is None:
+            survived.append(name)
+            print(f"SURVIVED {name}", flush=True)
+        else:
+            caught += 1
+            print(f"caught   {name}: {how}", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"{caught} of {tried} mutations caught")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
