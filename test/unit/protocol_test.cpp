@@ -53,6 +53,16 @@ class ProtocolTest : public ::testing::Test {
     return index;
   }
 
+  // Takes an entry and links it for k as loading (BeginLoad); the load is not finished.
+  Loading StartLoad(const CounterKey& k) {
+    uint64_t evicted = 0;
+    uint32_t index = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &evicted);
+    Loading loading{kNil, 0, 0};
+    EXPECT_EQ(p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+              LoadStart::kLinked);
+    return loading;
+  }
+
   int64_t Add(const CounterKey& k, int64_t delta, Dirtied* dirtied = nullptr) {
     int64_t value = 0;
     bool overflow = false;
@@ -115,11 +125,8 @@ TEST_F(ProtocolTest, MissingKeyIsMissingAndNotCreated) {
 
 TEST_F(ProtocolTest, LoadingEntryTakesNoAddAndReportsLoading) {
   CounterKey k = Key(1);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
+  uint32_t i = loading.index;
   int64_t value = 0;
   bool overflow = false;
   Dirtied d;
@@ -383,11 +390,7 @@ TEST_F(ProtocolTest, ARefusedLoadLinksNothingAndGivesItsEntryBack) {
 
 TEST_F(ProtocolTest, AStaleLoadRemovesItsEntry) {
   CounterKey k = Key(5);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
   bool under_lock = false;
   EXPECT_FALSE(p_.FinishLoad(loading, 5, [&] {
     under_lock = log_.mode[P(k)] == -1;
@@ -400,11 +403,7 @@ TEST_F(ProtocolTest, AStaleLoadRemovesItsEntry) {
 
 TEST_F(ProtocolTest, AnAbandonedLoadIsRemoved) {
   CounterKey k = Key(5);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
   log_.events.clear();
   p_.AbandonLoad(loading);
   EXPECT_EQ(log_.Ops(), "XR");
@@ -414,11 +413,8 @@ TEST_F(ProtocolTest, AnAbandonedLoadIsRemoved) {
 
 TEST_F(ProtocolTest, AnAbandonAfterTheLoadFinishedLeavesTheEntry) {
   CounterKey k = Key(5);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
+  uint32_t i = loading.index;
   ASSERT_TRUE(p_.FinishLoad(loading, 5, [] { return false; }));
   p_.AbandonLoad(loading);
   EXPECT_EQ(t().Find(k, H(k)), i);
@@ -427,13 +423,11 @@ TEST_F(ProtocolTest, AnAbandonAfterTheLoadFinishedLeavesTheEntry) {
 
 TEST_F(ProtocolTest, AnAbandonOfARecycledSlotLeavesItsNewLoad) {
   CounterKey k = Key(5), other = Key(6);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
+  uint32_t i = loading.index;
   ASSERT_FALSE(p_.FinishLoad(loading, 0, [] { return true; }));  // removed (stale)
   // The slot is taken again, by another load of another key, which is still loading.
+  uint64_t ev = 0;
   uint32_t j = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
   ASSERT_EQ(j, i);
   Loading second;
@@ -488,11 +482,8 @@ TEST_F(ProtocolTest, OnlyTheFlushersDatabaseIsClaimed) {
 
 TEST_F(ProtocolTest, CleanAndLoadingEntriesAreNotClaimed) {
   Load(Key(1), 4);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, Key(2), H(Key(2)), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(Key(2));
+  uint32_t i = loading.index;
   t().at(i).value.store(3);  // garbage a loader may hold before it finishes
   EXPECT_EQ(ClaimAllOf(7).size(), 0u);
   for (uint32_t j = 0; j < 2; j++) EXPECT_EQ(t().at(j).in_flush.load(), 0);
@@ -692,11 +683,8 @@ TEST_F(ProtocolTest, ReservingAMissingOrLoadingKeySaysSo) {
   Reservation r;
   int64_t committed = 0;
   EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1, &r, &committed), Reserve::kMissing);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
+  uint32_t i = loading.index;
   EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1, &r, &committed), Reserve::kLoading);
   EXPECT_EQ(t().at(i).pins.load(), 0u);
   p_.AbandonLoad(loading);
@@ -755,11 +743,8 @@ TEST_F(ProtocolTest, PinningAMissingOrLoadingKeySaysSo) {
   Probe probe = Probe::kFound;
   p_.Exclusively(P(k), [&] { probe = p_.PinLocked(k, H(k), &pin); });
   EXPECT_EQ(probe, Probe::kMissing);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
+  uint32_t i = loading.index;
   p_.Exclusively(P(k), [&] { probe = p_.PinLocked(k, H(k), &pin); });
   EXPECT_EQ(probe, Probe::kLoading);
   EXPECT_EQ(t().at(i).pins.load(), 0u);
@@ -818,11 +803,8 @@ TEST_F(ProtocolTest, PurgeRemovesMatchingResidentEntriesUnderEachExclusiveLock) 
 
 TEST_F(ProtocolTest, PurgeLeavesALoadingEntryToItsLoader) {
   CounterKey k = Key(1);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(k);
+  uint32_t i = loading.index;
   EXPECT_EQ(p_.PurgeIf([](const Entry&) { return true; }), 0u);
   EXPECT_TRUE(p_.FinishLoad(loading, 1, [] { return false; }));
   EXPECT_EQ(t().Find(k, H(k)), i);
@@ -867,11 +849,7 @@ TEST_F(ProtocolTest, PurgeCleanKeepsWhatTheTablesLackAndCountsIt) {
 
 TEST_F(ProtocolTest, ForEachResidentSkipsLoadingEntries) {
   Load(Key(1), 0);
-  uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
-  Loading loading;
-  ASSERT_EQ(p_.BeginLoad(i, Key(2), H(Key(2)), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  Loading loading = StartLoad(Key(2));
   int seen = 0;
   for (uint32_t p = 0; p < kPartitions; p++)
     p_.ForEachResident(p, [&](uint32_t, const Entry& e) {
