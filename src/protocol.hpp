@@ -334,7 +334,10 @@ class Protocol {
   template <typename Eligible>
   static Take ClaimForFlush(uint32_t db, uint32_t index, uint32_t partition, Entry& e,
                             Eligible&& eligible, Claim* claim) noexcept {
-    if (e.id.db != db || e.state.load(std::memory_order_acquire) != kResident) return Take::kClean;
+    // The state first: a slot noted dirty may have been evicted and taken by a loader since, who
+    // writes its id without a lock. Resident under this partition's lock, it is linked here, and
+    // its id stays as it was until the lock is released.
+    if (e.state.load(std::memory_order_acquire) != kResident || e.id.db != db) return Take::kClean;
     if (!eligible(static_cast<const Entry&>(e)))
       return e.value.load() != e.flushed.load() ? Take::kLeft : Take::kClean;
     // Two flushers of one database overlap during a hand-over: claim the entry atomically (the
