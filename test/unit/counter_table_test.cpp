@@ -12,14 +12,17 @@
 #include <set>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace {
 
-using sc::CounterKey;
-using sc::CounterTable;
-using sc::Entry;
-using sc::kNil;
-using sc::kNoBucket;
-using sc::kPartitions;
+using sc_test::CounterKey;
+using sc_test::CounterTable;
+using sc_test::Entry;
+using sc_test::Key;
+using sc_test::kNil;
+using sc_test::kNoBucket;
+using sc_test::kPartitions;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
@@ -56,10 +59,6 @@ class TableBuffer {
   unsigned char* mem_;
   CounterTable* table_;
 };
-
-CounterKey Key(int64_t key, uint32_t db = 7, int32_t counter = 3, int64_t bucket = kNoBucket) {
-  return CounterKey{db, counter, key, bucket};
-}
 
 // Allocates an entry for k and links it as a resident entry with the given value, all clean.
 uint32_t Insert(CounterTable& t, const CounterKey& k, int64_t value = 0) {

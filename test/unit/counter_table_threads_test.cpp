@@ -37,18 +37,6 @@
 namespace {
 
 using namespace sc_test;
-using sc::Claim;
-using sc::Dirtied;
-using sc::DirtyRef;
-using sc::DirtyRing;
-using sc::kDirtyRing;
-using sc::Loading;
-using sc::LoadStart;
-using sc::Pin;
-using sc::Probe;
-using sc::Reservation;
-using sc::Reserve;
-using sc::Take;
 
 using Proto = sc::Protocol<StdLocks>;
 

@@ -14,18 +14,6 @@
 namespace {
 
 using namespace sc_test;
-using sc::Claim;
-using sc::Dirtied;
-using sc::DirtyRef;
-using sc::DirtyRing;
-using sc::kDirtyRing;
-using sc::Loading;
-using sc::LoadStart;
-using sc::Pin;
-using sc::Probe;
-using sc::Reservation;
-using sc::Reserve;
-using sc::Take;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();

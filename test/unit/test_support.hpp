@@ -24,6 +24,19 @@ using sc::Entry;
 using sc::kNil;
 using sc::kNoBucket;
 using sc::kPartitions;
+// The protocol's types, for the tests that drive it.
+using sc::Claim;
+using sc::Dirtied;
+using sc::DirtyRef;
+using sc::DirtyRing;
+using sc::kDirtyRing;
+using sc::Loading;
+using sc::LoadStart;
+using sc::Pin;
+using sc::Probe;
+using sc::Reservation;
+using sc::Reserve;
+using sc::Take;
 
 // A table over a 64-byte aligned buffer that starts out as garbage, so that Create must
 // initialise everything it uses.
