@@ -6,6 +6,7 @@ OBJS = \
 	src/module.o \
 	src/shmem.o \
 	src/counter_table.o \
+	src/protocol.o \
 	src/time_bucket.o \
 	src/catalog.o \
 	src/counter_type.o \
@@ -16,6 +17,7 @@ OBJS = \
 	src/flush.o \
 	src/write_through.o \
 	src/worker.o \
+	src/flusher_slots.o \
 	src/stats.o \
 	src/xact.o \
 	src/changes.o \

@@ -15,7 +15,7 @@
 #include "counter_ref.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 
 extern "C" {
 #include "storage/lmgr.h"

@@ -39,7 +39,7 @@
 #include "databases.hpp"
 #include "privileges.hpp"
 #include "settings.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 
 extern "C" {
 #include "catalog/pg_class.h"
@@ -107,7 +107,8 @@ void StopTimeLimit() {
   if (time_limit_reached) QueryCancelPending = false;
 }
 
-bool ClaimSlot(Oid db) {
+// Becomes the attacher of db's slot; false if the slot is gone or another attacher runs.
+bool ClaimAttacherRole(Oid db) {
   DatabaseSlot* slot = FindSlot(db);
   if (slot == nullptr) return false;
   SpinLockAcquire(&slot->mutex);
@@ -481,7 +482,7 @@ void slotted_counter_attacher_main(Datum arg) {
   BackgroundWorkerUnblockSignals();
   if (DatabaseClosing(db)) proc_exit(0);  // a command on the whole database waits for no one
   BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
-  if (!ClaimSlot(db)) proc_exit(0);
+  if (!ClaimAttacherRole(db)) proc_exit(0);
   before_shmem_exit(LeaveSlot, 0);
   if (DatabaseClosing(db)) proc_exit(0);
   // What the database's or the superuser's defaults may say, the extension's own part needs

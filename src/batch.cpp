@@ -13,7 +13,7 @@
 #include "changes.hpp"
 #include "checked_math.hpp"
 #include "shmem.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 #include "write_through.hpp"
 
 namespace sc {

@@ -16,7 +16,7 @@
 #include "checked_math.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 #include "write_through.hpp"
 
 namespace sc {

@@ -5,7 +5,7 @@
 
 #include "buffer.hpp"
 #include "shmem.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 
 namespace sc {
 

@@ -4,8 +4,6 @@
 #include "counter_table.hpp"
 
 #include "checked_math.hpp"
-// The protocol is header-only: compiled here, in a file that may include no PostgreSQL header.
-#include "protocol.hpp"
 #include "cpp_only_file.hpp"
 
 namespace sc {

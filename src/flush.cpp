@@ -19,7 +19,6 @@
 
 #include "flush.hpp"
 
-#include "buffer.hpp"
 #include "catalog.hpp"
 #include "key_arrays.hpp"
 #include "shmem.hpp"

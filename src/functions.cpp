@@ -16,7 +16,7 @@
 #include "shmem.hpp"
 #include "spi.hpp"
 #include "transactional.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(sc_rollup);

@@ -32,7 +32,7 @@ extern "C" {
 }
 
 #include "shmem.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 
 namespace sc {
 

@@ -10,7 +10,7 @@
 
 #include "flush.hpp"
 #include "spi.hpp"
-#include "worker.hpp"
+#include "flusher_slots.hpp"
 
 namespace sc {
 

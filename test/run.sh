@@ -79,6 +79,8 @@ lint_tap() {
 }
 
 suite "lint" lint_tap
+# The modules of src/ include each other without a cycle (docs/design.md: "Modules").
+suite "modules" python3 "$top/test/lint/modules.py"
 suite "pg_regress" check ISOLATION= TAP_TESTS=
 suite "isolation" check REGRESS= TAP_TESTS=
 suite "tap" check REGRESS= ISOLATION=

@@ -1,4 +1,5 @@
-// worker.hpp: starting, waking and asking the flusher of this database.
+// flusher_slots.hpp: a database's slot and its flusher, seen from a backend (starting, waking and
+// asking the flusher of this database) and from the flusher (claiming the slot).
 #pragma once
 
 #include "shmem.hpp"
@@ -10,7 +11,7 @@ namespace sc {
 // orders the write before its check (see worker.cpp) and only warns, returning nullptr.
 DatabaseSlot* EnsureFlusher(bool after_write = false);
 
-// This backend's slot, once EnsureFlusher found it (worker.cpp).
+// This backend's slot, once EnsureFlusher found it; the flusher's own slot, once claimed.
 extern DatabaseSlot* my_flusher_slot;
 
 // EnsureFlusher with its fast path inline: a slot is reassigned only after its flusher left, so
@@ -23,6 +24,14 @@ inline void EnsureFlusherFast(bool after_write = false) {
     return;
   (void)EnsureFlusher(after_write);
 }
+
+// How long a request to start a worker (a flusher, an attacher) is taken to be on its way: none
+// is registered again before.
+constexpr int kStartRetryMs = 10000;
+
+// The flusher of db (worker.cpp) claims db's slot, assigned now if need be: false if another
+// flusher already serves it or no slot is free. Sets my_flusher_slot.
+bool ClaimFlusherSlot(Oid db);
 
 // From _PG_init: registers a flusher of database db that starts with the server (to write the
 // values a clean shutdown saved; saved_values.cpp).
