@@ -10,8 +10,7 @@
 # free one).
 set -euo pipefail
 
-PGBIN=/usr/lib/postgresql/15/bin
-PG_CONFIG=$PGBIN/pg_config
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 CLIENTS=${CLIENTS:-32}
 JOBS=${JOBS:-2}
 DURATION=${DURATION:-10}
@@ -23,18 +22,19 @@ DEMO=$ROOT/demo
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'demo.sh: %s\n' "$*" >&2; exit 1; }
 
-# PostgreSQL refuses to run as root: as root, the server and its clients run as "postgres".
+# PostgreSQL refuses to run as root: as root, the server and its clients run as "postgres"
+# (as_pg, PGBIN and the server's setup: scripts/pg_server.sh).
+# shellcheck source=scripts/pg_server.sh
+. "$ROOT/scripts/pg_server.sh"
 if [[ $(id -u) -eq 0 ]]; then
     SUDO=()
     AS_ROOT=1
     RUN_AS=postgres
-    as_pg() { runuser -u postgres -- "$@"; }
 else
     command -v sudo >/dev/null || die "run as root, or as a user who may use sudo"
     SUDO=(sudo)
     AS_ROOT=0
     RUN_AS=$(id -un)
-    as_pg() { "$@"; }
 fi
 
 # ---- 1. packages ---------------------------------------------------------------------------
@@ -81,7 +81,7 @@ cd "$RUN"   # the server user must be able to stat its working directory
 
 if [[ -f $DATA/postmaster.pid ]]; then
     say "stopping the previous demo server"
-    as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null 2>&1 || true
+    server_stop "$RUN"
 fi
 rm -rf "$DATA" "$RUN/server.log" "$RUN/pgbench"
 
@@ -93,21 +93,9 @@ PORT=${PORT:-5433}
 while port_in_use "$PORT"; do PORT=$((PORT + 1)); done
 
 say "starting a throwaway server: data in $DATA, port $PORT, socket in $RUN"
-as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$RUN/initdb.log" 2>&1 ||
-    { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
-cat >>"$DATA/postgresql.conf" <<EOF
-
-# slotted_counter demo
-port = $PORT
-listen_addresses = 'localhost'
-unix_socket_directories = '$RUN'
-shared_preload_libraries = 'slotted_counter'
-max_connections = $((CLIENTS + 20))
-EOF
-if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$RUN/server.log" -w -t 60 start >/dev/null; then
-    tail -n 30 "$RUN/server.log" >&2 || true
-    die "the server did not start; its log is $RUN/server.log"
-fi
+server_init "$RUN" "port = $PORT" "listen_addresses = 'localhost'" \
+    "max_connections = $((CLIENTS + 20))" || die "initdb failed"
+server_start "$RUN" || die "the server did not start; its log is $RUN/server.log"
 
 # No psql step of the demo should take long; a bounded wait turns a hang into an error.
 PSQL=(as_pg env PGOPTIONS="-c statement_timeout=120s" "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$RUN" -p "$PORT" -U postgres)

@@ -110,14 +110,10 @@ if [[ -n $ONLY ]]; then
 fi
 wanted() { [[ -z $ONLY || -n ${WANT[$1]:-} ]]; }
 
-# PostgreSQL refuses to run as root: as root, the server and pgbench run as "postgres".
-if [[ $(id -u) -eq 0 ]]; then
-    SUDO=(); AS_ROOT=1
-    as_pg() { runuser -u postgres -- "$@"; }
-else
-    SUDO=(sudo); AS_ROOT=0
-    as_pg() { "$@"; }
-fi
+# PostgreSQL refuses to run as root: as root, the server and pgbench run as "postgres" (as_pg).
+# shellcheck source=scripts/pg_server.sh
+. "$ROOT/scripts/pg_server.sh"
+if [[ $(id -u) -eq 0 ]]; then SUDO=(); AS_ROOT=1; else SUDO=(sudo); AS_ROOT=0; fi
 
 if [[ $install -eq 1 ]]; then
     make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG"
@@ -170,7 +166,7 @@ cleanup() {
         wait "$redis_pid" 2>/dev/null || true
     fi
     if [[ $started -eq 1 ]]; then
-        as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null 2>&1 || true
+        server_stop "$TMP"
     fi
     if [[ -f $TMP/server.log ]]; then
         cp "$TMP/server.log" "$OUT/raw/server.log" 2>/dev/null || true
@@ -196,20 +192,10 @@ chmod -R a+rX "$TMP"
 [[ $AS_ROOT -eq 1 ]] && chown -R postgres: "$TMP"
 cd "$TMP"   # the server user must be able to stat its working directory
 
-as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$TMP/initdb.log" 2>&1 ||
-    { cat "$TMP/initdb.log" >&2; die "initdb failed"; }
-cat >>"$DATA/postgresql.conf" <<EOF
-
-# slotted_counter benchmark
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$TMP'
-shared_preload_libraries = 'slotted_counter'
-synchronous_commit = $SYNCHRONOUS_COMMIT
-max_connections = $((max_clients + 10))
-slotted_counter.max_entries = $MAX_ENTRIES
-EOF
-as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$TMP/server.log" -w -t 60 start >/dev/null || die "the server did not start"
+server_init "$TMP" "port = $PORT" "synchronous_commit = $SYNCHRONOUS_COMMIT" \
+    "max_connections = $((max_clients + 10))" "slotted_counter.max_entries = $MAX_ENTRIES" ||
+    die "initdb failed"
+server_start "$TMP" || die "the server did not start"
 started=1
 
 PSQL=(as_pg env PGOPTIONS="-c statement_timeout=600s -c jit=off" "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$TMP" -p "$PORT" -U postgres)

@@ -17,7 +17,7 @@ annotate=0
 [[ ${1:-} == --annotate ]] && annotate=1
 command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
 
-source "$(dirname "${BASH_SOURCE[0]}")/throwaway.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/pg_server.sh"
 throwaway_init sc-callgrind "autovacuum = off" "fsync = off"
 as_pg valgrind --tool=callgrind --collect-atstart=no --toggle-collect=PortalRun \
     --callgrind-out-file="$WORK/callgrind.out.%p" \

@@ -8,8 +8,8 @@
 #   SYNCHRONOUS_COMMIT (on), BATCH (0: one key per call; n: sc_incr_batch of n random keys)
 set -euo pipefail
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=test/bench/throwaway.sh
-. "$BENCH/throwaway.sh"
+# shellcheck source=scripts/pg_server.sh
+. "$BENCH/../../scripts/pg_server.sh"
 
 CLIENTS=${CLIENTS:-6}
 DURATION=${DURATION:-10}
@@ -20,7 +20,7 @@ BATCH=${BATCH:-0}
 
 throwaway_init sc-small-buffer "slotted_counter.max_entries = $MAX_ENTRIES" \
     "synchronous_commit = $SYNCHRONOUS_COMMIT" "max_connections = $((CLIENTS + 10))"
-as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+server_start "$WORK"
 psql_ -c "CREATE EXTENSION slotted_counter" -c "SELECT sc_create('small', 'buffered')" \
     -c "CREATE TABLE events (id bigint GENERATED ALWAYS AS IDENTITY, v integer NOT NULL)" >/dev/null
 

@@ -19,9 +19,9 @@ WORKLOADS=("$@")
 [[ ${#WORKLOADS[@]} -gt 0 ]] || WORKLOADS=(insert_append.sql sc_incr_transactional.sql update_hot.sql)
 DURATION=${DURATION:-10}
 
-source "$BENCH/throwaway.sh"
+source "$BENCH/../../scripts/pg_server.sh"
 throwaway_init sc-waits "max_connections = $((CLIENTS + 10))"
-as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+server_start "$WORK"
 cp "$BENCH"/setup.sql "$BENCH"/workloads/*.sql "$WORK"/
 [[ $(id -u) -eq 0 ]] && chown postgres "$WORK"/*.sql
 psql_ -f "$WORK/setup.sql" >/dev/null

@@ -15,14 +15,14 @@ python=/usr/bin/python3
 jdbc_jar=/usr/share/java/postgresql.jar
 export PATH=$PGBIN:$PATH
 
-# PostgreSQL refuses to run as root, and pgbouncer runs as the server's user beside it.
-if [ "$(id -u)" -eq 0 ]; then as_pg() { runuser -u postgres -- "$@"; }; else as_pg() { "$@"; }; fi
+# PostgreSQL refuses to run as root, and pgbouncer runs as the server's user beside it (as_pg).
+# shellcheck source=scripts/pg_server.sh
+. "$here/../../scripts/pg_server.sh"
 
 tmp=$(mktemp -d /tmp/slotted_counter_clients.XXXXXX)
-[ "$(id -u)" -eq 0 ] && chown postgres "$tmp"
 cleanup() {
   if [ -f "$tmp/pgbouncer.pid" ]; then kill "$(cat "$tmp/pgbouncer.pid")" 2>/dev/null || true; fi
-  as_pg pg_ctl -D "$tmp/data" stop -m immediate >/dev/null 2>&1 || true
+  server_stop "$tmp" immediate
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -35,20 +35,9 @@ free_port() {
 # drivers that speak only TCP. Four stacks with 20 connections each, pgbouncer's two pools of 20,
 # and the flushers of five databases must fit.
 pg_port=$(free_port)
-as_pg initdb -D "$tmp/data" -U postgres -A trust --no-sync >"$tmp/initdb.log" 2>&1 ||
-  { cat "$tmp/initdb.log"; exit 1; }
-cat >>"$tmp/data/postgresql.conf" <<EOF
-shared_preload_libraries = 'slotted_counter'
-listen_addresses = '127.0.0.1'
-port = $pg_port
-unix_socket_directories = '$tmp'
-max_connections = 150
-max_worker_processes = 16
-fsync = off
-EOF
-if ! as_pg pg_ctl -D "$tmp/data" -l "$tmp/server.log" -w -t 60 start >/dev/null; then
-  cat "$tmp/server.log"; exit 1
-fi
+server_init "$tmp" "listen_addresses = '127.0.0.1'" "port = $pg_port" "max_connections = 150" \
+  "max_worker_processes = 16" "fsync = off"
+server_start "$tmp"
 admin() { as_pg psql -h "$tmp" -p "$pg_port" -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
 for db in psycopg node_postgres pgjdbc pgbouncer_simple pgbouncer_extended; do
   admin -d postgres -c "CREATE DATABASE $db"
