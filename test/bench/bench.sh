@@ -33,10 +33,18 @@ ROOT=$(cd "$BENCH/../.." && pwd)
 die() { printf 'bench.sh: %s\n' "$*" >&2; exit 1; }
 log() { printf 'bench: %s\n' "$*" >&2; }
 
+# The TPC-B-like runs change balances by random deltas: what must hold is that the balances (rows,
+# or counters) moved by exactly the deltas of the history rows of the same run, so these return
+# the difference, which must be 0 (0 increments per transaction).
+TPCB_CHECK_STOCK="SELECT abs((SELECT sum(bbalance) FROM pgbench_branches) - h.s) + abs((SELECT sum(tbalance) FROM pgbench_tellers) - h.s) FROM (SELECT coalesce(sum(delta), 0) AS s FROM pgbench_history WHERE filler = 's') h"
+TPCB_CHECK_COUNTERS="SELECT abs(sc_sum('tpcb_branches', 1) - h.s) + abs(sc_sum_keys('tpcb_tellers', ARRAY(SELECT generate_series(1, 10)::bigint)) - h.s) FROM (SELECT coalesce(sum(delta), 0) AS s FROM pgbench_history WHERE filler = 'c') h"
+
 # name | label | pgbench script or "redis" | PGOPTIONS | increments per transaction | SQL that must
 # return the sum of those increments (workloads with the same check SQL add up)
 ALL_WORKLOADS=(
     "select1|SELECT 1|select1.sql|||"
+    "select_uniform|SELECT of a random key of 10,000 (uniform)|select_uniform.sql|||"
+    "select_zipf|SELECT of a random key of 1,000,000 (zipfian 1.1)|select_zipf.sql|||"
     "update|hot-row UPDATE, synchronous_commit on|update_hot.sql|-c synchronous_commit=on|1|SELECT n FROM hot WHERE id = 1"
     "update_async|hot-row UPDATE, synchronous_commit off|update_hot.sql|-c synchronous_commit=off|1|SELECT n FROM hot WHERE id = 1"
     "slots|100-slot upsert (seed pattern)|slots_upsert.sql||1|SELECT coalesce(sum(n), 0) FROM slots"
@@ -48,6 +56,9 @@ ALL_WORKLOADS=(
     "txincr_uniform|transactional sc_incr, 10,000 keys uniform|sc_incr_transactional_uniform.sql||1|SELECT sc_sum_keys('uniform_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "incr_zipf|buffered sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_buffered_zipf.sql||1|SELECT sc_sum_keys('zipf', ARRAY(SELECT generate_series(1, 1000000)::bigint))"
     "txincr_zipf|transactional sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_transactional_zipf.sql||1|SELECT (SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = 'zipf_tx'::slotted_counter::integer) + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = 'zipf_tx'::slotted_counter::integer)"
+    "tpcb|pgbench tpcb-like (stock, scale 1)|tpcb.sql||0|$TPCB_CHECK_STOCK"
+    "tpcb_counters|tpcb-like, teller and branch as transactional counters|tpcb_counters.sql||0|$TPCB_CHECK_COUNTERS"
+    "tpcb_without|tpcb-like without the teller and branch writes|tpcb_without.sql|||"
     "sum_mix|buffered hot key, sc_incr and sc_sum alternating (calls/s)|sum_mix.sql||1|SELECT sc_sum('mix', 0)"
     "batch|batch sc_incr, buffered, BATCH keys per call|batch_buffered.sql||BATCH|SELECT sc_sum_keys('batch', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
     "txbatch|batch sc_incr, transactional, BATCH keys per call|batch_transactional.sql||BATCH|SELECT sc_sum_keys('batch_tx', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
@@ -390,6 +401,18 @@ if wanted flush; then
     as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$TMP/server.log" -m fast -w -t 300 restart >/dev/null ||
         die "the server did not restart"
     q "SELECT sc_create('flush_small', 'buffered'), sc_create('flush_big', 'buffered')" >/dev/null
+    # The baseline: INSERT of as many rows into an empty table of totals' shape with its unique
+    # index, in one statement, on the same server.
+    declare -A INSERT_MS=()
+    for n in "$small" "$FLUSH_KEYS"; do
+        q "TRUNCATE flush_baseline" >/dev/null
+        q "CHECKPOINT" >/dev/null
+        INSERT_MS[$n]=$(q "SELECT round(bench_exec_ms('INSERT INTO flush_baseline (counter, key, bucket, value)
+                                SELECT 1, g, NULL, 1 FROM generate_series(1, $n) g')::numeric, 1)")
+        echo "baseline: INSERT of $n rows into flush_baseline: ${INSERT_MS[$n]} ms" >>"$OUT/raw/flush.out"
+        printf 'bench: flush baseline, INSERT of %s rows: %s ms\n' "$n" "${INSERT_MS[$n]}" >&2
+    done
+    q "TRUNCATE flush_baseline" >/dev/null
     dirty() {    # counter, first key, last key: one batch call per 100,000 keys
         local a
         for ((a = $2; a <= $3; a += 100000)); do
@@ -400,11 +423,12 @@ if wanted flush; then
     }
     rollup() {   # label, keys dirtied
         local before res ms rows last
+        q "CHECKPOINT" >/dev/null
         before=$(q "SELECT dirty_entries || '|' || entries_used FROM slotted_counter.stats WHERE datname = current_database()")
         res=$(q "SELECT round(ms::numeric, 1) || '|' || result FROM bench_ms('SELECT sc_rollup()')")
         ms=${res%%|*} rows=${res#*|}
         last=$(q "SELECT round(last_flush_ms::numeric, 1) FROM slotted_counter.stats WHERE datname = current_database()")
-        FLUSH_ROWS+=("| $1 | $2 | ${before%%|*} | ${before#*|} | $rows | $ms | $last | $(awk -v ms="$ms" -v n="$2" 'BEGIN { printf "%.2f", ms * 1000 / n }') |")
+        FLUSH_ROWS+=("| $1 | $2 | ${before%%|*} | ${before#*|} | $rows | $ms | $last | $(awk -v ms="$ms" -v n="$2" 'BEGIN { printf "%.2f", ms * 1000 / n }') | $(awk -v ms="$ms" -v b="${INSERT_MS[$2]:-}" 'BEGIN { if (b > 0) printf "%.2f", ms / b; else printf "-" }') |")
         echo "$1: dirty|resident before = $before, sc_rollup() = $rows rows in $ms ms, last_flush_ms = $last" >>"$OUT/raw/flush.out"
         printf 'bench: flush, %s: %s ms\n' "$1" "$ms" >&2
     }
@@ -489,6 +513,11 @@ report() {
         ratio_row "buffered sc_incr / SELECT 1" "≥ 0.85 at 8/32/64" incr select1
         ratio_row "transactional sc_incr / append-only INSERT" "≥ 1.0 at 32/64" txincr insert
         ratio_row "transactional sc_incr / hot-row UPDATE (sync on)" "≥ 10 at 32/64" txincr update
+        ratio_row "tpcb-like with counters / without those writes" "≥ 0.9 at 32" tpcb_counters tpcb_without
+        ratio_row "tpcb-like with counters / stock tpcb-like" "≥ 3 at 32" tpcb_counters tpcb
+        ratio_row "buffered sc_incr, 10,000 keys / SELECT of the same random key" "≥ 0.9 at 8/32" incr_uniform select_uniform
+        ratio_row "buffered sc_incr, 1M keys zipfian / SELECT of the same random key" "≥ 0.9 at 8/32" incr_zipf select_zipf
+        ratio_row "transactional sc_incr, 10,000 keys / append-only INSERT" "≥ 0.95 at 8/32" txincr_uniform insert
         if [[ -n ${RAN[batch]:-} ]]; then
             line="| batch sc_incr (buffered), increments/s | ≥ 1,000,000 |"
             for c in $CLIENTS; do line+=" $(thousands "$(value batch "$c")") |"; done
@@ -500,7 +529,6 @@ report() {
         ratio_row "buffered sc_incr, 1M keys zipfian / SELECT 1" "" incr_zipf select1
         ratio_row "sc_incr + sc_sum alternating, calls/s / SELECT 1" "" sum_mix select1
         ratio_row "transactional sc_incr / 100-slot upsert" "" txincr slots
-        ratio_row "transactional sc_incr, 10,000 keys / append-only INSERT" "" txincr_uniform insert
         ratio_row "transactional sc_incr, 1M keys zipfian / append-only INSERT" "" txincr_zipf insert
         ratio_row "100-slot upsert / hot-row UPDATE (sync on)" "" slots update
         ratio_row "transactional batch / buffered batch (increments/s)" "" txbatch batch
@@ -526,10 +554,11 @@ report() {
         echo
         echo "\"small buffer\": only the $(thousands "$small") keys of one counter are resident;" \
              "\"big buffer\": $(thousands "$(( FLUSH_KEYS + small ))") resident. Target: $(thousands "$FLUSH_KEYS") dirty keys in ≤ 10 s," \
-             "linear in dirty keys, not in resident keys."
+             "linear in dirty keys, not in resident keys; ≤ 1.5 × an INSERT of as many rows into an empty table of totals' shape with its" \
+             "unique index (baseline: $(thousands "$small") rows ${INSERT_MS[$small]} ms, $(thousands "$FLUSH_KEYS") rows ${INSERT_MS[$FLUSH_KEYS]} ms)."
         echo
-        echo "| dirty keys are | dirty keys | dirty_entries | entries_used | rows written | sc_rollup() ms | stats.last_flush_ms | µs per dirty key |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+        echo "| dirty keys are | dirty keys | dirty_entries | entries_used | rows written | sc_rollup() ms | stats.last_flush_ms | µs per dirty key | × INSERT of as many rows |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         printf '%s\n' "${FLUSH_ROWS[@]}"
     fi
     if (( ${#SHMEM_LINES[@]} > 0 )); then

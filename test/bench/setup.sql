@@ -11,6 +11,18 @@ CREATE TABLE events (id bigint GENERATED ALWAYS AS IDENTITY, v integer NOT NULL)
 CREATE TABLE slots (id integer NOT NULL, slot smallint NOT NULL, n bigint NOT NULL,
                     PRIMARY KEY (id, slot));
 
+-- pgbench's TPC-B-like tables at scale 1 (as pgbench -i makes them: fillfactor 100, primary
+-- keys), for the stock transaction, the one with counters, and the one without the hot writes.
+CREATE TABLE pgbench_branches (bid integer PRIMARY KEY, bbalance integer, filler char(88));
+CREATE TABLE pgbench_tellers (tid integer PRIMARY KEY, bid integer, tbalance integer, filler char(84));
+CREATE TABLE pgbench_accounts (aid integer PRIMARY KEY, bid integer, abalance integer, filler char(84));
+CREATE TABLE pgbench_history (tid integer, bid integer, aid integer, delta integer,
+                              mtime timestamp, filler char(22));
+INSERT INTO pgbench_branches SELECT 1, 0;
+INSERT INTO pgbench_tellers SELECT t, 1, 0 FROM generate_series(1, 10) t;
+INSERT INTO pgbench_accounts SELECT a, 1, 0, '' FROM generate_series(1, 100000) a;
+SELECT sc_create('tpcb_tellers', 'transactional'), sc_create('tpcb_branches', 'transactional');
+
 -- The counters of the throughput runs.
 SELECT sc_create('hot', 'buffered');             -- one hot key (key 0)
 SELECT sc_create('hot_tx', 'transactional');
@@ -21,6 +33,11 @@ SELECT sc_create('zipf_tx', 'transactional');
 SELECT sc_create('mix', 'buffered');             -- sc_sum of a key while it is incremented
 SELECT sc_create('batch', 'buffered');           -- 1,000 keys per call
 SELECT sc_create('batch_tx', 'transactional');
+-- What a flush is measured against: an INSERT of as many rows into a table of totals' shape
+-- with its unique index.
+CREATE TABLE flush_baseline (LIKE slotted_counter.totals INCLUDING DEFAULTS,
+    UNIQUE NULLS NOT DISTINCT (counter, key, bucket));
+
 -- The single-backend measurements (one resident key each).
 SELECT sc_create('inproc', 'buffered');
 SELECT sc_create('inproc_tx', 'transactional');
@@ -33,6 +50,16 @@ BEGIN
     t0 := clock_timestamp();
     EXECUTE query;
     RETURN extract(epoch FROM clock_timestamp() - t0) * 1e9 / n;
+END $$;
+
+-- Wall time of one statement that returns nothing, in milliseconds.
+CREATE FUNCTION bench_exec_ms(query text) RETURNS double precision LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz;
+BEGIN
+    t0 := clock_timestamp();
+    EXECUTE query;
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1e3;
 END $$;
 
 -- Wall time of one statement in milliseconds, and its (single) result.

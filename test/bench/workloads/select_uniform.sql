@@ -1,0 +1,2 @@
+\set k random(1, 10000)
+SELECT :k::bigint;
