@@ -32,7 +32,8 @@ OBJS = \
 
 EXTENSION = slotted_counter
 DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
-	sql/slotted_counter--0.2--0.3.sql sql/slotted_counter--0.3--0.4.sql
+	sql/slotted_counter--0.2--0.3.sql sql/slotted_counter--0.3--0.4.sql \
+	sql/slotted_counter--0.4--0.5.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
 # The C++ rules are the compiler's: no exceptions, no RTTI, every warning of -Wall -Wextra (but

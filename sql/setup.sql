@@ -3,6 +3,8 @@ CREATE EXTENSION slotted_counter;
 SHOW slotted_counter.max_entries;
 SELECT name, setting, unit, context FROM pg_settings WHERE name LIKE 'slotted_counter.%' ORDER BY name;
 \dx slotted_counter
+-- totals keeps room on its pages for the flusher's HOT updates (0.5)
+SELECT reloptions FROM pg_class WHERE oid = 'slotted_counter.totals'::regclass;
 -- For the tests of attachments, which run after a flush in a worker of their own:
 -- Flushes and waits (10 s at most) until every attachment due at the call has had a run after it.
 CREATE FUNCTION attached() RETURNS boolean LANGUAGE plpgsql AS $$

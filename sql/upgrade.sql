@@ -52,6 +52,8 @@ SELECT * FROM old_view;
 DROP DOMAIN old_domain;
 ALTER EXTENSION slotted_counter UPDATE;
 \dx slotted_counter
+-- 0.5: totals keeps room on its pages for HOT updates by the flusher
+SELECT reloptions FROM pg_class WHERE oid = 'slotted_counter.totals'::regclass;
 -- every object is back, with its owner, options, privileges and comment, outside the extension
 SELECT * FROM old_view;
 SELECT * FROM old_view_of_view;
