@@ -254,34 +254,13 @@ void WriteBatches(const FlushItem* items, int64 n, bool insert) {
 // than 64 subtransactions would overflow this backend's cache of them, which slows every other
 // backend's snapshots). If a key had a row after all (23505), the subtransaction is rolled back
 // and every fresh item is written again as an upsert. Any other error goes to the caller.
-pg_noinline void WriteFresh(const FlushItem* items, int64 n) {
+void WriteFresh(const FlushItem* items, int64 n) {
   if (n == 0) return;
-  MemoryContext context = CurrentMemoryContext;
-  ResourceOwner owner = CurrentResourceOwner;
-  volatile bool conflict = false;
-  BeginInternalSubTransaction(nullptr);
-  MemoryContextSwitchTo(context);
-  PG_TRY();
-  {
-    WriteBatches(items, n, true);
-    ReleaseCurrentSubTransaction();
-  }
-  PG_CATCH();
-  {
-    MemoryContextSwitchTo(context);
-    ErrorData* edata = CopyErrorData();
-    FlushErrorState();
-    RollbackAndReleaseCurrentSubTransaction();
-    MemoryContextSwitchTo(context);
-    CurrentResourceOwner = owner;
-    if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) ReThrowError(edata);
-    FreeErrorData(edata);
-    conflict = true;
-  }
-  PG_END_TRY();
-  MemoryContextSwitchTo(context);
-  CurrentResourceOwner = owner;
-  if (conflict) WriteBatches(items, n, false);
+  ErrorData* error = InSubtransaction([&] { WriteBatches(items, n, true); });
+  if (error == nullptr) return;
+  if (error->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) ReThrowError(error);
+  FreeErrorData(error);
+  WriteBatches(items, n, false);
 }
 
 // Moves the committed deltas of the locked live counters into totals, and deletes the deltas of

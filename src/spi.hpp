@@ -25,4 +25,34 @@ void FinishSpi(const SpiSession& session);
 // The plan of `sql`, prepared once per backend and kept in *plan.
 SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types);
 
+// Runs body() in an internal subtransaction (as a PL/pgSQL block with an EXCEPTION clause does):
+// returns nullptr if it completed, or else the error it raised, copied into the caller's memory
+// context after the subtransaction was rolled back and the error state cleared, for the caller
+// to rethrow (ReThrowError), log (ThrowErrorData at LOG) or drop (FreeErrorData). body must hold
+// nothing that needs a destructor: an error leaves its frame by longjmp.
+template <typename Body>
+ErrorData* InSubtransaction(Body&& body) {
+  MemoryContext context = CurrentMemoryContext;
+  ResourceOwner owner = CurrentResourceOwner;
+  ErrorData* volatile error = nullptr;
+  BeginInternalSubTransaction(nullptr);
+  MemoryContextSwitchTo(context);
+  PG_TRY();
+  {
+    body();
+    ReleaseCurrentSubTransaction();
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    error = CopyErrorData();
+    FlushErrorState();
+    RollbackAndReleaseCurrentSubTransaction();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  CurrentResourceOwner = owner;
+  return error;
+}
+
 }  // namespace sc

@@ -233,12 +233,7 @@ int ServeWriteThroughs(Oid db) {
       Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
                        TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta)};
       char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
-      MemoryContext context = CurrentMemoryContext;
-      ResourceOwner owner = CurrentResourceOwner;
-      BeginInternalSubTransaction(nullptr);
-      MemoryContextSwitchTo(context);
-      PG_TRY();
-      {
+      ErrorData* error = InSubtransaction([&] {
         // No row: the counter was dropped.
         bool done;
         if (r->nbatch > 0) {
@@ -254,27 +249,17 @@ int ServeWriteThroughs(Oid db) {
         }
         outcome[j] = done ? kRequestDone : kRequestFailed;
         if (!done) code[j] = ERRCODE_UNDEFINED_OBJECT;
-        ReleaseCurrentSubTransaction();
+      });
+      if (error != nullptr && error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE) {
+        outcome[j] = kRequestFailed;
+        code[j] = error->sqlerrcode;
+        FreeErrorData(error);
+      } else if (error != nullptr) {
+        // A lock timeout or the like: keep the increment and try again on the next round.
+        error->elevel = LOG;
+        ThrowErrorData(error);
+        outcome[j] = kRequestPending;
       }
-      PG_CATCH();
-      {
-        MemoryContextSwitchTo(context);
-        ErrorData* edata = CopyErrorData();
-        FlushErrorState();
-        RollbackAndReleaseCurrentSubTransaction();
-        if (edata->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE) {
-          outcome[j] = kRequestFailed;
-          code[j] = edata->sqlerrcode;
-        } else {
-          // A lock timeout or the like: keep the increment and try again on the next round.
-          edata->elevel = LOG;
-          ThrowErrorData(edata);
-          outcome[j] = kRequestPending;
-        }
-      }
-      PG_END_TRY();
-      MemoryContextSwitchTo(context);
-      CurrentResourceOwner = owner;
     }
     EndWork();
   }
