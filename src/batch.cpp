@@ -12,8 +12,8 @@
 #include "buffer_internal.hpp"
 #include "changes.hpp"
 #include "checked_math.hpp"
-#include "shmem.hpp"
 #include "flusher_slots.hpp"
+#include "shmem.hpp"
 #include "write_through.hpp"
 
 namespace sc {

@@ -14,9 +14,9 @@
 #include "buffer_internal.hpp"
 #include "changes.hpp"
 #include "checked_math.hpp"
+#include "flusher_slots.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
-#include "flusher_slots.hpp"
 #include "write_through.hpp"
 
 namespace sc {
@@ -386,11 +386,10 @@ const char* const kTopStoredSql[2] = {
 int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
   auto table = Table();
-  CounterTable* t = shared->table;
   // Every resident key of the counter, with its exact value. Entries linked during the scan can
   // fill the array; then scan again with room for all of them (a key left out would be reported
   // with its stored value, not its exact one).
-  int64 space = int64(t->used()) + 64;
+  int64 space = int64(table.table().used()) + 64;
   KeyValue* resident;
   int64 nresident;
   for (;;) {
@@ -411,7 +410,7 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
     }
     if (!full) break;
     pfree(resident);
-    space = int64(t->capacity()) + 1;
+    space = int64(table.table().capacity()) + 1;
   }
   auto* resident_keys = static_cast<int64*>(palloc(sizeof(int64) * (nresident + 1)));
   for (int64 i = 0; i < nresident; i++) resident_keys[i] = resident[i].key;

@@ -32,7 +32,6 @@ void BufferIncrementBatch(const CounterDef& def, const int64* keys, const int64*
 // (pins, partition holds). Cannot fail.
 void BufferBatchAbort();
 
-
 // Replaces the value of (counter, key, bucket) of a buffered counter and returns the old value.
 // Concurrent increments fall before or after it. If the buffer has no room it waits for the
 // flusher (10 s at most, then 53400).

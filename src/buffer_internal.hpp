@@ -4,8 +4,8 @@
 #pragma once
 
 #include "buffer.hpp"
-#include "shmem.hpp"
 #include "flusher_slots.hpp"
+#include "shmem.hpp"
 
 namespace sc {
 

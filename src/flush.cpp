@@ -5,8 +5,9 @@
 // entry of the buffer (shmem.hpp: DatabaseSlot::dirty). It marks them in_flush
 // so that no eviction takes them, writes each entry's delta (value - flushed) with one batched
 // upsert per 10,000 keys (keys never flushed, which mostly have no row yet, with plain INSERTs in
-// one subtransaction, redone as upserts if one of them has a row after all), commits, and only then advances each entry's flushed by the delta it
-// wrote (checking the entry's generation: a drop may have freed it meanwhile). A failed flush
+// one subtransaction, redone as upserts if one of them has a row after all), commits, and only
+// then advances each entry's flushed by the delta it wrote (checking the entry's generation: a
+// drop may have freed it meanwhile). A failed flush
 // advances nothing, so it loses nothing and counts nothing twice; a crash before the advance
 // resets the buffer with everything else in shared memory.
 //

@@ -169,14 +169,10 @@ Start TryEnsureFlusher(DatabaseSlot** out) {
 }  // namespace
 
 DatabaseSlot* EnsureFlusher(bool after_write) {
-  // Unlocked fast path: a slot is reassigned only after its flusher left, so a live flusher in a
-  // slot that still names this database is this database's flusher.
   if (after_write) pg_memory_barrier();
-  DatabaseSlot* slot = my_flusher_slot;
-  if (slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
-      *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId)
-    return slot;
+  if (MyFlusherRuns()) return my_flusher_slot;
 
+  DatabaseSlot* slot = nullptr;
   Start result = TryEnsureFlusher(&slot);
   // Every slot or worker process taken: idle flushers of other databases make room.
   if ((result == Start::kNoSlot || result == Start::kNoWorker) && AskIdleFlushersToLeave()) {
