@@ -31,6 +31,23 @@ ROLLBACK TO SAVEPOINT c;
 SELECT sc_sum('orders', 1), sc_sum('orders', 2);
 COMMIT;
 SELECT sc_sum('orders', 1), sc_sum('orders', 2);
+-- a savepoint released into an outer one is undone with it; what came before both stays
+BEGIN;
+SELECT sc_incr('orders', 30, 1);
+SAVEPOINT a;
+SELECT sc_incr('orders', 30, 10);
+SAVEPOINT b;
+SELECT sc_incr('orders', 30, 100);
+RELEASE SAVEPOINT b;
+ROLLBACK TO SAVEPOINT a;
+SELECT sc_incr('orders', 30, 1000);
+RELEASE SAVEPOINT a;
+SAVEPOINT c;
+SELECT sc_incr('orders', 30, 10000);
+RELEASE SAVEPOINT c;
+SELECT sc_sum('orders', 30);
+COMMIT;
+SELECT sc_sum('orders', 30);
 -- an error aborts the transaction, and its increments with it
 BEGIN;
 SELECT sc_incr('orders', 1, 50);

@@ -1,8 +1,10 @@
 // transactional.cpp: increments that belong to their transaction.
 //
 // An increment of a transactional counter stays in this backend until the transaction commits:
-// a hash table of pending deltas by key and subtransaction level (emptied at the end), so
-// ROLLBACK TO SAVEPOINT drops what the subtransaction added. sc_incr returns the committed value
+// a hash table of pending deltas by key (`totals`), and for increments inside a subtransaction
+// a second one by key and nesting level (`at_level`), so ROLLBACK TO SAVEPOINT drops what the
+// subtransaction added. Both are emptied at the end. Outside any subtransaction an increment
+// touches `totals` alone: only the top-level abort can undo it, and that empties everything. sc_incr returns the committed value
 // (the buffer entry) plus the pending delta; nothing shared changes, and nobody waits.
 //
 // At pre-commit, for each key with a non-zero delta: BufferReserve makes the key resident,
@@ -18,6 +20,7 @@
 
 #include "buffer.hpp"
 #include "checked_math.hpp"
+#include "counter_table.hpp"
 #include "shmem.hpp"
 
 namespace sc {
@@ -39,7 +42,7 @@ struct PendingTotal {
   int64 delta;     // over all levels
 };
 
-HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level
+HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level (2 and deeper)
 // Room for every entry of at_level and one more, grown after each new entry (so an error while
 // growing still leaves room for all), so that the end of a subtransaction (a callback, which must
 // not fail) allocates nothing. In TopMemoryContext.
@@ -70,24 +73,36 @@ Reservation* reservations = nullptr;
 int reservation_count = 0;
 
 
+// The keys are hashed with the buffer's own mix (a third of hash_bytes' instructions on these
+// fixed-size keys); dynahash compares them with memcmp.
+uint32 HashKey(const void* key, Size) { return HashCounterKey(*static_cast<const CounterKey*>(key)); }
+uint32 HashLevelKey(const void* key, Size) {
+  const auto* lk = static_cast<const LevelKey*>(key);
+  return HashCounterKey(lk->key) ^ (uint32(lk->level) * 0x9e3779b9u);
+}
+
+HTAB* MakeTable(const char* name, Size keysize, Size entrysize, HashValueFunc hash) {
+  HASHCTL ctl;
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = keysize;
+  ctl.entrysize = entrysize;
+  ctl.hash = hash;
+  return hash_create(name, 16, &ctl, HASH_ELEM | HASH_FUNCTION);
+}
+
 // The tables live as long as the backend (creating two per transaction costs more than the
 // increment) and are emptied when the transaction ends. `totals` is made last: it says they all
 // exist (an out-of-memory error before it leaves them to be made again).
 void MakeTables() {
+  at_level = MakeTable("slotted_counter pending by level", sizeof(LevelKey),
+                       sizeof(PendingAtLevel), HashLevelKey);
   HASHCTL ctl;
-  memset(&ctl, 0, sizeof(ctl));
-  ctl.keysize = sizeof(LevelKey);
-  ctl.entrysize = sizeof(PendingAtLevel);
-  at_level = hash_create("slotted_counter pending by level", 16, &ctl, HASH_ELEM | HASH_BLOBS);
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(int32);
   ctl.entrysize = sizeof(CounterName);
   names = hash_create("slotted_counter pending names", 8, &ctl, HASH_ELEM | HASH_BLOBS);
   KeepMoveRoom();
-  memset(&ctl, 0, sizeof(ctl));
-  ctl.keysize = sizeof(CounterKey);
-  ctl.entrysize = sizeof(PendingTotal);
-  totals = hash_create("slotted_counter pending", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+  totals = MakeTable("slotted_counter pending", sizeof(CounterKey), sizeof(PendingTotal), HashKey);
 }
 
 void RememberName(const CounterDef& def) {
@@ -210,30 +225,34 @@ int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
 
 int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
   int64 committed = BufferRead(def, key, bucket, true);
-  int64 pending = TransactionalPending(def.id, key, bucket);
-  int64 new_pending, value;
-  if (!CheckedAdd(pending, delta, &new_pending) || !CheckedAdd(committed, new_pending, &value))
-    ReportValueOutOfRange(def.name,
-                          psprintf("Key %lld holds %lld in this transaction; adding %lld leaves "
-                                   "the bigint range.",
-                                   (long long)key, (long long)(committed + pending),
-                                   (long long)delta));
   if (totals == nullptr) MakeTables();
   any_pending = true;
   RememberName(def);
-  // Enter both entries before changing either: an out-of-memory error between them must not
-  // leave a delta counted in one table and not the other.
+  // Enter every entry before changing any: an error between them (out of memory, out of range)
+  // must not leave a delta counted in one table and not the other. A new entry holds 0, which
+  // changes nothing.
   CounterKey k = MakeKey(def.id, key, bucket);
-  LevelKey lk = MakeLevelKey(k, GetCurrentTransactionNestLevel());
   bool found;
-  auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
-  if (!found) {
-    here->delta = 0;
-    KeepMoveRoom();
-  }
   auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
   if (!found) total->delta = 0;
-  here->delta += delta;
+  int64 new_pending, value;
+  if (!CheckedAdd(total->delta, delta, &new_pending) ||
+      !CheckedAdd(committed, new_pending, &value))
+    ReportValueOutOfRange(def.name,
+                          psprintf("Key %lld holds %lld in this transaction; adding %lld leaves "
+                                   "the bigint range.",
+                                   (long long)key, (long long)(committed + total->delta),
+                                   (long long)delta));
+  int level = GetCurrentTransactionNestLevel();
+  if (level > 1) {
+    LevelKey lk = MakeLevelKey(k, level);
+    auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
+    if (!found) {
+      here->delta = 0;
+      KeepMoveRoom();
+    }
+    here->delta += delta;
+  }
   total->delta = new_pending;
   return value;
 }
@@ -356,6 +375,8 @@ void TransactionalSubEnd(bool committed, int level) {
     }
     hash_search(at_level, &p->id, HASH_REMOVE, nullptr);
   }
+  // Deltas that reach the top level are in `totals` already.
+  if (level - 1 <= 1) return;
   for (int i = 0; i < count; i++) {
     const PendingAtLevel& m = moved_space[i];
     LevelKey parent = MakeLevelKey(m.id.key, level - 1);
