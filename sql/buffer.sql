@@ -65,4 +65,13 @@ SELECT sc_incr('fresh', k, 1) FROM generate_series(1, 4) k;
 SELECT sc_rollup() IS NOT NULL AS flushed;
 SELECT key, value FROM slotted_counter.totals
   WHERE counter = 'fresh'::slotted_counter::integer ORDER BY key;
+-- a key not in the buffer is read from its row: through the unique index, or by a query when
+-- the index is not as the scripts made it (here: renamed)
+INSERT INTO slotted_counter.totals (counter, key, bucket, value)
+  VALUES ('fresh'::slotted_counter::integer, 20, NULL, 77),
+         ('fresh'::slotted_counter::integer, 21, NULL, 88);
+SELECT sc_sum('fresh', 20) AS read, sc_incr('fresh', 20) AS loaded, sc_sum('fresh', 22) AS no_row;
+ALTER INDEX slotted_counter.totals_counter_key_bucket RENAME TO totals_renamed;
+SELECT sc_sum('fresh', 21) AS read, sc_incr('fresh', 21) AS loaded, sc_sum('fresh', 23) AS no_row;
+ALTER INDEX slotted_counter.totals_renamed RENAME TO totals_counter_key_bucket;
 SELECT sc_drop('fresh');
