@@ -189,9 +189,10 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
   // Allocate first, then take the ring whole, so that no failure can drop a ref once taken.
   SpinMutex ring_mutex{slot != nullptr ? &slot->dirty_mutex : nullptr};
   bool overflowed = slot == nullptr || RingOverflowed(slot->dirty, ring_mutex);
-  int64 space = overflowed ? Max(int64(table.table().used()) + 1, int64(kDirtyRing))
-                           : int64(kDirtyRing);
-  auto* refs = static_cast<DirtyRef*>(MemoryContextAlloc(work_context, sizeof(DirtyRef) * kDirtyRing));
+  int64 ring = slot != nullptr ? slot->dirty.capacity : 0;
+  int64 space = overflowed ? Max(int64(table.table().used()) + 1, ring) : ring;
+  auto* refs =
+      static_cast<DirtyRef*>(MemoryContextAlloc(work_context, sizeof(DirtyRef) * (ring + 1)));
   auto* items = static_cast<FlushItem*>(
       MemoryContextAllocHuge(work_context, sizeof(FlushItem) * (space + 1)));
   int nrefs = 0;

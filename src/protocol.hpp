@@ -62,23 +62,31 @@ struct DirtyRef {
   uint32_t generation;
 };
 
-// How many dirty entries one database's ring remembers between two flushes; beyond that, the
-// next flush scans the whole buffer.
-constexpr int kDirtyRing = 8192;
+// How many dirty entries one database's ring remembers between two flushes (beyond that, the
+// next flush scans the whole buffer): an eighth of the buffer, at least 8,192 and at most 65,536.
+// A ring that overflows every interval makes every flush a scan of the whole buffer.
+constexpr uint32_t kMinDirtyRing = 8192;
+constexpr uint32_t kMaxDirtyRing = 65536;
+constexpr int DirtyRingCapacity(uint32_t max_entries) noexcept {
+  return int(max_entries / 8 < kMinDirtyRing   ? kMinDirtyRing
+             : max_entries / 8 > kMaxDirtyRing ? kMaxDirtyRing
+                                               : max_entries / 8);
+}
 
-// One database's entries that turned dirty since its flusher last took them. In shared memory,
-// guarded by a mutex of the caller's.
+// One database's entries that turned dirty since its flusher last took them. In shared memory
+// (refs: `capacity` of them, laid out beside it), guarded by a mutex of the caller's.
 struct DirtyRing {
   int count;
+  int capacity;
   bool overflow;
-  DirtyRef refs[kDirtyRing];
+  DirtyRef* refs;
 };
 static_assert(std::is_standard_layout<DirtyRing>::value, "shared structs have a standard layout");
 
 template <typename Mutex>
 void RingNote(DirtyRing& ring, Mutex& mutex, uint32_t index, uint32_t generation) noexcept {
   mutex.lock();
-  if (ring.count < kDirtyRing)
+  if (ring.count < ring.capacity)
     ring.refs[ring.count++] = DirtyRef{index, generation};
   else
     ring.overflow = true;
@@ -110,7 +118,7 @@ bool RingOverflowed(DirtyRing& ring, Mutex& mutex) noexcept {
   return overflow;
 }
 
-// Takes the ring whole (copies it into out, kDirtyRing refs of room, and empties it at once: two
+// Takes the ring whole (copies it into out, ring.capacity refs of room, and empties it at once: two
 // flushers overlap during a hand-over). Returns how many refs; *scan_all: the flush must scan the
 // whole table instead (the ring overflowed, and the caller, having read RingOverflowed first,
 // made room for that: an overflow flagged after that look waits for the next flush).

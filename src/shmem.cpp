@@ -17,6 +17,8 @@ const char* const kTranche = "slotted_counter";
 Size SharedStateSize() {
   Size size = MAXALIGN(sizeof(SharedState));
   size = add_size(size, MAXALIGN(mul_size(sizeof(DatabaseSlot), settings.max_databases)));
+  size = add_size(size, MAXALIGN(mul_size(mul_size(sizeof(DirtyRef), settings.max_databases),
+                                          DirtyRingCapacity(uint32(settings.max_entries)))));
   size = add_size(size, MAXALIGN(mul_size(sizeof(WriteThroughRequest), MaxBackends)));
   size = add_size(size, 64);  // the counter table is cache-line aligned
   size = add_size(size, CounterTable::BytesFor(uint32(settings.max_entries)));
@@ -59,6 +61,9 @@ bool CreateSharedState() {
     char* p = reinterpret_cast<char*>(s) + MAXALIGN(sizeof(SharedState));
     s->slots = reinterpret_cast<DatabaseSlot*>(p);
     p += MAXALIGN(sizeof(DatabaseSlot) * settings.max_databases);
+    int ring_capacity = DirtyRingCapacity(uint32(settings.max_entries));
+    auto* ring_refs = reinterpret_cast<DirtyRef*>(p);
+    p += MAXALIGN(sizeof(DirtyRef) * settings.max_databases * size_t(ring_capacity));
     for (int i = 0; i < settings.max_databases; i++) {
       DatabaseSlot* slot = &s->slots[i];
       memset(static_cast<void*>(slot), 0, sizeof(*slot));
@@ -68,6 +73,8 @@ bool CreateSharedState() {
       SpinLockInit(&slot->mutex);
       SpinLockInit(&slot->dirty_mutex);
       slot->dirty.overflow = true;
+      slot->dirty.capacity = ring_capacity;
+      slot->dirty.refs = ring_refs + size_t(i) * size_t(ring_capacity);
       pg_atomic_init_u32(&slot->fold_epoch, 1);
       pg_atomic_init_u32(&slot->folded_epoch, 0);
       pg_atomic_init_u32(&slot->deltas_until, 1);

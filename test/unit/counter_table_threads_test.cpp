@@ -416,7 +416,8 @@ struct WorkerStats {
 class ServerRun {
  public:
   ServerRun(uint32_t capacity, uint32_t nkeys) : mem_(capacity), p_(mem_.get(), StdLocks()) {
-    ring_ = std::make_unique<DirtyRing>();
+    ring_owner_ = std::make_unique<OwnedRing>(int(sc::kMinDirtyRing));
+    ring_ = &ring_owner_->ring;
     sc::RingReset(*ring_, ring_mu_);
     for (uint32_t k = 0; k < nkeys; k++) {
       // Spread over counters and buckets; all distinct because `key` is.
@@ -465,7 +466,7 @@ class ServerRun {
   bool Flush(uint64_t* flushed, bool everything) {
     if (everything) sc::RingMarkUntracked(*ring_, ring_mu_);
     bool overflowed = sc::RingOverflowed(*ring_, ring_mu_);
-    std::vector<DirtyRef> refs(kDirtyRing);
+    std::vector<DirtyRef> refs(size_t(ring_->capacity));
     bool scan_all = false;
     int nrefs = sc::RingTake(*ring_, ring_mu_, overflowed, refs.data(), &scan_all);
     struct Item {
@@ -609,7 +610,8 @@ class ServerRun {
 
   TableMemory mem_;
   Proto p_;
-  std::unique_ptr<DirtyRing> ring_;
+  std::unique_ptr<OwnedRing> ring_owner_;
+  DirtyRing* ring_;
   RingMutex ring_mu_;
   std::vector<CounterKey> keys_;
   std::vector<uint32_t> hashes_;

@@ -851,31 +851,40 @@ TEST_F(ProtocolTest, ForEachResidentSkipsLoadingEntries) {
 
 // ---- the dirty ring -------------------------------------------------------------------------
 
+TEST(DirtyRing, CapacityIsAnEighthOfTheBufferWithinBounds) {
+  EXPECT_EQ(sc::DirtyRingCapacity(128), 8192);
+  EXPECT_EQ(sc::DirtyRingCapacity(100000), 12500);
+  EXPECT_EQ(sc::DirtyRingCapacity(2000000), 65536);
+}
+
 TEST(DirtyRing, NotesUntilFullThenOverflows) {
-  auto ring = std::make_unique<DirtyRing>();
+  constexpr int kCapacity = 8192;
+  OwnedRing owned(kCapacity);
+  DirtyRing* ring = &owned.ring;
   RingMutex m;
   sc::RingReset(*ring, m);
   EXPECT_TRUE(ring->overflow) << "a ring just (re)assigned makes the next flush scan";
-  std::vector<DirtyRef> out(kDirtyRing);
+  std::vector<DirtyRef> out(kCapacity);
   bool scan_all = false;
   EXPECT_EQ(sc::RingTake(*ring, m, true, out.data(), &scan_all), 0);
   EXPECT_TRUE(scan_all);
   EXPECT_FALSE(ring->overflow);
-  for (int i = 0; i < kDirtyRing; i++) sc::RingNote(*ring, m, uint32_t(i), 1);
+  for (int i = 0; i < kCapacity; i++) sc::RingNote(*ring, m, uint32_t(i), 1);
   EXPECT_FALSE(sc::RingOverflowed(*ring, m));
   sc::RingNote(*ring, m, 99999, 1);
   EXPECT_TRUE(sc::RingOverflowed(*ring, m));
-  EXPECT_EQ(sc::RingTake(*ring, m, true, out.data(), &scan_all), kDirtyRing);
+  EXPECT_EQ(sc::RingTake(*ring, m, true, out.data(), &scan_all), kCapacity);
   EXPECT_TRUE(scan_all);
   EXPECT_EQ(out[5].index, 5u);
   EXPECT_EQ(ring->count, 0);
 }
 
 TEST(DirtyRing, AnOverflowFlaggedAfterTheLookWaitsForTheNextFlush) {
-  auto ring = std::make_unique<DirtyRing>();
+  OwnedRing owned(16);
+  DirtyRing* ring = &owned.ring;
   RingMutex m;
   sc::RingReset(*ring, m);
-  std::vector<DirtyRef> out(kDirtyRing);
+  std::vector<DirtyRef> out(16);
   bool scan_all = false;
   sc::RingTake(*ring, m, true, out.data(), &scan_all);
   sc::RingNote(*ring, m, 3, 4);

@@ -29,7 +29,6 @@ using sc::Claim;
 using sc::Dirtied;
 using sc::DirtyRef;
 using sc::DirtyRing;
-using sc::kDirtyRing;
 using sc::Loading;
 using sc::LoadStart;
 using sc::Pin;
@@ -182,5 +181,17 @@ inline CounterKey Key(int64_t key, uint32_t db = 7, int32_t counter = 3,
                       int64_t bucket = kNoBucket) {
   return CounterKey{db, counter, key, bucket};
 }
+
+// A dirty ring of `capacity` refs with its storage, as shared memory lays one out.
+struct OwnedRing {
+  explicit OwnedRing(int capacity) : storage(size_t(capacity)) {
+    ring.count = 0;
+    ring.capacity = capacity;
+    ring.overflow = true;
+    ring.refs = storage.data();
+  }
+  std::vector<sc::DirtyRef> storage;
+  sc::DirtyRing ring;
+};
 
 }  // namespace sc_test
