@@ -195,6 +195,10 @@ MUTATIONS = [
     ("ring take keeps its refs", P, "  ring.count = 0;\n  if (*scan_all)", "  if (*scan_all)", False),
     ("ring take drops an overflow it has no room for", P,
      "  *scan_all = room_for_all && ring.overflow;", "  *scan_all = ring.overflow;", False),
+    ("ring fills past its capacity", P,
+     "  if (ring.count < ring.capacity)", "  if (ring.count < int(kMaxDirtyRing))", False),
+    ("ring capacity has no upper bound", P,
+     "max_entries / 8 > kMaxDirtyRing ? kMaxDirtyRing", "false ? kMaxDirtyRing", False),
     ("reset ring does not make the next flush scan", P,
      "  ring.count = 0;\n  ring.overflow = true;", "  ring.count = 0;", False),
     # the table itself

@@ -182,12 +182,13 @@ inline CounterKey Key(int64_t key, uint32_t db = 7, int32_t counter = 3,
   return CounterKey{db, counter, key, bucket};
 }
 
-// A dirty ring of `capacity` refs with its storage, as shared memory lays one out.
+// A dirty ring of `capacity` refs with its storage, as shared memory lays one out (zeroed: the
+// tests make it overflow with RingReset, as a slot's (re)assignment does).
 struct OwnedRing {
   explicit OwnedRing(int capacity) : storage(size_t(capacity)) {
     ring.count = 0;
     ring.capacity = capacity;
-    ring.overflow = true;
+    ring.overflow = false;
     ring.refs = storage.data();
   }
   std::vector<sc::DirtyRef> storage;
