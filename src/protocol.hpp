@@ -11,8 +11,8 @@
 //     void Release(uint32_t partition);
 //   };
 //
-// In the server these are the LWLocks partition_locks[] (server_locks.hpp); in the tests
-// std::shared_mutex. A ring of dirty entries is guarded by a mutex with lock()/unlock() (a
+// In the server these are the LWLocks partition_locks[] (shmem.hpp: PartitionLWLocks); in the
+// tests std::shared_mutex. A ring of dirty entries is guarded by a mutex with lock()/unlock() (a
 // spinlock in the server).
 //
 // The rules (counter_table.hpp says what each field means):
