@@ -101,8 +101,7 @@ void DetachDroppedTargets(const Oid* relids, int n) {
   // Any database's transaction gets here; only one with the extension (at 0.2 or later) has
   // attachments.
   if (!OidIsValid(get_extension_oid("slotted_counter", true))) return;
-  Oid schema = get_namespace_oid("slotted_counter", true);
-  if (!OidIsValid(schema) || !OidIsValid(get_relname_relid("attachments", schema))) return;
+  if (!OidIsValid(ExtensionRelation("attachments"))) return;
   auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
   for (int i = 0; i < n; i++) datums[i] = ObjectIdGetDatum(relids[i]);
   Oid type = OIDARRAYOID;

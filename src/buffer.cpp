@@ -69,13 +69,18 @@ const char* const kStoredSql[2][2] = {
 // security). False when the index is not as the scripts made it (dropped, invalid, rebuilt on
 // other columns): the caller runs the query instead.
 bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value) {
-  Oid schema = get_namespace_oid("slotted_counter", true);
-  Oid relid = OidIsValid(schema) ? get_relname_relid("totals", schema) : InvalidOid;
-  Oid indexid = OidIsValid(schema) ? get_relname_relid("totals_counter_key_bucket", schema)
-                                   : InvalidOid;
-  if (!OidIsValid(relid) || !OidIsValid(indexid)) return false;
+  Oid relid = ExtensionRelation("totals");
+  if (!OidIsValid(relid)) return false;
   Relation rel = table_open(relid, AccessShareLock);
-  Relation index = index_open(indexid, AccessShareLock);
+  // Looked up under the table's lock (which a DROP INDEX waits for), in the table's schema; and
+  // opened only if it still exists (DROP INDEX CONCURRENTLY does not wait for that lock).
+  Oid indexid = get_relname_relid("totals_counter_key_bucket", RelationGetNamespace(rel));
+  Relation index = OidIsValid(indexid) ? try_relation_open(indexid, AccessShareLock) : nullptr;
+  if (index == nullptr || index->rd_rel->relkind != RELKIND_INDEX) {
+    if (index != nullptr) relation_close(index, NoLock);
+    table_close(rel, NoLock);
+    return false;
+  }
   // The columns by name and type, from the relation's descriptor (no catalog lookups).
   static const char* const kNames[4] = {"counter", "key", "bucket", "value"};
   static const Oid kTypes[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};

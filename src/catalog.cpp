@@ -133,8 +133,7 @@ const Oid* ResolveRoles(Datum array, int* count) {
 // no extension any more: a transaction that dropped it may have committed meanwhile).
 const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
   AcceptInvalidationMessages();  // so that the look-ups below see such a drop
-  Oid schema = get_namespace_oid("slotted_counter", true);
-  if (!OidIsValid(schema) || !OidIsValid(get_relname_relid("counters", schema))) return nullptr;
+  if (!OidIsValid(ExtensionRelation("counters"))) return nullptr;
   SpiSession spi = ConnectSpi();
   SPIPlanPtr plan = PrepareDefinitionQuery(by_name_lookup);
   int rc = SPI_execute_snapshot(plan, &arg, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
@@ -274,11 +273,15 @@ void CheckNameSyntax(const char* name, int len) {
                     errdetail("A counter name is 1 to %d bytes long.", NAMEDATALEN - 1)));
 }
 
+Oid ExtensionRelation(const char* name) {
+  Oid schema = get_namespace_oid("slotted_counter", true);
+  return OidIsValid(schema) ? get_relname_relid(name, schema) : InvalidOid;
+}
+
 int InstalledSchema() {
   ValidateCaches();
   if (schema_version == 0) {
-    Oid schema = get_namespace_oid("slotted_counter", true);
-    Oid counters = OidIsValid(schema) ? get_relname_relid("counters", schema) : InvalidOid;
+    Oid counters = ExtensionRelation("counters");
     schema_version =
         OidIsValid(counters) && get_attnum(counters, "owner") != InvalidAttrNumber ? 3 : 2;
   }

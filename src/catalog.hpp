@@ -107,6 +107,10 @@ inline const CounterDef* GetCounter(const text* name, uint32 need) {
 // them. Inside a transaction.
 int InstalledSchema();
 
+// The OID of the extension's relation slotted_counter.<name> (a table or an index); InvalidOid
+// if the schema or the relation does not exist (the extension is not installed, or was dropped).
+Oid ExtensionRelation(const char* name);
+
 // The epoch the cached definitions were read under (compare with shared->catalog_epoch).
 uint64 CachedCatalogEpoch();
 // Drops every cached definition: after this transaction created or dropped counters, or when

@@ -249,7 +249,8 @@ void WriteBatch(const FlushItem* items, int64 n, bool insert) {
 // Writes the deltas of items (n of them) in batches of kBatch: upserts, or with insert, plain
 // INSERTs (which fail with 23505 on a key that has a row).
 void WriteBatches(const FlushItem* items, int64 n, bool insert) {
-  for (int64 i = 0; i < n; i += kBatch) WriteBatch(items + i, std::min<int64>(kBatch, n - i), insert);
+  for (int64 i = 0; i < n; i += kBatch)
+    WriteBatch(items + i, std::min<int64>(kBatch, n - i), insert);
 }
 
 // Writes the fresh items with plain INSERTs in one subtransaction (one, not one per batch: more

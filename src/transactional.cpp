@@ -4,8 +4,9 @@
 // a hash table of pending deltas by key (`totals`), and for increments inside a subtransaction
 // a second one by key and nesting level (`at_level`), so ROLLBACK TO SAVEPOINT drops what the
 // subtransaction added. Both are emptied at the end. Outside any subtransaction an increment
-// touches `totals` alone: only the top-level abort can undo it, and that empties everything. sc_incr returns the committed value
-// (the buffer entry) plus the pending delta; nothing shared changes, and nobody waits.
+// touches `totals` alone: only the top-level abort can undo it, and that empties everything.
+// sc_incr returns the committed value (the buffer entry) plus the pending delta; nothing shared
+// changes, and nobody waits.
 //
 // At pre-commit, for each key with a non-zero delta: BufferReserve makes the key resident,
 // checks for overflow against the value plus every other committing transaction's delta, and
@@ -75,19 +76,22 @@ int reservation_count = 0;
 
 // The keys are hashed with the buffer's own mix (a third of hash_bytes' instructions on these
 // fixed-size keys); dynahash compares them with memcmp.
-uint32 HashKey(const void* key, Size) { return HashCounterKey(*static_cast<const CounterKey*>(key)); }
+uint32 HashKey(const void* key, Size) {
+  return HashCounterKey(*static_cast<const CounterKey*>(key));
+}
 uint32 HashLevelKey(const void* key, Size) {
   const auto* lk = static_cast<const LevelKey*>(key);
   return HashCounterKey(lk->key) ^ (uint32(lk->level) * 0x9e3779b9u);
 }
 
+// hash: nullptr for dynahash's own hash of the key's bytes.
 HTAB* MakeTable(const char* name, Size keysize, Size entrysize, HashValueFunc hash) {
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = keysize;
   ctl.entrysize = entrysize;
   ctl.hash = hash;
-  return hash_create(name, 16, &ctl, HASH_ELEM | HASH_FUNCTION);
+  return hash_create(name, 16, &ctl, HASH_ELEM | (hash != nullptr ? HASH_FUNCTION : HASH_BLOBS));
 }
 
 // The tables live as long as the backend (creating two per transaction costs more than the
@@ -96,11 +100,7 @@ HTAB* MakeTable(const char* name, Size keysize, Size entrysize, HashValueFunc ha
 void MakeTables() {
   at_level = MakeTable("slotted_counter pending by level", sizeof(LevelKey),
                        sizeof(PendingAtLevel), HashLevelKey);
-  HASHCTL ctl;
-  memset(&ctl, 0, sizeof(ctl));
-  ctl.keysize = sizeof(int32);
-  ctl.entrysize = sizeof(CounterName);
-  names = hash_create("slotted_counter pending names", 8, &ctl, HASH_ELEM | HASH_BLOBS);
+  names = MakeTable("slotted_counter pending names", sizeof(int32), sizeof(CounterName), nullptr);
   KeepMoveRoom();
   totals = MakeTable("slotted_counter pending", sizeof(CounterKey), sizeof(PendingTotal), HashKey);
 }
@@ -175,8 +175,7 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
                   const int64* deltas) {
   // The extension may have been dropped by a transaction that committed meanwhile: then the
   // table is gone by the time its lock is granted, and so are the counters.
-  Oid schema = get_namespace_oid("slotted_counter", true);
-  Oid relid = OidIsValid(schema) ? get_relname_relid("deltas", schema) : InvalidOid;
+  Oid relid = ExtensionRelation("deltas");
   Relation rel = OidIsValid(relid) ? try_relation_open(relid, RowExclusiveLock) : nullptr;
   if (rel == nullptr) {
     (void)CommittingCounter(counters[0]);  // reports the counter, by the name it was counted under
@@ -360,23 +359,23 @@ void TransactionalSubEnd(bool committed, int level) {
   // Nothing here allocates: an abort takes this level's deltas out of the totals as it removes
   // them; a commit collects them into moved_space first (dynahash allows deleting the current
   // entry during a scan, not inserting), then enters them one level up, each into an element
-  // just freed by a removal.
+  // just freed by a removal. Deltas committed into the top level are in `totals` already: they
+  // are only removed.
+  bool move_up = committed && level - 1 > 1;
   int count = 0;
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, at_level);
   for (auto* p = static_cast<PendingAtLevel*>(hash_seq_search(&scan)); p != nullptr;
        p = static_cast<PendingAtLevel*>(hash_seq_search(&scan))) {
     if (p->id.level < level) continue;
-    if (committed) {
+    if (move_up) {
       moved_space[count++] = *p;
-    } else {
+    } else if (!committed) {
       auto* t = static_cast<PendingTotal*>(hash_search(totals, &p->id.key, HASH_FIND, nullptr));
       if (t != nullptr) t->delta -= p->delta;
     }
     hash_search(at_level, &p->id, HASH_REMOVE, nullptr);
   }
-  // Deltas that reach the top level are in `totals` already.
-  if (level - 1 <= 1) return;
   for (int i = 0; i < count; i++) {
     const PendingAtLevel& m = moved_space[i];
     LevelKey parent = MakeLevelKey(m.id.key, level - 1);

@@ -263,7 +263,8 @@ tps_of() { awk '/^tps = /{ printf "%.0f", $3; found = 1; exit } END { if (!found
 for pair in "incr_uniform uniform" "txincr_uniform uniform_tx"; do
     read -r name counter <<<"$pair"
     wanted "$name" || continue
-    q "SELECT cardinality(sc_incr_batch('$counter', k, array_fill(0::bigint, ARRAY[10000]))) FROM (SELECT array_agg(g::bigint) AS k FROM generate_series(1, 10000) g) s" >/dev/null
+    q "SELECT cardinality(sc_incr_batch('$counter', ARRAY(SELECT generate_series(1, 10000)::bigint),
+                                        array_fill(0::bigint, ARRAY[10000])))" >/dev/null
 done
 
 for c in $CLIENTS; do
