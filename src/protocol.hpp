@@ -8,12 +8,14 @@
 //     void Shared(uint32_t partition);
 //     void Exclusive(uint32_t partition);
 //     bool TryExclusive(uint32_t partition);  // without waiting; true if taken
-//     void Release(uint32_t partition);
+//     void ReleaseShared(uint32_t partition);  // after Shared
+//     void Release(uint32_t partition);        // after Exclusive or a TryExclusive that took it
 //   };
 //
-// In the server these are the LWLocks partition_locks[] (shmem.hpp: PartitionLWLocks); in the
-// tests std::shared_mutex. A ring of dirty entries is guarded by a mutex with lock()/unlock() (a
-// spinlock in the server).
+// In the server these are partition_lock.hpp's counted readers over the LWLocks
+// partition_locks[] (shmem.hpp: PartitionLocks); in the tests std::shared_mutex, with and
+// without the counted readers. A ring of dirty entries is guarded by a mutex with
+// lock()/unlock() (a spinlock in the server).
 //
 // The rules (counter_table.hpp says what each field means):
 //   - Hit: under the key's partition lock SHARED, an entry found kResident takes an atomic add,
@@ -211,7 +213,7 @@ class Protocol {
       probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
       if (probe == Probe::kFound) op(index, e);
     }
-    locks_.Release(p);
+    locks_.ReleaseShared(p);
     return probe;
   }
 
@@ -380,7 +382,7 @@ class Protocol {
         if (take == Take::kTaken) taken(claim, static_cast<const Entry&>(e));
         if (take == Take::kLeft) left(index, e.generation.load(std::memory_order_relaxed));
       });
-      locks_.Release(p);
+      locks_.ReleaseShared(p);
     }
   }
 
@@ -398,7 +400,7 @@ class Protocol {
       Claim claim;
       Take take = same ? ClaimForFlush(db, refs[i].index, p, e, eligible, &claim) : Take::kClean;
       if (take == Take::kTaken) taken(claim, static_cast<const Entry&>(e));
-      locks_.Release(p);
+      locks_.ReleaseShared(p);
       if (take == Take::kLeft) left(refs[i].index, refs[i].generation);
     }
   }
@@ -416,7 +418,7 @@ class Protocol {
       dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);
       e.in_flush.store(0, std::memory_order_release);
     }
-    locks_.Release(claim.partition);
+    locks_.ReleaseShared(claim.partition);
     return dirty;
   }
 
@@ -522,7 +524,7 @@ class Protocol {
     } else {
       *value = 0;
     }
-    locks_.Release(pin.partition);
+    locks_.ReleaseShared(pin.partition);
     return ok;
   }
 
@@ -600,7 +602,7 @@ class Protocol {
       if (e.state.load(std::memory_order_acquire) == kResident)
         fn(index, static_cast<const Entry&>(e));
     });
-    locks_.Release(p);
+    locks_.ReleaseShared(p);
   }
 
  private:

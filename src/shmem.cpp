@@ -1,4 +1,6 @@
 // shmem.cpp: sizing and creating the shared state (layout and lock protocol: shmem.hpp).
+#include <new>
+
 #include "shmem.hpp"
 
 #include "settings.hpp"
@@ -6,6 +8,7 @@
 namespace sc {
 
 SharedState* shared = nullptr;
+int counted_partition = -1;
 
 namespace {
 
@@ -20,6 +23,8 @@ Size SharedStateSize() {
   size = add_size(size, MAXALIGN(mul_size(mul_size(sizeof(DirtyRef), settings.max_databases),
                                           DirtyRingCapacity(uint32(settings.max_entries)))));
   size = add_size(size, MAXALIGN(mul_size(sizeof(WriteThroughRequest), MaxBackends)));
+  size = add_size(size, 64);  // the partition readers are cache-line aligned
+  size = add_size(size, mul_size(sizeof(PartitionReaders), kPartitions));
   size = add_size(size, 64);  // the counter table is cache-line aligned
   size = add_size(size, CounterTable::BytesFor(uint32(settings.max_entries)));
   return size;
@@ -93,11 +98,23 @@ bool CreateSharedState() {
       r->state = kRequestEmpty;
     }
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->partition_readers = reinterpret_cast<PartitionReaders*>(p);
+    for (uint32 i = 0; i < kPartitions; i++)
+      new (&s->partition_readers[i]) PartitionReaders{{0}, {0}};
+    p += sizeof(PartitionReaders) * kPartitions;
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->table = CounterTable::Create(p, uint32(settings.max_entries));
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;
   return !found;
+}
+
+void ForgetCountedReader() {
+  if (counted_partition < 0) return;
+  uint32 p = uint32(counted_partition);
+  counted_partition = -1;
+  shared->partition_readers[p].readers.fetch_sub(1, std::memory_order_release);
 }
 
 DatabaseSlot* FindSlot(Oid db) {

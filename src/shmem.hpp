@@ -3,9 +3,11 @@
 // SharedState is created once by the postmaster (shmem_startup_hook) and found by every backend.
 // It holds:
 //   - the counter table (counter_table.hpp): the buffer of counter values of every database.
-//     Its kPartitions partitions are guarded by the LWLocks partition_locks[p]. Every step of
-//     its lock protocol is in protocol.hpp, run here with the policy PartitionLWLocks (below):
-//     the increment path takes its partition lock SHARED and changes a value with an atomic add;
+//     Its kPartitions partitions are guarded by partition locks (partition_lock.hpp): readers
+//     count themselves in partition_readers[p], writers take the LWLock partition_locks[p]
+//     EXCLUSIVE and wait for the counted readers. Every step of the table's lock protocol is in
+//     protocol.hpp, run here with the policy PartitionLocks (below): the increment path takes
+//     its partition lock SHARED and changes a value with an atomic add;
 //     linking or unlinking an entry (load, eviction, purge), pins and reservations take it
 //     EXCLUSIVE. Lock order: never hold two partition locks (eviction takes its victim's
 //     conditionally, holding none).
@@ -48,6 +50,9 @@
 //     so no delta counted before the drop reaches the table after it.
 #pragma once
 
+#include <sched.h>
+
+#include "partition_lock.hpp"
 #include "protocol.hpp"
 #include "pg.hpp"
 
@@ -170,13 +175,14 @@ constexpr int kMaxBucketDrops = 32;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 7;
+constexpr uint32 kLayoutVersion = 8;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
   uint64 layout_size;             // SharedStateSize() then
   LWLock* slots_lock;
   LWLockPadded* partition_locks;  // kPartitions of them
+  PartitionReaders* partition_readers;  // kPartitions of them
   pg_atomic_uint64 catalog_epoch;
   pg_atomic_uint32 write_throughs_pending;
   pg_atomic_uint64 evictions;
@@ -245,14 +251,52 @@ inline void RequireShared() {
   if (unlikely(shared == nullptr)) ReportNotPreloaded();
 }
 
-// The lock policies of the protocol (protocol.hpp) in the server: the partition LWLocks, and a
-// spinlock for a ring of dirty entries.
+// The lock policies of the protocol (protocol.hpp) in the server: the partition locks
+// (partition_lock.hpp) over the partition LWLocks, and a spinlock for a ring of dirty entries.
 struct PartitionLWLocks {
   LWLockPadded* locks;
   void Shared(uint32 p) { LWLockAcquire(&locks[p].lock, LW_SHARED); }
   void Exclusive(uint32 p) { LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE); }
   bool TryExclusive(uint32 p) { return LWLockConditionalAcquire(&locks[p].lock, LW_EXCLUSIVE); }
+  void ReleaseShared(uint32 p) { LWLockRelease(&locks[p].lock); }
   void Release(uint32 p) { LWLockRelease(&locks[p].lock); }
+};
+
+// A writer's wait for the counted readers of its partition, who hold it for a few instructions
+// unless descheduled: spin, then yield the processor, then sleep.
+struct ReaderWaitBackoff {
+  int waits = 0;
+  void operator()() {
+    waits++;
+    if (waits <= 100)
+      SPIN_DELAY();
+    else if (waits <= 1100)
+      sched_yield();
+    else
+      pg_usleep(100);
+  }
+};
+
+// The partition this backend holds as a counted reader, or -1. A counted reader is not released
+// by an error's cleanup as an LWLock is; nothing under a partition lock SHARED can fail, but
+// should an error come there anyway, the abort callback releases the count
+// (ForgetCountedReader) rather than leave every writer of the partition waiting for it.
+extern int counted_partition;
+void ForgetCountedReader();
+
+struct PartitionLocks {
+  CountedReaderLocks<PartitionLWLocks, ReaderWaitBackoff> locks;
+  void Shared(uint32 p) {
+    locks.Shared(p);
+    counted_partition = int(p);
+  }
+  void ReleaseShared(uint32 p) {
+    counted_partition = -1;
+    locks.ReleaseShared(p);
+  }
+  void Exclusive(uint32 p) { locks.Exclusive(p); }
+  bool TryExclusive(uint32 p) { return locks.TryExclusive(p); }
+  void Release(uint32 p) { locks.Release(p); }
 };
 
 struct SpinMutex {
@@ -262,8 +306,10 @@ struct SpinMutex {
 };
 
 // The counter table of shared memory, with the protocol's steps.
-inline Protocol<PartitionLWLocks> Table() {
-  return Protocol<PartitionLWLocks>(shared->table, PartitionLWLocks{shared->partition_locks});
+inline Protocol<PartitionLocks> Table() {
+  return Protocol<PartitionLocks>(
+      shared->table, PartitionLocks{{shared->partition_readers,
+                                     PartitionLWLocks{shared->partition_locks}}});
 }
 
 }  // namespace sc

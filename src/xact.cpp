@@ -147,6 +147,7 @@ void OnXactEvent(XactEvent event, void*) {
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
+      ForgetCountedReader();  // first: what follows may take partition locks EXCLUSIVE
       BufferBatchAbort();
       TransactionalEnd(false);
       if (NotedCount() > 0) SettleNotedChanges(false, 0);
@@ -159,7 +160,10 @@ void OnXactEvent(XactEvent event, void*) {
 
 void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
   int level = GetCurrentTransactionNestLevel();
-  if (event == SUBXACT_EVENT_ABORT_SUB) BufferBatchAbort();
+  if (event == SUBXACT_EVENT_ABORT_SUB) {
+    ForgetCountedReader();
+    BufferBatchAbort();
+  }
   if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
     TransactionalSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
   if (NotedCount() == 0) return;

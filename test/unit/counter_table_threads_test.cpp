@@ -2,8 +2,9 @@
 // concurrent adds, the lock-free free list, concurrent claims, and the whole protocol run by
 // incrementers, loaders, committers, batches and two overlapping flushers at once, checked
 // against a std::map standing in for the values table. The protocol code is the server's own
-// (sc::Protocol); only the lock policy differs: std::shared_mutex per partition (StdLocks) for
-// the LWLocks, std::mutex (RingMutex) for a ring's spinlock.
+// (sc::Protocol) over the server's partition lock (src/partition_lock.hpp, tested here too); only
+// what it stands on differs: std::shared_mutex per partition (StdLocks) for the LWLocks,
+// std::mutex (RingMutex) for a ring's spinlock.
 //
 // Worker threads never use gtest assertions; they count problems, and the main thread asserts
 // after joining. Run under ThreadSanitizer by run.sh.
@@ -38,7 +39,7 @@ namespace {
 
 using namespace sc_test;
 
-using Proto = sc::Protocol<StdLocks>;
+using Proto = sc::Protocol<CountedStdLocks>;
 
 constexpr int kThreads = 8;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -224,6 +225,109 @@ TEST(ConcurrentFreeList, PreemptedAllocateCannotInstallAStaleNext) {
 
 
 // ---------------------------------------------------------------------------------------------
+// The partition lock (src/partition_lock.hpp): readers counted, writers on the slow lock.
+
+// Writers change two plain integers together; readers must never see them differ, and (under
+// ThreadSanitizer) no reader's read may race with a writer's write. Writers use Exclusive and
+// TryExclusive; preemption noise puts readers to sleep inside their sections.
+TEST(PartitionLock, ReadersNeverSeeAWriterHalfwayAndWritersAreNotStarved) {
+  Watchdog dog(kWatchdog);
+  CountedStdLocks locks;
+  const uint32_t part = 5;
+  int64_t a = 0, b = 0;  // plain: the lock alone orders them
+  std::atomic<int> torn{0};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reads{0}, writes{0}, tries_refused{0};
+  StartGate gate;
+  PreemptionNoise noise(2, std::chrono::microseconds(50));
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; th++)
+    threads.emplace_back([&] {
+      gate.Wait();
+      while (!stop.load(std::memory_order_relaxed)) {
+        locks.Shared(part);
+        if (a != b) torn++;
+        locks.ReleaseShared(part);
+        reads++;
+      }
+    });
+  for (int th = 0; th < 2; th++)
+    threads.emplace_back([&, th] {
+      gate.Wait();
+      const uint64_t n = Scaled(20'000);
+      for (uint64_t i = 0; i < n; i++) {
+        if (th == 1 && i % 2 == 0) {
+          if (!locks.TryExclusive(part)) {
+            tries_refused++;
+            continue;
+          }
+        } else {
+          locks.Exclusive(part);
+        }
+        a++;
+        b++;
+        locks.Release(part);
+        writes++;
+      }
+    });
+  gate.Open();
+  threads[4].join();
+  threads[5].join();
+  stop.store(true);
+  for (int th = 0; th < 4; th++) threads[th].join();
+  EXPECT_EQ(torn.load(), 0) << "a reader saw a writer's change halfway";
+  EXPECT_EQ(uint64_t(a), writes.load());
+  EXPECT_EQ(a, b);
+  EXPECT_GT(reads.load(), 0u);
+  EXPECT_EQ(locks.readers(part).readers.load(), 0u) << "a reader's count was left behind";
+  EXPECT_EQ(locks.readers(part).writer.load(), 0u);
+}
+
+// An Exclusive waits for a reader counted before it; TryExclusive refuses while one is counted
+// and leaves nothing set that would send later readers to the slow lock.
+TEST(PartitionLock, AWriterWaitsForACountedReaderAndATryRefuses) {
+  Watchdog dog(kWatchdog);
+  CountedStdLocks locks;
+  const uint32_t part = 9;
+  locks.Shared(part);
+  EXPECT_FALSE(locks.TryExclusive(part));
+  EXPECT_EQ(locks.readers(part).writer.load(), 0u) << "a refused try left the writer flag";
+  std::atomic<bool> written{false};
+  std::thread writer([&] {
+    locks.Exclusive(part);
+    written.store(true);
+    locks.Release(part);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(written.load()) << "a writer entered while a reader held the lock";
+  locks.ReleaseShared(part);
+  writer.join();
+  EXPECT_TRUE(written.load());
+  EXPECT_TRUE(locks.TryExclusive(part));
+  locks.Release(part);
+}
+
+// A writer whose error released the slow lock (as LWLockReleaseAll does) but not its flag: the
+// next reader finds the flag stale under the slow lock, clears it, and holds the lock; writers
+// work again after it.
+TEST(PartitionLock, AWriterFlagLeftByAnErrorIsClearedByTheNextReader) {
+  Watchdog dog(kWatchdog);
+  CountedStdLocks locks;
+  const uint32_t part = 3;
+  locks.Exclusive(part);
+  locks.slow().Release(part);  // the error's cleanup: the slow lock only
+  EXPECT_EQ(locks.readers(part).writer.load(), 1u);
+  locks.Shared(part);
+  EXPECT_EQ(locks.readers(part).writer.load(), 0u) << "the stale flag was not cleared";
+  EXPECT_EQ(locks.readers(part).readers.load(), 1u);
+  locks.ReleaseShared(part);
+  locks.Exclusive(part);
+  locks.Release(part);
+  EXPECT_EQ(locks.readers(part).readers.load(), 0u);
+  EXPECT_EQ(locks.readers(part).writer.load(), 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Concurrent adds to one resident entry through the hot path (AddIfResident).
 
 // Loads k as a resident, clean entry with the given value (single-threaded setup).
@@ -242,7 +346,7 @@ TEST(ConcurrentAdd, DeltaOneHandsOutEveryValueExactlyOnce) {
   Watchdog dog(kWatchdog);
   const uint64_t per_thread = Scaled(250'000);
   TableMemory t(8);
-  Proto p(t.get(), StdLocks());
+  Proto p(t.get(), CountedStdLocks());
   const CounterKey key{1, 1, 42, kNoBucket};
   const uint32_t hash = sc::HashCounterKey(key);
   LoadResident(p, key, 0);
@@ -297,7 +401,7 @@ TEST(ConcurrentAdd, DeltaOneHandsOutEveryValueExactlyOnce) {
 TEST(ConcurrentAdd, OverflowIsRefusedExactlyAtTheLimit) {
   Watchdog dog(kWatchdog);
   TableMemory t(8);
-  Proto p(t.get(), StdLocks());
+  Proto p(t.get(), CountedStdLocks());
   const CounterKey key{1, 1, 7, kNoBucket};
   const uint32_t hash = sc::HashCounterKey(key);
   const int64_t room = 10'000;
@@ -334,7 +438,7 @@ TEST(ConcurrentAdd, OverflowIsRefusedExactlyAtTheLimit) {
 TEST(ConcurrentClaim, ExactlyOneOfOverlappingFlushersClaimsAnEntry) {
   Watchdog dog(kWatchdog);
   TableMemory t(8);
-  Proto p(t.get(), StdLocks());
+  Proto p(t.get(), CountedStdLocks());
   const CounterKey key{1, 1, 9, kNoBucket};
   const uint32_t hash = sc::HashCounterKey(key);
   const uint32_t part = CounterTable::PartitionOf(hash);
@@ -356,7 +460,7 @@ TEST(ConcurrentClaim, ExactlyOneOfOverlappingFlushersClaimsAnEntry) {
         Claim c;
         Take take = Proto::ClaimForFlush(1, index, part, t->at(index),
                                          [](const Entry&) { return true; }, &c);
-        p.locks().Release(part);
+        p.locks().ReleaseShared(part);
         if (take == Take::kTaken) {
           std::lock_guard<std::mutex> g(taken_mu);
           taken[r]++;
@@ -415,7 +519,7 @@ struct WorkerStats {
 
 class ServerRun {
  public:
-  ServerRun(uint32_t capacity, uint32_t nkeys) : mem_(capacity), p_(mem_.get(), StdLocks()) {
+  ServerRun(uint32_t capacity, uint32_t nkeys) : mem_(capacity), p_(mem_.get(), CountedStdLocks()) {
     ring_owner_ = std::make_unique<OwnedRing>(int(sc::kMinDirtyRing));
     ring_ = &ring_owner_->ring;
     sc::RingReset(*ring_, ring_mu_);

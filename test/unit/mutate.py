@@ -23,6 +23,7 @@ SRC = os.path.normpath(os.path.join(HERE, "..", "..", "src"))
 P = "protocol.hpp"
 CT = "counter_table.hpp"
 CTC = "counter_table.cpp"
+PL = "partition_lock.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -31,8 +32,8 @@ MUTATIONS = [
      "    locks_.Shared(p);\n    uint32_t index = t_.Find(k, hash);\n    Probe probe = Probe::kMissing;",
      "    uint32_t index = t_.Find(k, hash);\n    Probe probe = Probe::kMissing;", True),
     ("hot path releases before the add", P,
-     "      if (probe == Probe::kFound) op(index, e);\n    }\n    locks_.Release(p);",
-     "      locks_.Release(p);\n      if (probe == Probe::kFound) op(index, e);\n      return probe;\n    }\n    locks_.Release(p);", False),
+     "      if (probe == Probe::kFound) op(index, e);\n    }\n    locks_.ReleaseShared(p);",
+     "      locks_.ReleaseShared(p);\n      if (probe == Probe::kFound) op(index, e);\n      return probe;\n    }\n    locks_.ReleaseShared(p);", False),
     ("a loading entry counts as found", P,
      "e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;",
      "Probe::kFound;", False),
@@ -131,7 +132,7 @@ MUTATIONS = [
      "      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);\n      e.in_flush.store(0, std::memory_order_release);",
      "      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);", False),
     ("settle never reports dirty", P,
-     "    locks_.Release(claim.partition);\n    return dirty;", "    locks_.Release(claim.partition);\n    return false;", True),
+     "    locks_.ReleaseShared(claim.partition);\n    return dirty;", "    locks_.ReleaseShared(claim.partition);\n    return false;", True),
     # reserve and settle
     ("reservation does not pin", P,
      "        side.store(reserved + delta, std::memory_order_relaxed);\n        e.pins.fetch_add(1, std::memory_order_relaxed);",
@@ -201,6 +202,23 @@ MUTATIONS = [
      "max_entries / 8 > kMaxDirtyRing ? kMaxDirtyRing", "false ? kMaxDirtyRing", False),
     ("reset ring does not make the next flush scan", P,
      "  ring.count = 0;\n  ring.overflow = true;", "  ring.count = 0;", False),
+    # the partition lock
+    ("reader ignores the writer flag", PL,
+     "    if (__builtin_expect(r.writer.load(std::memory_order_seq_cst) == 0, 1)) return;",
+     "    return;", True),
+    ("writer does not wait for counted readers", PL,
+     "    while (r.readers.load(std::memory_order_seq_cst) != 0) backoff();\n", "", True),
+    ("try-exclusive ignores counted readers", PL,
+     "    if (r.readers.load(std::memory_order_seq_cst) == 0) return true;",
+     "    return true;", True),
+    ("slow reader keeps a stale writer flag", PL,
+     "      r.writer.store(0, std::memory_order_relaxed);", "      ;", False),
+    ("slow reader is not counted", PL,
+     "    r.readers.fetch_add(1, std::memory_order_seq_cst);\n    slow_.ReleaseShared(p);",
+     "    slow_.ReleaseShared(p);", True),
+    ("release leaves the writer flag", PL,
+     "    readers_[p].writer.store(0, std::memory_order_release);\n    slow_.Release(p);",
+     "    slow_.Release(p);", False),
     # the table itself
     ("no second chance", CTC,
      "  if (e.usage.load(std::memory_order_relaxed) != 0) {\n    e.usage.store(0, std::memory_order_relaxed);\n    return false;\n  }",

@@ -11,9 +11,11 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "counter_table.hpp"
+#include "partition_lock.hpp"
 #include "protocol.hpp"
 
 namespace sc_test {
@@ -59,37 +61,46 @@ class TableMemory {
   CounterTable* table_;
 };
 
-// The server's policy with standard mutexes: one std::shared_mutex per partition. A
-// std::shared_mutex is unlocked in the mode it was taken in, and the protocol releases with one
-// call: the mode is remembered per partition (written only by its exclusive holder).
+// The LWLocks with standard mutexes: one std::shared_mutex per partition.
 class StdLocks {
  public:
   StdLocks() : m_(std::make_shared<Mutexes>()) {}
   void Shared(uint32_t p) { m_->m[p].lock_shared(); }
-  void Exclusive(uint32_t p) {
-    m_->m[p].lock();
-    m_->exclusive[p].store(true, std::memory_order_relaxed);
-  }
-  bool TryExclusive(uint32_t p) {
-    if (!m_->m[p].try_lock()) return false;
-    m_->exclusive[p].store(true, std::memory_order_relaxed);
-    return true;
-  }
-  void Release(uint32_t p) {
-    if (m_->exclusive[p].load(std::memory_order_relaxed)) {
-      m_->exclusive[p].store(false, std::memory_order_relaxed);
-      m_->m[p].unlock();
-    } else {
-      m_->m[p].unlock_shared();
-    }
-  }
+  void Exclusive(uint32_t p) { m_->m[p].lock(); }
+  bool TryExclusive(uint32_t p) { return m_->m[p].try_lock(); }
+  void ReleaseShared(uint32_t p) { m_->m[p].unlock_shared(); }
+  void Release(uint32_t p) { m_->m[p].unlock(); }
 
  private:
   struct Mutexes {
     std::shared_mutex m[kPartitions];
-    std::atomic<bool> exclusive[kPartitions] = {};
   };
   std::shared_ptr<Mutexes> m_;
+};
+
+// A writer's wait for counted readers: yield to them.
+struct YieldBackoff {
+  void operator()() { std::this_thread::yield(); }
+};
+
+// The server's policy (shmem.hpp: PartitionLocks) with standard mutexes: readers counted in
+// PartitionReaders, writers on a std::shared_mutex per partition. Copies share both.
+class CountedStdLocks : public sc::CountedReaderLocks<StdLocks, YieldBackoff> {
+ public:
+  CountedStdLocks() : CountedStdLocks(std::make_shared<Readers>(), StdLocks()) {}
+  // The same readers and mutexes (a test reaches under the policy, as an error would).
+  CountedStdLocks(const CountedStdLocks&) = default;
+  sc::PartitionReaders& readers(uint32_t p) { return keep_->r[p]; }
+  StdLocks& slow() { return slow_copy_; }
+
+ private:
+  struct Readers {
+    sc::PartitionReaders r[kPartitions] = {};
+  };
+  CountedStdLocks(std::shared_ptr<Readers> r, StdLocks slow)
+      : CountedReaderLocks(r->r, slow), keep_(r), slow_copy_(slow) {}
+  std::shared_ptr<Readers> keep_;
+  StdLocks slow_copy_;
 };
 
 // A single-threaded policy that records every acquisition and release, checks the discipline
@@ -152,15 +163,23 @@ class RecordingLocks {
     if (log_->on_acquire) log_->on_acquire('T', p);
     return true;
   }
+  void ReleaseShared(uint32_t p) {
+    if (log_->mode[p] <= 0) log_->errors.push_back("shared release of a partition not held shared");
+    Drop(p);
+  }
   void Release(uint32_t p) {
+    if (log_->mode[p] > 0) log_->errors.push_back("exclusive release of a partition held shared");
+    Drop(p);
+  }
+
+ private:
+  void Drop(uint32_t p) {
     if (log_->on_release) log_->on_release(p);
     if (log_->mode[p] == 0) log_->errors.push_back("release of a partition not held");
     log_->events.push_back({'R', p});
     log_->mode[p] = log_->mode[p] < 0 ? 0 : log_->mode[p] - 1;
     if (log_->mode[p] == 0) log_->held--;
   }
-
- private:
   void Take(uint32_t p, char op) {
     log_->events.push_back({op, p});
     if (log_->mode[p] == 0) log_->held++;
