@@ -179,10 +179,6 @@ int64 BucketOf(const CounterDef& def, TimestampTz at) {
   return start;
 }
 
-int64 CurrentBucket(const CounterDef& def) {
-  return def.bucketed ? BucketOf(def, GetCurrentStatementStartTimestamp()) : kNoBucket;
-}
-
 BucketRange RangeArguments(FunctionCallInfo fcinfo, int since_arg, int until_arg) {
   BucketRange range = kAllBuckets;
   if (!PG_ARGISNULL(since_arg)) range.since = PG_GETARG_TIMESTAMPTZ(since_arg);

@@ -13,7 +13,9 @@ int64 BucketOf(const CounterDef& def, TimestampTz at);
 
 // The bucket of the current statement's start time (statement_timestamp()), for writes without
 // a time; kNoBucket for an unbucketed counter.
-int64 CurrentBucket(const CounterDef& def);
+inline int64 CurrentBucket(const CounterDef& def) {
+  return def.bucketed ? BucketOf(def, GetCurrentStatementStartTimestamp()) : kNoBucket;
+}
 
 // A range of bucket starts [since, until); NULL arguments are open ends. 22023 if since > until.
 struct BucketRange {

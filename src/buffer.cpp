@@ -303,17 +303,17 @@ bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits)
   return true;
 }
 
-int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
-  CounterKey k{MyDatabaseId, counter.id, key, bucket};
-  uint32 hash = HashCounterKey(k);
+namespace {
+
+// BufferIncrement of a key that was not resident at the first probe. Out of line, so that the
+// hot path's frame holds only what a resident key needs.
+pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterKey& k,
+                                       uint32 hash, int64 delta) {
+  int64 key = k.key;
   int64 value;
   bool overflow;
-  if (AddResident(k, hash, delta, &value, &overflow) == Probe::kFound) {
-    if (overflow) ReportOverflow(counter, key, value, delta);
-    return value;
-  }
-  // Not resident: loading may look the definition up again (after a drop made it stale), which
-  // can free the one the caller passed; work on a copy.
+  // Loading may look the definition up again (after a drop made it stale), which can free the
+  // one the caller passed; work on a copy.
   CounterDef def = counter;
   int waits = 0;
   for (;;) {
@@ -341,6 +341,20 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
       if (!retry) return value;
     }
   }
+}
+
+}  // namespace
+
+int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
+  CounterKey k{MyDatabaseId, counter.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  int64 value;
+  bool overflow;
+  if (likely(AddResident(k, hash, delta, &value, &overflow) == Probe::kFound)) {
+    if (unlikely(overflow)) ReportOverflow(counter, key, value, delta);
+    return value;
+  }
+  return IncrementNotResident(counter, k, hash, delta);
 }
 
 int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {

@@ -18,26 +18,7 @@ uint32_t BucketsFor(uint32_t capacity) {
   return n;
 }
 
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
 }  // namespace
-
-uint32_t HashCounterKey(const CounterKey& k) noexcept {
-  uint64_t h = Mix((uint64_t(k.db) << 32) ^ uint32_t(k.counter));
-  h = Mix(h ^ uint64_t(k.key));
-  if (k.bucket == kNoBucket) return uint32_t(h);
-  // The partition bits come from the key alone, the chain bits from the bucket too.
-  uint32_t partition_bits = uint32_t(h) % kPartitions;
-  uint32_t chain_bits = uint32_t(Mix(h ^ uint64_t(k.bucket)));
-  return chain_bits - chain_bits % kPartitions + partition_bits;
-}
 
 size_t CounterTable::BytesFor(uint32_t capacity) noexcept {
   return AlignUp(sizeof(CounterTable), 64) +

@@ -55,9 +55,29 @@ inline bool operator==(const CounterKey& a, const CounterKey& b) noexcept {
   return a.db == b.db && a.counter == b.counter && a.key == b.key && a.bucket == b.bucket;
 }
 
+// murmur3's 64-bit finaliser: a bijection whose every output bit depends on every input bit.
+inline uint64_t MixBits(uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
 // Every bucket of one (db, counter, key) hashes to the same partition (PartitionOf), so that one
 // partition's lock covers all of a key's buckets; the chain within it depends on the bucket too.
-uint32_t HashCounterKey(const CounterKey& k) noexcept;
+// Inline and one finaliser for an unbucketed key: it is on every increment's path. The counter
+// is spread by a multiply (odd, so distinct counters stay distinct) before the key joins it.
+inline uint32_t HashCounterKey(const CounterKey& k) noexcept {
+  uint64_t counter = (uint64_t(k.db) << 32 | uint32_t(k.counter)) * 0x9e3779b97f4a7c15ULL;
+  uint64_t h = MixBits(counter ^ uint64_t(k.key));
+  if (k.bucket == kNoBucket) return uint32_t(h);
+  // The partition bits come from the key alone, the chain bits from the bucket too.
+  uint32_t partition_bits = uint32_t(h) % kPartitions;
+  uint32_t chain_bits = uint32_t(MixBits(h ^ uint64_t(k.bucket)));
+  return chain_bits - chain_bits % kPartitions + partition_bits;
+}
 
 enum EntryState : uint32_t {
   kFree = 0,      // on the free list

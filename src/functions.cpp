@@ -276,7 +276,7 @@ Datum Incr(PG_FUNCTION_ARGS) {
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2)))
     RequireArguments(fcinfo, names);
   RequireShared();
-  PreventCommandDuringRecovery("sc_incr()");
+  if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery("sc_incr()");
   const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kUpdate);
   if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   PG_RETURN_INT64(Increment(*def, PG_GETARG_INT64(1), CurrentBucket(*def), PG_GETARG_INT64(2)));
