@@ -56,21 +56,21 @@ SPIPlanPtr plan_flush = nullptr;
 SPIPlanPtr plan_insert = nullptr;
 SPIPlanPtr plan_fold = nullptr;
 
-// The four arrays are unnested in the select list, in step (ProjectSet): in FROM, each unnest
-// would first copy its array into a tuplestore of its own, four tuples per row.
+// The rows of the four arrays, unnested in the select list, in step (ProjectSet): in FROM, each
+// unnest would first copy its array into a tuplestore of its own, four tuples per row.
+#define SC_FLUSH_ROWS                                                                            \
+  "SELECT pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.int8[]), " \
+  "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])"
+
 const char* const kFlushSql =
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
-    "SELECT pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.int8[]), "
-    "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[]) "
-    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) " SC_FLUSH_ROWS
+    " ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
     "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now()";
 
 // Rows of fresh keys: a plain INSERT skips the upsert's speculative insertion (an index probe
 // before the insert, a confirmation after it), about 40% of a new row's cost.
 const char* const kInsertSql =
-    "INSERT INTO slotted_counter.totals (counter, key, bucket, value) "
-    "SELECT pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.int8[]), "
-    "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])";
+    "INSERT INTO slotted_counter.totals (counter, key, bucket, value) " SC_FLUSH_ROWS;
 
 // One transaction's deltas may touch a key that another's also touched: sum them per key.
 const char* const kFoldSql =

@@ -111,10 +111,7 @@ bool CreateSharedState() {
 }
 
 void ForgetCountedReader() {
-  if (counted_partition < 0) return;
-  uint32 p = uint32(counted_partition);
-  counted_partition = -1;
-  shared->partition_readers[p].readers.fetch_sub(1, std::memory_order_release);
+  if (counted_partition >= 0) Table().locks().ReleaseShared(uint32(counted_partition));
 }
 
 DatabaseSlot* FindSlot(Oid db) {
