@@ -65,6 +65,31 @@ SELECT sc_incr('fresh', k, 1) FROM generate_series(1, 4) k;
 SELECT sc_rollup() IS NOT NULL AS flushed;
 SELECT key, value FROM slotted_counter.totals
   WHERE counter = 'fresh'::slotted_counter::integer ORDER BY key;
+-- keys flushed before are written as UPDATEs through the index; one whose row is gone (deleted
+-- here by hand, so its earlier flushes are lost with it) makes the flush write them all again as
+-- upserts: the row comes back with the new delta, and no other key counts twice
+DELETE FROM slotted_counter.totals WHERE counter = 'fresh'::slotted_counter::integer AND key = 3;
+SELECT sc_incr('fresh', k, 100) FROM generate_series(1, 4) k;
+SELECT sc_rollup() IS NOT NULL AS flushed;
+SELECT key, value FROM slotted_counter.totals
+  WHERE counter = 'fresh'::slotted_counter::integer ORDER BY key;
+-- the same for a bucketed counter (its UPDATE matches the bucket, not NULL), flushed with an
+-- unbucketed one in the same flush
+SELECT sc_create('fresh_hourly', 'buffered', '1 hour');
+SELECT sc_incr('fresh_hourly', k, 1, '2026-01-01 10:30+00') FROM generate_series(1, 3) k;
+SELECT sc_rollup() IS NOT NULL AS flushed;
+SELECT sc_incr('fresh_hourly', k, 10, '2026-01-01 10:45+00') FROM generate_series(1, 3) k;
+SELECT sc_incr('fresh', 1, 1000);
+SELECT sc_rollup() IS NOT NULL AS flushed;
+DELETE FROM slotted_counter.totals WHERE counter = 'fresh_hourly'::slotted_counter::integer AND key = 2;
+SELECT sc_incr('fresh_hourly', k, 100, '2026-01-01 10:50+00') FROM generate_series(1, 3) k;
+SELECT sc_incr('fresh', 1, 1000);
+SELECT sc_rollup() IS NOT NULL AS flushed;
+SELECT key, bucket AT TIME ZONE 'UTC' AS bucket, value FROM slotted_counter.totals
+  WHERE counter IN ('fresh'::slotted_counter::integer, 'fresh_hourly'::slotted_counter::integer)
+    AND key IN (1, 2, 3)
+  ORDER BY counter, key;
+SELECT sc_drop('fresh_hourly');
 -- a key not in the buffer is read from its row: through the unique index, or by a query when
 -- the index is not as the scripts made it (here: renamed)
 INSERT INTO slotted_counter.totals (counter, key, bucket, value)

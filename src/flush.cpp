@@ -4,8 +4,9 @@
 // ring names as having turned dirty since the last flush, or, when the ring overflowed, every
 // entry of the buffer (shmem.hpp: DatabaseSlot::dirty). It marks them in_flush
 // so that no eviction takes them, writes each entry's delta (value - flushed) with one batched
-// upsert per 10,000 keys (keys never flushed, which mostly have no row yet, with plain INSERTs in
-// one subtransaction, redone as upserts if one of them has a row after all), commits, and only
+// statement per 10,000 keys: keys flushed before, which mostly have their row, with UPDATEs, and
+// keys never flushed, which mostly have none, with plain INSERTs, each kind in one subtransaction
+// that is redone as upserts if a key's row was not as expected after all), commits, and only
 // then advances each entry's flushed by the delta it wrote (checking the entry's generation: a
 // drop may have freed it meanwhile). A failed flush
 // advances nothing, so it loses nothing and counts nothing twice; a crash before the advance
@@ -54,6 +55,8 @@ MemoryContext work_context = nullptr;
 
 SPIPlanPtr plan_flush = nullptr;
 SPIPlanPtr plan_insert = nullptr;
+SPIPlanPtr plan_update = nullptr;
+SPIPlanPtr plan_update_bucketed = nullptr;
 SPIPlanPtr plan_fold = nullptr;
 
 // The rows of the four arrays, unnested in the select list, in step (ProjectSet): in FROM, each
@@ -71,6 +74,23 @@ const char* const kFlushSql =
 // before the insert, a confirmation after it), about 40% of a new row's cost.
 const char* const kInsertSql =
     "INSERT INTO slotted_counter.totals (counter, key, bucket, value) " SC_FLUSH_ROWS;
+
+// Rows of keys flushed before, which mostly have their row: an UPDATE joined on the unique index
+// (a nested loop of index scans) skips the upsert's arbiter probe, a new index scan per row, and
+// its tuple lock, a second WAL record per row. An unbucketed key's bucket is NULL, which `=`
+// never matches and `IS NOT DISTINCT FROM` cannot find through the index: two statements.
+#define SC_FLUSH_UPDATE(bucket_rows, bucket_match)                                             \
+  "UPDATE slotted_counter.totals t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
+  "updated_at = pg_catalog.now() FROM (SELECT pg_catalog.unnest($1::pg_catalog.int4[]) AS c, "  \
+  "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, " bucket_rows                                  \
+  "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta) u "                                        \
+  "WHERE t.counter OPERATOR(pg_catalog.=) u.c AND t.key OPERATOR(pg_catalog.=) u.k "            \
+  "AND " bucket_match
+
+const char* const kUpdateSql = SC_FLUSH_UPDATE("", "t.bucket IS NULL");
+const char* const kUpdateBucketedSql =
+    SC_FLUSH_UPDATE("pg_catalog.unnest($3::pg_catalog.timestamptz[]) AS b, ",
+                    "t.bucket OPERATOR(pg_catalog.=) u.b");
 
 // One transaction's deltas may touch a key that another's also touched: sum them per key.
 const char* const kFoldSql =
@@ -230,9 +250,29 @@ void SettleFlushed(DatabaseSlot* slot, const FlushItem* items, int64 n, bool com
   }
 }
 
-void WriteBatch(const FlushItem* items, int64 n, bool insert) {
-  SPIPlanPtr plan = insert ? KeyArrayPlan(&plan_insert, kInsertSql)
-                           : KeyArrayPlan(&plan_flush, kFlushSql);
+// How a batch is written: upserts, which cannot fail on a key's row being there or not; plain
+// INSERTs (fresh keys), which fail with 23505 on a key that has a row; UPDATEs (keys with rows),
+// which fail with 02000 on a key that has none.
+enum class Write { kUpsert, kInsert, kUpdate };
+
+bool Unbucketed(const FlushItem& item) { return item.bucket == kNoBucket; }
+
+void WriteBatch(const FlushItem* items, int64 n, Write write) {
+  SPIPlanPtr plan = nullptr;
+  int expected_rc = SPI_OK_INSERT;
+  switch (write) {
+    case Write::kUpsert:
+      plan = KeyArrayPlan(&plan_flush, kFlushSql);
+      break;
+    case Write::kInsert:
+      plan = KeyArrayPlan(&plan_insert, kInsertSql);
+      break;
+    case Write::kUpdate:
+      plan = Unbucketed(items[0]) ? KeyArrayPlan(&plan_update, kUpdateSql)
+                                  : KeyArrayPlan(&plan_update_bucketed, kUpdateBucketedSql);
+      expected_rc = SPI_OK_UPDATE;
+      break;
+  }
   auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
   auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
@@ -243,27 +283,62 @@ void WriteBatch(const FlushItem* items, int64 n, bool insert) {
     buckets[i] = items[i].bucket;
     deltas[i] = items[i].claim.delta;
   }
-  ExecuteKeyArrays(plan, SPI_OK_INSERT, int(n), counters, keys, buckets, deltas);
+  // An UPDATE is planned as index lookups in a nested loop, whatever the statistics of totals
+  // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
+  // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
+  // tiny would scan it whole. Set as a function's SET clause sets them, for this statement
+  // (planned when executed); an error restores them with the (sub)transaction's abort.
+  int nest_level = 0;
+  if (write == Write::kUpdate) {
+    nest_level = NewGUCNestLevel();
+    for (const char* setting : {"enable_hashjoin", "enable_mergejoin", "enable_seqscan"})
+      (void)set_config_option(setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                              0, false);
+  }
+  ExecuteKeyArrays(plan, expected_rc, int(n), counters, keys, buckets, deltas);
+  if (write == Write::kUpdate) AtEOXact_GUC(true, nest_level);
+  // The items are distinct keys, so each row the UPDATE found is one item's.
+  if (write == Write::kUpdate && int64(SPI_processed) != n)
+    ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
+                    errmsg("a key flushed before has no row in slotted_counter.totals")));
 }
 
-// Writes the deltas of items (n of them) in batches of kBatch: upserts, or with insert, plain
-// INSERTs (which fail with 23505 on a key that has a row).
-void WriteBatches(const FlushItem* items, int64 n, bool insert) {
-  for (int64 i = 0; i < n; i += kBatch)
-    WriteBatch(items + i, std::min<int64>(kBatch, n - i), insert);
+// Writes the deltas of items (n of them) in batches of at most kBatch. An UPDATE's batch holds
+// either unbucketed or bucketed keys (its statement differs). Each batch's arrays are freed
+// before the next: memory the process already has, not a million keys' worth touched anew.
+void WriteBatches(const FlushItem* items, int64 n, Write write) {
+  MemoryContext batch_context =
+      AllocSetContextCreate(CurrentMemoryContext, "slotted_counter flush batch",
+                            ALLOCSET_DEFAULT_SIZES);
+  MemoryContext outer = MemoryContextSwitchTo(batch_context);
+  for (int64 i = 0; i < n;) {
+    int64 size = std::min<int64>(kBatch, n - i);
+    if (write == Write::kUpdate)
+      size = std::find_if(items + i, items + i + size,
+                          [&](const FlushItem& item) {
+                            return Unbucketed(item) != Unbucketed(items[i]);
+                          }) -
+             (items + i);
+    WriteBatch(items + i, size, write);
+    MemoryContextReset(batch_context);
+    i += size;
+  }
+  MemoryContextSwitchTo(outer);
+  MemoryContextDelete(batch_context);
 }
 
-// Writes the fresh items with plain INSERTs in one subtransaction (one, not one per batch: more
-// than 64 subtransactions would overflow this backend's cache of them, which slows every other
-// backend's snapshots). If a key had a row after all (23505), the subtransaction is rolled back
-// and every fresh item is written again as an upsert. Any other error goes to the caller.
-void WriteFresh(const FlushItem* items, int64 n) {
+// Writes items (n of them) with the cheaper statement that fails if a key's row is not as
+// expected, in one subtransaction (one, not one per batch: more than 64 subtransactions would
+// overflow this backend's cache of them, which slows every other backend's snapshots). If it
+// failed that way (the code expected of it), the subtransaction is rolled back and every item is
+// written again as an upsert. Any other error goes to the caller.
+void WriteExpecting(const FlushItem* items, int64 n, Write write, int expected_error) {
   if (n == 0) return;
-  ErrorData* error = InSubtransaction([&] { WriteBatches(items, n, true); });
+  ErrorData* error = InSubtransaction([&] { WriteBatches(items, n, write); });
   if (error == nullptr) return;
-  if (error->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) ReThrowError(error);
+  if (error->sqlerrcode != expected_error) ReThrowError(error);
   FreeErrorData(error);
-  WriteBatches(items, n, false);
+  WriteBatches(items, n, Write::kUpsert);
 }
 
 // Moves the committed deltas of the locked live counters into totals, and deletes the deltas of
@@ -282,9 +357,11 @@ int64 FoldDeltas(const int32* ids, int nids) {
   return rows;
 }
 
-// The items with rows first, then the fresh ones; each in key order (index order).
+// The items with rows first, unbucketed before bucketed, then the fresh ones; each in key order
+// (index order).
 bool ItemOrder(const FlushItem& a, const FlushItem& b) {
   if (a.fresh != b.fresh) return b.fresh;
+  if (Unbucketed(a) != Unbucketed(b)) return Unbucketed(a);
   if (a.counter != b.counter) return a.counter < b.counter;
   if (a.key != b.key) return a.key < b.key;
   return a.bucket < b.bucket;
@@ -354,8 +431,8 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
     int64 with_rows = std::partition_point(items, items + n,
                                            [](const FlushItem& item) { return !item.fresh; }) -
                       items;
-    WriteBatches(items, with_rows, false);
-    WriteFresh(items + with_rows, n - with_rows);
+    WriteExpecting(items, with_rows, Write::kUpdate, ERRCODE_NO_DATA_FOUND);
+    WriteExpecting(items + with_rows, n - with_rows, Write::kInsert, ERRCODE_UNIQUE_VIOLATION);
     folded = FoldDeltas(ids, nids);
     *attachments_due = AttachmentsDue();
     EndWork();
