@@ -584,6 +584,9 @@ void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 del
       case Reserve::kOverflow:
         ReportOverflow(def, key, committed, delta);
         return;
+      case Reserve::kOutOfBounds:  // no bounds are passed
+        elog(ERROR, "slotted_counter: a reservation without bounds was refused by them");
+        pg_unreachable();
       case Reserve::kLoading:
         WaitForLoad(&waits);
         break;

@@ -51,6 +51,15 @@ struct CounterKey {
   int64_t bucket;    // start of the time bucket (PostgreSQL timestamp), or kNoBucket
 };
 
+// The range a bounded increment keeps its result in (sc_incr_bounded: a NULL bound is no bound);
+// the full range of bigint is no bound at all.
+struct Bounds {
+  int64_t lower = INT64_MIN;
+  int64_t upper = INT64_MAX;
+
+  bool Admit(int64_t value) const noexcept { return value >= lower && value <= upper; }
+};
+
 inline bool operator==(const CounterKey& a, const CounterKey& b) noexcept {
   return a.db == b.db && a.counter == b.counter && a.key == b.key && a.bucket == b.bucket;
 }
@@ -200,6 +209,25 @@ class CounterTable {
                                             std::memory_order_relaxed));
     if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
     *new_value = sum;
+    return true;
+  }
+
+  // Adds delta to the entry's value if the sum stays within bounds (and so within bigint);
+  // otherwise changes nothing and returns false, *value the value it was refused against.
+  // Under the same lock as Add: the check and the add are one compare-and-swap, so concurrent
+  // bounded adds admit exactly as many as fit. (Add's own loop stays apart: it is the hot path.)
+  static bool AddWithin(Entry& e, int64_t delta, Bounds bounds, int64_t* value) noexcept {
+    int64_t old = e.value.load(std::memory_order_relaxed);
+    int64_t sum;
+    do {
+      if (__builtin_add_overflow(old, delta, &sum) || !bounds.Admit(sum)) {
+        *value = old;
+        return false;
+      }
+    } while (!e.value.compare_exchange_weak(old, sum, std::memory_order_seq_cst,
+                                            std::memory_order_relaxed));
+    if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
+    *value = sum;
     return true;
   }
 

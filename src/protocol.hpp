@@ -19,7 +19,8 @@
 //
 // The rules (counter_table.hpp says what each field means):
 //   - Hit: under the key's partition lock SHARED, an entry found kResident takes an atomic add,
-//     exchange or read. Nothing else happens on the hot path.
+//     exchange or read. Nothing else happens on the hot path. A bounded add checks its bounds
+//     inside the add's compare-and-swap, so concurrent ones admit exactly what fits.
 //   - Take: a free entry, or one taken by the clock sweep: it try-locks the partition the entry's
 //     hash names (never holding another partition lock), re-checks that partition under the lock,
 //     and evicts only a resident, clean, unpinned entry that no flush has claimed and that the
@@ -36,9 +37,11 @@
 //     delta value - flushed; after the flush's transaction ended, the settle checks the entry's
 //     generation and state, adds the delta to flushed if it committed, and clears in_flush.
 //   - Reserve/settle (transactional commits, partition lock EXCLUSIVE): a reservation checks that
-//     value + reserved + delta fits on the delta's side, adds delta to that side and pins the
-//     entry; the settle (same generation, resident) adds delta to value on commit, takes it off
-//     the side, unpins, and sets flushed = value (a transactional value is in the tables).
+//     value + reserved + delta fits on the delta's side (a bounded one: that the value right after
+//     its delta is within its bounds at both ends, value + reserved_down + delta and value +
+//     reserved_up + delta), adds delta to that side and pins the entry; the settle (same
+//     generation, resident) adds delta to value on commit, takes it off the side, unpins, and
+//     sets flushed = value (a transactional value is in the tables).
 //   - Pins of buffered batches (EXCLUSIVE to pin and unpin; adds to a pinned entry take the
 //     SHARED lock and check the generation).
 //   - Purge: under each partition's EXCLUSIVE lock, resident entries that match are unlinked and
@@ -182,7 +185,8 @@ struct Reservation {
   int64_t delta;
 };
 
-enum class Reserve { kReserved, kOverflow, kLoading, kMissing };
+// kOverflow: the value could leave bigint; kOutOfBounds: it could leave the reservation's bounds.
+enum class Reserve { kReserved, kOverflow, kOutOfBounds, kLoading, kMissing };
 
 // A buffered batch's pin on one entry.
 struct Pin {
@@ -228,6 +232,17 @@ class Protocol {
         *value = e.value.load(std::memory_order_acquire);
       else
         CheckDirtied(index, e, *value - delta, *value, dirtied);
+    });
+  }
+
+  // Adds delta to k's resident entry if the result stays within bounds. *refused: nothing
+  // changed, *value is the value it was refused against; otherwise *value is the new value.
+  Probe AddIfResidentWithin(const CounterKey& k, uint32_t hash, int64_t delta, Bounds bounds,
+                            int64_t* value, bool* refused, Dirtied* dirtied) noexcept {
+    *refused = false;
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+      *refused = !CounterTable::AddWithin(e, delta, bounds, value);
+      if (!*refused) CheckDirtied(index, e, *value - delta, *value, dirtied);
     });
   }
 
@@ -425,9 +440,10 @@ class Protocol {
   // ---- reserve and settle: transactional commits ----------------------------------------------
 
   // Reserves delta on k's resident entry and pins it. kOverflow: the value could leave the bigint
-  // range in some order of the reserved transactions' outcomes (*committed: the value).
+  // range in some order of the reserved transactions' outcomes (*committed: the value);
+  // kOutOfBounds: the value right after this delta could leave bounds in some order.
   Reserve ReserveIfResident(const CounterKey& k, uint32_t hash, int64_t delta, Reservation* out,
-                            int64_t* committed) noexcept {
+                            int64_t* committed, Bounds bounds = Bounds{}) noexcept {
     uint32_t p = CounterTable::PartitionOf(hash);
     locks_.Exclusive(p);
     uint32_t index = t_.Find(k, hash);
@@ -443,6 +459,24 @@ class Protocol {
       bool fits = !__builtin_add_overflow(reserved, delta, &sum) &&
                   !__builtin_add_overflow(*committed, sum, &sum);
       result = fits ? Reserve::kReserved : Reserve::kOverflow;
+      // Bounded: right after this delta the value lies between committed + reserved_down + delta
+      // and committed + reserved_up + delta, whichever of the others commit first; both ends
+      // must be within bounds.
+      if (fits && !(bounds.lower == INT64_MIN && bounds.upper == INT64_MAX)) {
+        int64_t low, high;
+        bool within =
+            !__builtin_add_overflow(*committed, e.reserved_down.load(std::memory_order_relaxed),
+                                    &low) &&
+            !__builtin_add_overflow(low, delta, &low) &&
+            !__builtin_add_overflow(*committed, e.reserved_up.load(std::memory_order_relaxed),
+                                    &high) &&
+            !__builtin_add_overflow(high, delta, &high) && bounds.Admit(low) &&
+            bounds.Admit(high);
+        if (!within) {
+          fits = false;
+          result = Reserve::kOutOfBounds;
+        }
+      }
       if (fits) {
         side.store(reserved + delta, std::memory_order_relaxed);
         e.pins.fetch_add(1, std::memory_order_relaxed);

@@ -16,6 +16,7 @@
 
 namespace {
 
+using sc_test::Bounds;
 using sc_test::CounterKey;
 using sc_test::CounterTable;
 using sc_test::Entry;
@@ -614,6 +615,41 @@ TEST(CounterTableAdd, RefusesOverflowLeavingValueUnchanged) {
   EXPECT_FALSE(CounterTable::Add(f, kMin, &nv));
   EXPECT_EQ(f.value.load(), kMin);
   EXPECT_EQ(f.flushed.load(), kMin + 1) << "a refused Add must not touch flushed";
+}
+
+TEST(CounterTableAdd, WithinAdmitsUpToTheBoundsInclusiveAndRefusesBeyondUnchanged) {
+  TableBuffer t(4);
+  Entry& e = t->at(Insert(*t, Key(1), 98));
+  const Bounds bounds{0, 100};
+  int64_t v = -1;
+  ASSERT_TRUE(CounterTable::AddWithin(e, 2, bounds, &v));
+  EXPECT_EQ(v, 100) << "the upper bound itself is admitted";
+  EXPECT_FALSE(CounterTable::AddWithin(e, 1, bounds, &v));
+  EXPECT_EQ(v, 100) << "a refusal reports the value it was refused against";
+  EXPECT_EQ(e.value.load(), 100);
+  ASSERT_TRUE(CounterTable::AddWithin(e, -100, bounds, &v));
+  EXPECT_EQ(v, 0) << "the lower bound itself is admitted";
+  EXPECT_FALSE(CounterTable::AddWithin(e, -1, bounds, &v));
+  EXPECT_EQ(e.value.load(), 0);
+  EXPECT_EQ(e.flushed.load(), 98) << "AddWithin must not touch flushed";
+  // a value already outside: only a delta that brings it inside is admitted
+  e.value.store(150);
+  EXPECT_FALSE(CounterTable::AddWithin(e, 1, bounds, &v));
+  EXPECT_FALSE(CounterTable::AddWithin(e, -10, bounds, &v));
+  ASSERT_TRUE(CounterTable::AddWithin(e, -60, bounds, &v));
+  EXPECT_EQ(v, 90);
+  // no bounds: as Add, refused only by overflow
+  Entry& f = t->at(Insert(*t, Key(2), kMax - 1));
+  ASSERT_TRUE(CounterTable::AddWithin(f, 1, Bounds{}, &v));
+  EXPECT_EQ(v, kMax);
+  EXPECT_FALSE(CounterTable::AddWithin(f, 1, Bounds{}, &v));
+  EXPECT_EQ(f.value.load(), kMax);
+  // one-sided bounds
+  Entry& g = t->at(Insert(*t, Key(3), 5));
+  EXPECT_FALSE(CounterTable::AddWithin(g, -6, Bounds{0, kMax}, &v)) << "never below zero";
+  ASSERT_TRUE(CounterTable::AddWithin(g, -5, Bounds{0, kMax}, &v));
+  ASSERT_TRUE(CounterTable::AddWithin(g, kMax, Bounds{kMin, kMax}, &v));
+  EXPECT_EQ(v, kMax);
 }
 
 TEST(CounterTableAdd, MarksEntryRecentlyUsed) {

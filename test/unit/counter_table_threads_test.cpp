@@ -433,6 +433,55 @@ TEST(ConcurrentAdd, OverflowIsRefusedExactlyAtTheLimit) {
   EXPECT_EQ(t->at(t->Find(key, hash)).value.load(), kMax);
 }
 
+// A rate limit at its bound: each thread takes one unit of room (a bounded +1) and, if admitted,
+// gives it back (a bounded -1, which must be admitted), so the value sits at the bound and every
+// thread keeps racing for the last unit. Then the same at the lower bound with -1 first. No value
+// outside the bounds is ever seen, every refusal saw the bound, and the value ends where it
+// started.
+TEST(ConcurrentAdd, BoundedAddsAtTheBoundAdmitOnlyWhatFits) {
+  Watchdog dog(kWatchdog);
+  TableMemory t(8);
+  Proto p(t.get(), CountedStdLocks());
+  const Bounds bounds{0, 1'000};
+  for (int64_t first : {int64_t(1), int64_t(-1)}) {
+    const CounterKey key{1, 1, first > 0 ? 8 : 9, kNoBucket};
+    const uint32_t hash = sc::HashCounterKey(key);
+    // Room for half the threads at once.
+    const int64_t start = first > 0 ? bounds.upper - kThreads / 2 : bounds.lower + kThreads / 2;
+    LoadResident(p, key, start);
+    std::atomic<int64_t> admitted{0}, refused_at_bound{0}, wrong{0};
+    StartGate gate;
+    std::vector<std::thread> threads;
+    for (int th = 0; th < kThreads; th++)
+      threads.emplace_back([&] {
+        gate.Wait();
+        for (int n = 0; n < 100'000; n++) {
+          int64_t value = 0;
+          bool refused = false;
+          Dirtied d;
+          if (p.AddIfResidentWithin(key, hash, first, bounds, &value, &refused, &d) !=
+                  Probe::kFound ||
+              !bounds.Admit(value))
+            wrong.fetch_add(1);
+          if (refused) {
+            if (value != (first > 0 ? bounds.upper : bounds.lower)) wrong.fetch_add(1);
+            refused_at_bound.fetch_add(1);
+            continue;
+          }
+          admitted.fetch_add(1);
+          p.AddIfResidentWithin(key, hash, -first, bounds, &value, &refused, &d);
+          if (refused || !bounds.Admit(value)) wrong.fetch_add(1);
+        }
+      });
+    gate.Open();
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(wrong.load(), 0) << "a value outside the bounds, or a wrong refusal (first "
+                               << first << ")";
+    EXPECT_EQ(t->at(t->Find(key, hash)).value.load(), start);
+    EXPECT_GT(admitted.load(), 0);
+  }
+}
+
 // Flushers that overlap (during a hand-over) claim under a shared lock: exactly one of them may
 // claim a dirty entry, however they interleave.
 TEST(ConcurrentClaim, ExactlyOneOfOverlappingFlushersClaimsAnEntry) {
@@ -648,6 +697,7 @@ class ServerRun {
       case Reserve::kLoading:
         return Probe::kLoading;
       case Reserve::kOverflow:
+      case Reserve::kOutOfBounds:
         st.Error("ReserveIfResident refused a delta far from overflow");
         return Probe::kFound;
       case Reserve::kReserved:

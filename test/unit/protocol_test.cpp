@@ -666,6 +666,61 @@ TEST_F(ProtocolTest, NegativeReservationsMustFitBelow) {
   EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1000, &b, &committed), Reserve::kReserved);
 }
 
+// A bounded reservation must keep the value right after its delta inside the bounds whichever
+// of the other reserved transactions commit first; a refusal reserves and pins nothing.
+TEST_F(ProtocolTest, BoundedReservationsFitEveryOrderOfTheOthersOutcomes) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 98);
+  const Bounds limit{kMin, 100};
+  Reservation a, b, c, d;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &a, &committed, limit), Reserve::kReserved);
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &b, &committed, limit), Reserve::kReserved);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1, &c, &committed, limit), Reserve::kOutOfBounds)
+      << "98 + 1 + 1 + 1 passes 100 if all three commit";
+  EXPECT_EQ(t().at(i).pins.load(), 2u) << "a refused reservation pins nothing";
+  EXPECT_EQ(t().at(i).reserved_up.load(), 2);
+  // an unbounded one is refused only by overflow
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &c, &committed), Reserve::kReserved);
+  EXPECT_TRUE(p_.SettleReservation(c, false, 1));
+  // an abort makes room again
+  EXPECT_TRUE(p_.SettleReservation(a, false, 1));
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &c, &committed, limit), Reserve::kReserved);
+  // a pending decrement does not make room (it may abort), and must itself fit below
+  const Bounds never_negative{0, kMax};
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), -99, &d, &committed, never_negative),
+            Reserve::kOutOfBounds)
+      << "98 - 99 < 0 whatever the others do";
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), -98, &d, &committed, never_negative),
+            Reserve::kReserved);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1, &a, &committed, limit), Reserve::kOutOfBounds);
+  EXPECT_TRUE(p_.SettleReservation(b, true, 1));
+  EXPECT_TRUE(p_.SettleReservation(c, true, 1));
+  EXPECT_TRUE(p_.SettleReservation(d, true, 1));
+  int64_t value = 0;
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
+  EXPECT_EQ(value, 2);
+}
+
+TEST_F(ProtocolTest, ABoundedAddIsRefusedWithTheValueAndNotesNothing) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  int64_t value = 0;
+  bool refused = true;
+  Dirtied dirtied;
+  EXPECT_EQ(p_.AddIfResidentWithin(k, H(k), 5, Bounds{0, 12}, &value, &refused, &dirtied),
+            Probe::kFound);
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(value, 10);
+  EXPECT_EQ(t().at(i).value.load(), 10);
+  EXPECT_EQ(p_.AddIfResidentWithin(k, H(k), 2, Bounds{0, 12}, &value, &refused, &dirtied),
+            Probe::kFound);
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(value, 12);
+  EXPECT_EQ(p_.AddIfResidentWithin(Key(2), H(Key(2)), 1, Bounds{}, &value, &refused, &dirtied),
+            Probe::kMissing);
+}
+
 TEST_F(ProtocolTest, ReservingAMissingOrLoadingKeySaysSo) {
   CounterKey k = Key(1);
   Reservation r;

@@ -20,6 +20,7 @@
 
 namespace sc_test {
 
+using sc::Bounds;
 using sc::CounterKey;
 using sc::CounterTable;
 using sc::Entry;
