@@ -54,6 +54,8 @@ ALTER EXTENSION slotted_counter UPDATE;
 \dx slotted_counter
 -- 0.5: totals keeps room on its pages for HOT updates by the flusher
 SELECT reloptions FROM pg_class WHERE oid = 'slotted_counter.totals'::regclass;
+-- 0.6: bounded increments
+SELECT sc_incr_bounded('old_b', 1, 0, NULL, NULL) IS NOT NULL AS bounded;
 -- every object is back, with its owner, options, privileges and comment, outside the extension
 SELECT * FROM old_view;
 SELECT * FROM old_view_of_view;

@@ -270,6 +270,14 @@ inline Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, int64* v
   return probe;
 }
 
+Probe AddResidentWithin(const CounterKey& k, uint32 hash, int64 delta, Bounds bounds,
+                        int64* value, bool* refused) {
+  Dirtied dirtied;
+  Probe probe = Table().AddIfResidentWithin(k, hash, delta, bounds, value, refused, &dirtied);
+  NoteDirtied(dirtied);
+  return probe;
+}
+
 inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
                               int64* old_value) {
   Dirtied dirtied;
@@ -357,23 +365,52 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
   return IncrementNotResident(counter, k, hash, delta);
 }
 
-int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {
-  CounterDef def = counter;
-  CounterKey k{MyDatabaseId, def.id, key, bucket};
-  uint32 hash = HashCounterKey(k);
+namespace {
+
+// Calls at_resident() (a step on k's resident entry) until it finds the entry resident: waits for
+// a load in progress, loads the key, and with no room waits for the flusher (an error after
+// kRoomWaitMs naming `action`). For the writes that are never written through.
+template <typename AtResident>
+void UntilResident(CounterDef* def, const CounterKey& k, uint32 hash, const char* action,
+                   AtResident&& at_resident) {
   int waits = 0;
   TimestampTz no_room_since = 0;
   for (;;) {
-    int64 old;
-    Probe probe = ExchangeResident(k, hash, value, &old);
-    if (probe == Probe::kFound) return old;
+    Probe probe = at_resident();
+    if (probe == Probe::kFound) return;
     if (probe == Probe::kLoading) {
       WaitForLoad(&waits);
       continue;
     }
-    // A set is not written through: it waits for the flusher to make room.
-    if (!MakeResident(&def, k, hash, &waits)) WaitForRoom(def, "set", &no_room_since, &waits);
+    if (!MakeResident(def, k, hash, &waits)) WaitForRoom(*def, action, &no_room_since, &waits);
   }
+}
+
+}  // namespace
+
+bool BufferIncrementWithin(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
+                           Bounds bounds, int64* value) {
+  CounterDef def = counter;  // as in BufferIncrement
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  bool refused = false;
+  UntilResident(&def, k, hash, "count into",
+                [&] { return AddResidentWithin(k, hash, delta, bounds, value, &refused); });
+  // Leaving bigint is an error, as for any increment, not a refusal by the bounds.
+  int64 sum;
+  if (refused && __builtin_add_overflow(*value, delta, &sum))
+    ReportOverflow(def, key, *value, delta);
+  return !refused;
+}
+
+int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {
+  CounterDef def = counter;
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  // A set is not written through: it waits for the flusher to make room.
+  int64 old = 0;
+  UntilResident(&def, k, hash, "set", [&] { return ExchangeResident(k, hash, value, &old); });
+  return old;
 }
 
 int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) {
@@ -570,7 +607,7 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
 }
 
 void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
-                   Reservation* out) {
+                   Bounds bounds, Reservation* out) {
   CounterDef def = counter;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
@@ -578,15 +615,26 @@ void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 del
   TimestampTz no_room_since = 0;
   for (;;) {
     int64 committed = 0;
-    switch (Table().ReserveIfResident(k, hash, delta, out, &committed)) {
+    switch (Table().ReserveIfResident(k, hash, delta, out, &committed, bounds)) {
       case Reserve::kReserved:
         return;
       case Reserve::kOverflow:
         ReportOverflow(def, key, committed, delta);
         return;
-      case Reserve::kOutOfBounds:  // no bounds are passed
-        elog(ERROR, "slotted_counter: a reservation without bounds was refused by them");
-        pg_unreachable();
+      case Reserve::kOutOfBounds:
+        ereport(ERROR,
+                (errcode(ERRCODE_CHECK_VIOLATION),
+                 errmsg("bounded increment of counter \"%s\" would leave its bounds", def.name),
+                 errdetail("Key %lld is %lld as committed; this transaction adds %lld, and its "
+                           "bounded increments allow values in [%s, %s] whatever the "
+                           "transactions committing with it do. Nothing of this transaction "
+                           "is committed.",
+                           (long long)key, (long long)committed, (long long)delta,
+                           bounds.lower == INT64_MIN ? "-infinity"
+                                                     : psprintf("%lld", (long long)bounds.lower),
+                           bounds.upper == INT64_MAX ? "infinity"
+                                                     : psprintf("%lld", (long long)bounds.upper))));
+        return;
       case Reserve::kLoading:
         WaitForLoad(&waits);
         break;

@@ -32,6 +32,14 @@ void BufferIncrementBatch(const CounterDef& def, const int64* keys, const int64*
 // (pins, partition holds). Cannot fail.
 void BufferBatchAbort();
 
+// Adds delta to (counter, key, bucket) of a buffered counter if the new value stays within
+// bounds: true and *value the new value, or false and *value the value it was refused against
+// (nothing changed). Concurrent ones admit exactly what fits. A key not in the buffer is loaded;
+// with no room, it waits for the flusher as BufferSet does (the bound needs the value, which a
+// write-through does not have).
+bool BufferIncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                           Bounds bounds, int64* value);
+
 // Replaces the value of (counter, key, bucket) of a buffered counter and returns the old value.
 // Concurrent increments fall before or after it. If the buffer has no room it waits for the
 // flusher (10 s at most, then 53400).
@@ -74,9 +82,10 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
                             int64 until, BucketValue** out);
 
 // At pre-commit: makes the key resident, checks that its value plus every reserved delta plus
-// delta fits in a bigint (22003 if not), reserves delta and pins the entry, so that it is not
+// delta fits in a bigint (22003 if not) and, whatever the other reserved deltas do, stays within
+// bounds right after delta (23514 if not), reserves delta and pins the entry, so that it is not
 // evicted (and so not reloaded from tables that already hold this delta) before BufferSettle.
-void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta, Bounds bounds,
                    Reservation* out);
 // At commit (adds the delta to the value) or abort; cannot fail.
 void BufferSettle(const Reservation& r, bool committed);

@@ -58,6 +58,11 @@ struct Bounds {
   int64_t upper = INT64_MAX;
 
   bool Admit(int64_t value) const noexcept { return value >= lower && value <= upper; }
+  // What both admit.
+  Bounds And(Bounds other) const noexcept {
+    return Bounds{lower > other.lower ? lower : other.lower,
+                  upper < other.upper ? upper : other.upper};
+  }
 };
 
 inline bool operator==(const CounterKey& a, const CounterKey& b) noexcept {

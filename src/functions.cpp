@@ -150,6 +150,21 @@ inline int64 Increment(const CounterDef& def, int64 key, int64 bucket, int64 del
   return TransactionalIncrement(copy, key, bucket, delta);
 }
 
+// Adds delta to (key, bucket) if the new value stays within bounds: true and *value the new
+// value, or false (nothing counted). As Increment.
+bool IncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta, Bounds bounds,
+                     int64* value) {
+  if (def.durability == Durability::kBuffered) {
+    EnsureFlusherFast();
+    bool admitted = BufferIncrementWithin(def, key, bucket, delta, bounds, value);
+    EnsureFlusherFast(true);
+    return admitted;
+  }
+  CounterDef copy = def;
+  EnsureFlusherFast();
+  return TransactionalIncrementWithin(copy, key, bucket, delta, bounds, value);
+}
+
 }  // namespace
 
 }  // namespace sc
@@ -289,6 +304,26 @@ Datum IncrAt(PG_FUNCTION_ARGS) {
   CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   PG_RETURN_INT64(Increment(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2)));
+}
+
+// A NULL bound is no bound; NULL is returned when the increment was refused (nothing counted).
+template <Abi abi>
+Datum IncrBounded(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", "delta", nullptr};
+  RequireArguments(fcinfo, names);
+  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr_bounded()");
+  Bounds bounds;
+  if (!PG_ARGISNULL(3)) bounds.lower = PG_GETARG_INT64(3);
+  if (!PG_ARGISNULL(4)) bounds.upper = PG_GETARG_INT64(4);
+  if (bounds.lower > bounds.upper)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("lower bound %lld is above upper bound %lld",
+                           (long long)bounds.lower, (long long)bounds.upper)));
+  int64 bucket = WriteBucket(fcinfo, def, 5);
+  int64 value;
+  if (!IncrementWithin(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2), bounds, &value))
+    PG_RETURN_NULL();
+  PG_RETURN_INT64(value);
 }
 
 template <Abi abi>
@@ -530,6 +565,7 @@ SC_ENTRY_POINTS(sc_drop, Drop)
 SC_ENTRY_POINTS(sc_incr, Incr)
 SC_ENTRY_POINTS(sc_incr_at, IncrAt)
 SC_ENTRY_POINTS(sc_incr_batch, IncrBatch)
+SC_ENTRY_POINTS(sc_incr_bounded, IncrBounded)
 SC_ENTRY_POINTS(sc_set, Set)
 SC_ENTRY_POINTS(sc_top, Top)
 SC_ENTRY_POINTS(sc_sum, Sum)

@@ -33,14 +33,18 @@ struct LevelKey {
   int level;
 };
 
+// bounds: what the bounded increments at that level (and of the committed subtransactions
+// below it) admit; all of bigint when there were none.
 struct PendingAtLevel {
   LevelKey id;  // hash key
   int64 delta;
+  Bounds bounds;
 };
 
 struct PendingTotal {
   CounterKey key;  // hash key
   int64 delta;     // over all levels
+  Bounds bounds;   // of the top level, and of the subtransactions committed into it
 };
 
 HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level (2 and deeper)
@@ -222,7 +226,13 @@ int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
   return p != nullptr ? p->delta : 0;
 }
 
-int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
+namespace {
+
+// The increment, with bounds or (kBounded false: nothing of them compiled in, the common case)
+// without.
+template <bool kBounded>
+pg_always_inline bool AddPending(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                                 Bounds bounds, int64* result) {
   int64 committed = BufferRead(def, key, bucket, true);
   if (totals == nullptr) MakeTables();
   any_pending = true;
@@ -233,7 +243,10 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
   CounterKey k = MakeKey(def.id, key, bucket);
   bool found;
   auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
-  if (!found) total->delta = 0;
+  if (!found) {
+    total->delta = 0;
+    total->bounds = Bounds{};
+  }
   int64 new_pending, value;
   if (!CheckedAdd(total->delta, delta, &new_pending) ||
       !CheckedAdd(committed, new_pending, &value))
@@ -242,18 +255,42 @@ int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int
                                    "the bigint range.",
                                    (long long)key, (long long)(committed + total->delta),
                                    (long long)delta));
+  if (kBounded && !bounds.Admit(value)) {
+    if (!CheckedAdd(committed, total->delta, result))
+      ReportValueOutOfRange(def.name,
+                            psprintf("Key %lld leaves the bigint range.", (long long)key));
+    return false;
+  }
   int level = GetCurrentTransactionNestLevel();
   if (level > 1) {
     LevelKey lk = MakeLevelKey(k, level);
     auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
     if (!found) {
       here->delta = 0;
+      here->bounds = Bounds{};
       KeepMoveRoom();
     }
     here->delta += delta;
+    if (kBounded) here->bounds = here->bounds.And(bounds);
+  } else if (kBounded) {
+    total->bounds = total->bounds.And(bounds);
   }
   total->delta = new_pending;
+  *result = value;
+  return true;
+}
+
+}  // namespace
+
+int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
+  int64 value;
+  (void)AddPending<false>(def, key, bucket, delta, Bounds{}, &value);
   return value;
+}
+
+bool TransactionalIncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                                  Bounds bounds, int64* value) {
+  return AddPending<true>(def, key, bucket, delta, bounds, value);
 }
 
 int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64** deltas) {
@@ -298,6 +335,7 @@ void TransactionalPreCommit() {
   auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* deltas = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* bounds = static_cast<Bounds*>(palloc(sizeof(Bounds) * n));
   MemoryContextSwitchTo(old);
 
   int rows = 0;
@@ -310,6 +348,7 @@ void TransactionalPreCommit() {
     keys[rows] = p->key.key;
     buckets[rows] = p->key.bucket;
     deltas[rows] = p->delta;
+    bounds[rows] = p->bounds;
     rows++;
   }
   // Reserve (and pin) every entry first, then write: if either fails, the abort settles the
@@ -327,7 +366,8 @@ void TransactionalPreCommit() {
   // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
   for (int i = 0; i < rows; i++) {
     CounterDef def = CommittingCounter(counters[i]);
-    BufferReserve(def, keys[i], buckets[i], deltas[i], &reservations[reservation_count]);
+    BufferReserve(def, keys[i], buckets[i], deltas[i], bounds[i],
+                  &reservations[reservation_count]);
     reservation_count++;
   }
   if (rows > 0) InsertDeltas(rows, counters, keys, buckets, deltas);
@@ -370,9 +410,12 @@ void TransactionalSubEnd(bool committed, int level) {
     if (p->id.level < level) continue;
     if (move_up) {
       moved_space[count++] = *p;
-    } else if (!committed) {
+    } else {
+      // Committed into the top level: its bounds join the key's; rolled back: its delta leaves
+      // the total and its bounds are forgotten.
       auto* t = static_cast<PendingTotal*>(hash_search(totals, &p->id.key, HASH_FIND, nullptr));
-      if (t != nullptr) t->delta -= p->delta;
+      if (t != nullptr && committed) t->bounds = t->bounds.And(p->bounds);
+      if (t != nullptr && !committed) t->delta -= p->delta;
     }
     hash_search(at_level, &p->id, HASH_REMOVE, nullptr);
   }
@@ -382,6 +425,7 @@ void TransactionalSubEnd(bool committed, int level) {
     bool found;
     auto* p = static_cast<PendingAtLevel*>(hash_search(at_level, &parent, HASH_ENTER, &found));
     p->delta = found ? p->delta + m.delta : m.delta;
+    p->bounds = found ? p->bounds.And(m.bounds) : m.bounds;
   }
 }
 

@@ -10,6 +10,14 @@ namespace sc {
 // the pending delta. Fails with 22003, changing nothing, if that leaves the bigint range.
 int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);
 
+// The same if the committed value plus the pending delta stays within bounds: true and *value
+// that sum, or false and *value the sum it was refused against (nothing changed). The bounds are
+// kept with the key's pending delta (as long as the subtransaction that gave them is not rolled
+// back), and checked again at COMMIT against every committing transaction: a COMMIT that could
+// leave them fails with 23514.
+bool TransactionalIncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                                  Bounds bounds, int64* value);
+
 // Sets the key to value as this transaction sees it (committed + own pending): records the
 // difference as a pending delta, so increments other transactions commit meanwhile are kept.
 // Returns the value it saw.

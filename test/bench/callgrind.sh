@@ -40,6 +40,8 @@ WORKLOADS=(
     "transactional sc_incr, one key|count(sc_incr('t', 0, 1))|harness: abs()"
     "transactional sc_incr, 1000 keys|count(sc_incr('t', g % 1000, 1))|harness: abs(), (g % 1000)::bigint"
     "bucketed (hourly) sc_incr, one key|count(sc_incr('h', 0, 1))|harness: abs()"
+    "buffered sc_incr_bounded, one key, bound not reached|count(sc_incr_bounded('b', 0, 1, 0, 1000000000000))|harness: abs()"
+    "transactional sc_incr_bounded, one key, bound not reached|count(sc_incr_bounded('t', 0, 1, 0, 1000000000000))|harness: abs()"
 )
 psql_ -c "SELECT count(sc_incr(c, g, 0)) FROM unnest(ARRAY['b', 't', 'h']) c, generate_series(0, 999) g" >/dev/null
 declare -A PER_ROW=()

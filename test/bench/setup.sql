@@ -33,6 +33,8 @@ SELECT sc_create('zipf_tx', 'transactional');
 SELECT sc_create('mix', 'buffered');             -- sc_sum of a key while it is incremented
 SELECT sc_create('batch', 'buffered');           -- 1,000 keys per call
 SELECT sc_create('batch_tx', 'transactional');
+SELECT sc_create('bounded', 'buffered');         -- sc_incr_bounded, keys 1..10,000, uniform
+SELECT sc_create('bounded_tx', 'transactional');
 -- What a flush is measured against: an INSERT of as many rows into a table of totals' shape
 -- with its unique index.
 CREATE TABLE flush_baseline (LIKE slotted_counter.totals INCLUDING DEFAULTS,

@@ -197,7 +197,7 @@ FROM pg_class c WHERE c.relname IN ('posts', 'tracked', 'post_stats', 'lagged_vi
 	'hits_by_hour:app_owner,lagged_views:app_owner,post_stats:app_owner,posts:app_owner,tracked:app_owner',
 	'with their owner');
 is($new->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'slotted_counter'}),
-	'0.5', 'the extension is restored at 0.5');
+	'0.6', 'the extension is restored at 0.6');
 
 for my $what (sort keys %reads)
 {
