@@ -108,6 +108,10 @@ public class ClientTest {
         return out;
     }
 
+    static void isNull(Object actual, String what) {
+        if (actual != null) throw new AssertionError(what + ": got " + actual + ", expected NULL");
+    }
+
     static void eq(Object actual, Object expected, String what) {
         if (!expected.equals(actual)) {
             throw new AssertionError(what + ": got " + actual + ", expected " + expected);
@@ -235,6 +239,29 @@ public class ClientTest {
                     "sc_set of the 10:00 bucket returns its old value");
             eq(oneLong(c, ranged, "hits", 42L, at(10, 0), at(11, 0)), 100L, "the 10:00 bucket after sc_set");
             eq(oneLong(c, ranged, "hits", 42L, at(11, 0), at(12, 0)), 4L, "the 11:00 bucket after sc_set");
+        }
+    }
+
+    /** A rate limit on a per-minute counter and a stock that never goes below zero. */
+    static void boundedIncrements() throws Exception {
+        try (Connection c = connect()) {
+            oneString(c, "SELECT sc_create(?, ?, ?)", "api_limit", "buffered", new PGInterval("1 minute"));
+            String bounded = "SELECT sc_incr_bounded(?, ?, ?, ?, ?, ?)";
+            for (long n = 1; n <= 3; n++)
+                eq(oneLong(c, bounded, "api_limit", 7L, 1L, Null.BIGINT, 3L, at(10, 15)), n, "call " + n + " admitted");
+            isNull(oneString(c, bounded, "api_limit", 7L, 1L, Null.BIGINT, 3L, at(10, 15)), "the fourth call in the minute is refused");
+            eq(oneLong(c, bounded, "api_limit", 7L, 1L, Null.BIGINT, 3L, at(10, 16)), 1L, "the next minute admits again");
+
+            oneString(c, "SELECT sc_create(?)", "stock_left");
+            eq(oneLong(c, "SELECT sc_incr(?, ?, ?)", "stock_left", 1L, 2L), 2L, "2 in stock");
+            String sell = "SELECT sc_incr_bounded(?, ?, ?, ?, ?)";
+            c.setAutoCommit(false);
+            isNull(oneString(c, sell, "stock_left", 1L, -3L, 0L, Null.BIGINT), "selling 3 of 2 is refused");
+            eq(oneLong(c, sell, "stock_left", 1L, -2L, 0L, Null.BIGINT), 0L, "selling 2 of 2");
+            c.commit();
+            c.setAutoCommit(true);
+            eq(oneLong(c, "SELECT sc_sum(?, ?)", "stock_left", 1L), 0L, "sold out, never below zero");
+            expectSqlstate(c, "22023", sell, "stock_left", 1L, 1L, 5L, 4L);
         }
     }
 
@@ -447,6 +474,7 @@ public class ClientTest {
         checks.put("team points: sc_sum_keys of a team, sc_top leaderboard", ClientTest::teamPoints);
         checks.put("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set", ClientTest::hitsPerHour);
         checks.put("sc_set returns the old value, buffered and transactional", ClientTest::buyersReset);
+        checks.put("sc_incr_bounded: a rate limit per minute, a stock never below zero", ClientTest::boundedIncrements);
         checks.put("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch", ClientTest::nullsAndArrays);
         checks.put(WORKERS + " connections count one key of a buffered counter exactly", () -> concurrentExact("buffered"));
         checks.put(WORKERS + " connections count one key of a transactional counter exactly", () -> concurrentExact("transactional"));

@@ -142,6 +142,34 @@ async function hitsPerHour() {
   assert.equal(await one(pool, ranged, ['hits', 42, at(11, 0), at(12, 0)]), '4', 'the 11:00 bucket after sc_set');
 }
 
+// A rate limit on a per-minute counter and a stock that never goes below zero.
+async function boundedIncrements() {
+  const at = (hour, minute) => new Date(Date.UTC(2021, 10, 21, hour, minute));
+  await pool.query('SELECT sc_create($1, $2, $3)', ['api_limit', 'buffered', '1 minute']);
+  const bounded = 'SELECT sc_incr_bounded($1, $2, $3, $4, $5, $6)';
+  for (let n = 1; n <= 3; n++) {
+    assert.equal(await one(pool, bounded, ['api_limit', 7, 1, null, 3, at(10, 15)]), String(n), `call ${n} admitted`);
+  }
+  assert.equal(await one(pool, bounded, ['api_limit', 7, 1, null, 3, at(10, 15)]), null,
+    'the fourth call in the minute is refused');
+  assert.equal(await one(pool, bounded, ['api_limit', 7, 1, null, 3, at(10, 16)]), '1', 'the next minute admits again');
+
+  await pool.query('SELECT sc_create($1)', ['stock_left']);
+  assert.equal(await one(pool, 'SELECT sc_incr($1, $2, $3)', ['stock_left', 1, 2]), '2', '2 in stock');
+  const sell = 'SELECT sc_incr_bounded($1, $2, $3, $4, $5)';
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    assert.equal(await one(client, sell, ['stock_left', 1, -3, 0, null]), null, 'selling 3 of 2 is refused');
+    assert.equal(await one(client, sell, ['stock_left', 1, -2, 0, null]), '0', 'selling 2 of 2');
+    await client.query('COMMIT');
+  } finally {
+    client.release();
+  }
+  assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['stock_left', 1]), '0', 'sold out, never below zero');
+  await assert.rejects(pool.query(sell, ['stock_left', 1, 1, 5, 4]), (e) => e.code === '22023', 'lower above upper is 22023');
+}
+
 async function buyersReset() {
   await pool.query('SELECT sc_create($1, $2)', ['buyers_total', 'buffered']);
   for (let n = 1; n <= 7; n++) {
@@ -296,6 +324,7 @@ async function main() {
     ['team points: sc_sum_keys of a team, sc_top leaderboard', teamPoints],
     ['hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set', hitsPerHour],
     ['sc_set returns the old value, buffered and transactional', buyersReset],
+    ['sc_incr_bounded: a rate limit per minute, a stock never below zero', boundedIncrements],
     ['NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch', nullsAndArrays],
     [`${WORKERS} pooled connections count one key of a buffered counter exactly`, () => concurrentExact('buffered')],
     [`${WORKERS} pooled connections count one key of a transactional counter exactly`, () => concurrentExact('transactional')],

@@ -174,6 +174,35 @@ def hits_per_hour(connect):
         eq(one(conn, ranged, ("hits", 42, at(11, 0), at(12, 0))), 4, "the 11:00 bucket after sc_set")
 
 
+def bounded_increments(connect):
+    """A rate limit on a per-minute counter and a stock that never goes below zero."""
+    def at(hour, minute):
+        return datetime(2021, 11, 21, hour, minute, tzinfo=timezone.utc)
+
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s, %s)", ("api_limit", "buffered", timedelta(minutes=1)))
+        bounded = "SELECT sc_incr_bounded(%s, %s, %s, %s, %s, %s)"
+        for n in range(1, 4):
+            eq(one(conn, bounded, ("api_limit", 7, 1, None, 3, at(10, 15))), n, f"call {n} admitted")
+        eq(one(conn, bounded, ("api_limit", 7, 1, None, 3, at(10, 15))), None,
+           "the fourth call in the minute is refused")
+        eq(one(conn, bounded, ("api_limit", 7, 1, None, 3, at(10, 16))), 1,
+           "the next minute admits again")
+        conn.commit()
+
+        conn.execute("SELECT sc_create(%s)", ("stock_left",))
+        conn.commit()
+        eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("stock_left", 1, 2)), 2, "2 in stock")
+        conn.commit()
+        sell = "SELECT sc_incr_bounded(%s, %s, %s, %s, %s)"
+        eq(one(conn, sell, ("stock_left", 1, -3, 0, None)), None, "selling 3 of 2 is refused")
+        eq(one(conn, sell, ("stock_left", 1, -2, 0, None)), 0, "selling 2 of 2")
+        conn.commit()
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("stock_left", 1)), 0, "sold out, never below zero")
+        conn.commit()
+        expect_sqlstate(conn, "22023", sell, ("stock_left", 1, 1, 5, 4))
+
+
 def buyers_reset(connect):
     with connect() as conn:
         conn.execute("SELECT sc_create(%s, %s)", ("buyers_total", "buffered"))
@@ -350,6 +379,8 @@ def run_all(stack, connect, server_prepares):
     checks.run("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set",
                hits_per_hour, connect)
     checks.run("sc_set returns the old value, buffered and transactional", buyers_reset, connect)
+    checks.run("sc_incr_bounded: a rate limit per minute, a stock never below zero",
+               bounded_increments, connect)
     checks.run("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch",
                nulls_and_arrays, connect)
     for durability in ("buffered", "transactional"):
