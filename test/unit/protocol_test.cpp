@@ -702,6 +702,34 @@ TEST_F(ProtocolTest, BoundedReservationsFitEveryOrderOfTheOthersOutcomes) {
   EXPECT_EQ(value, 2);
 }
 
+// The end of the range away from the delta's side counts too: a pending decrement (which may
+// commit first) can take a bounded increment below its lower bound, and a pending increment a
+// bounded decrement above its upper one.
+TEST_F(ProtocolTest, ABoundedReservationChecksTheOtherSidesPendingDeltas) {
+  CounterKey k = Key(1);
+  Load(k, 5);
+  Reservation down, up, r;
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), -5, &down, &committed), Reserve::kReserved);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 1, &r, &committed, Bounds{3, kMax}),
+            Reserve::kOutOfBounds)
+      << "5 - 5 + 1 < 3 if the decrement commits first";
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &r, &committed, Bounds{1, kMax}), Reserve::kReserved);
+  EXPECT_TRUE(p_.SettleReservation(r, false, 1));
+  EXPECT_TRUE(p_.SettleReservation(down, false, 1));
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 5, &up, &committed), Reserve::kReserved);
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), -1, &r, &committed, Bounds{kMin, 8}),
+            Reserve::kOutOfBounds)
+      << "5 + 5 - 1 > 8 if the increment commits first";
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), -1, &r, &committed, Bounds{kMin, 9}),
+            Reserve::kReserved);
+  EXPECT_TRUE(p_.SettleReservation(r, true, 1));
+  EXPECT_TRUE(p_.SettleReservation(up, true, 1));
+  int64_t value = 0;
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
+  EXPECT_EQ(value, 9);
+}
+
 TEST_F(ProtocolTest, ABoundedAddIsRefusedWithTheValueAndNotesNothing) {
   CounterKey k = Key(1);
   uint32_t i = Load(k, 10);
