@@ -283,20 +283,7 @@ void WriteBatch(const FlushItem* items, int64 n, Write write) {
     buckets[i] = items[i].bucket;
     deltas[i] = items[i].claim.delta;
   }
-  // An UPDATE is planned as index lookups in a nested loop, whatever the statistics of totals
-  // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
-  // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
-  // tiny would scan it whole. Set as a function's SET clause sets them, for this statement
-  // (planned when executed); an error restores them with the (sub)transaction's abort.
-  int nest_level = 0;
-  if (write == Write::kUpdate) {
-    nest_level = NewGUCNestLevel();
-    for (const char* setting : {"enable_hashjoin", "enable_mergejoin", "enable_seqscan"})
-      (void)set_config_option(setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                              0, false);
-  }
   ExecuteKeyArrays(plan, expected_rc, int(n), counters, keys, buckets, deltas);
-  if (write == Write::kUpdate) AtEOXact_GUC(true, nest_level);
   // The items are distinct keys, so each row the UPDATE found is one item's.
   if (write == Write::kUpdate && int64(SPI_processed) != n)
     ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
@@ -307,6 +294,18 @@ void WriteBatch(const FlushItem* items, int64 n, Write write) {
 // either unbucketed or bucketed keys (its statement differs). Each batch's arrays are freed
 // before the next: memory the process already has, not a million keys' worth touched anew.
 void WriteBatches(const FlushItem* items, int64 n, Write write) {
+  // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of totals
+  // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
+  // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
+  // tiny would scan it whole. Set as a function's SET clause sets them, for these statements
+  // (planned when executed); an error restores them with the (sub)transaction's abort.
+  int nest_level = 0;
+  if (write == Write::kUpdate) {
+    nest_level = NewGUCNestLevel();
+    for (const char* setting : {"enable_hashjoin", "enable_mergejoin", "enable_seqscan"})
+      (void)set_config_option(setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                              0, false);
+  }
   MemoryContext batch_context =
       AllocSetContextCreate(CurrentMemoryContext, "slotted_counter flush batch",
                             ALLOCSET_DEFAULT_SIZES);
@@ -325,6 +324,7 @@ void WriteBatches(const FlushItem* items, int64 n, Write write) {
   }
   MemoryContextSwitchTo(outer);
   MemoryContextDelete(batch_context);
+  if (write == Write::kUpdate) AtEOXact_GUC(true, nest_level);
 }
 
 // Writes items (n of them) with the cheaper statement that fails if a key's row is not as

@@ -459,20 +459,14 @@ class Protocol {
       bool fits = !__builtin_add_overflow(reserved, delta, &sum) &&
                   !__builtin_add_overflow(*committed, sum, &sum);
       result = fits ? Reserve::kReserved : Reserve::kOverflow;
-      // Bounded: right after this delta the value lies between committed + reserved_down + delta
-      // and committed + reserved_up + delta, whichever of the others commit first; both ends
-      // must be within bounds.
-      if (fits && !(bounds.lower == INT64_MIN && bounds.upper == INT64_MAX)) {
-        int64_t low, high;
-        bool within =
-            !__builtin_add_overflow(*committed, e.reserved_down.load(std::memory_order_relaxed),
-                                    &low) &&
-            !__builtin_add_overflow(low, delta, &low) &&
-            !__builtin_add_overflow(*committed, e.reserved_up.load(std::memory_order_relaxed),
-                                    &high) &&
-            !__builtin_add_overflow(high, delta, &high) && bounds.Admit(low) &&
-            bounds.Admit(high);
-        if (!within) {
+      // Right after this delta the value lies between committed + reserved_down + delta and
+      // committed + reserved_up + delta, whichever of the others commit first: sum is the end on
+      // the delta's side, and the other end lies between committed + the other side (which
+      // fits) and sum, so it cannot overflow. Both must be within bounds (always, unbounded).
+      if (fits) {
+        std::atomic<int64_t>& other = delta >= 0 ? e.reserved_down : e.reserved_up;
+        int64_t other_end = *committed + other.load(std::memory_order_relaxed) + delta;
+        if (!bounds.Admit(sum) || !bounds.Admit(other_end)) {
           fits = false;
           result = Reserve::kOutOfBounds;
         }
