@@ -110,3 +110,18 @@ DROP MATERIALIZED VIEW old_mat;
 DROP FUNCTION old_atomic(), old_param(slotted_counter);
 DROP TABLE old_posts, old_refs;
 DROP ROLE sc_old_app;
+-- From 0.6: the new library works with 0.6's sc_create (if_not_exists fourth) until the update,
+-- which moves if_not_exists after retain and keeps every counter forever.
+DROP EXTENSION slotted_counter;
+CREATE EXTENSION slotted_counter VERSION '0.6';
+SELECT sc_create('six', 'buffered', NULL, true), sc_create('six', 'buffered', NULL, true);
+SELECT sc_incr('six', 1, 6);
+SELECT sc_rollup() >= 0 AS flushed;
+ALTER EXTENSION slotted_counter UPDATE;
+SELECT name, retain FROM slotted_counter.counters;
+SELECT sc_sum('six', 1), sc_create('six', if_not_exists => true), sc_create('seven', 'buffered', NULL, '1 day');
+SELECT sc_create('eight', 'buffered', NULL, true);  -- a fourth argument is retain now
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_drop('six'), sc_drop('seven');
+DROP EXTENSION slotted_counter;
+CREATE EXTENSION slotted_counter;

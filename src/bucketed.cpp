@@ -82,6 +82,14 @@ SPIPlanPtr PlanFor(Read read, bool transactional, bool some_keys) {
   return KeptPlan(&plan, sql, read == Read::kTop ? 10 : 9, types);
 }
 
+// `at` minus `span` on the UTC calendar (as timestamp - interval computes it), for spans that
+// CheckRetention admitted.
+TimestampTz Minus(TimestampTz at, const Interval& span) {
+  Interval negated{-span.time, -span.day, -span.month};
+  return DatumGetTimestamp(DirectFunctionCall2(timestamp_pl_interval, TimestampGetDatum(at),
+                                               IntervalPGetDatum(&negated)));
+}
+
 Datum Int8Array(const Datum* values, int64 n) {
   return PointerGetDatum(construct_array(const_cast<Datum*>(values), int(n), INT8OID, 8, true,
                                          TYPALIGN_DOUBLE));
@@ -138,6 +146,7 @@ void KnownValues(const CounterDef& def, const int64* keys, int nkeys, BucketRang
 SpiSession RunRead(Read read, const CounterDef& def, const int64* keys, int nkeys,
                    BucketRange range, int limit) {
   Datum args[10];
+  range = RetainedRange(def, range);
   KnownValues(def, keys, nkeys, range, args);
   args[0] = Int32GetDatum(def.id);
   args[1] = TimestampTzGetDatum(range.since);
@@ -219,6 +228,19 @@ int RangeTop(const CounterDef& def, int n, BucketRange range, int64** keys, int6
   *values = ResultColumn(caller, 2);
   FinishSpi(spi);
   return count;
+}
+
+TimestampTz ExpiredBefore(const CounterDef& def, TimestampTz now) {
+  if (!def.retains) return DT_NOBEGIN;
+  TimestampTz cutoff = Minus(now, def.retain);
+  return def.bucketed ? BucketOf(def, cutoff) : cutoff;
+}
+
+BucketRange RetainedRange(const CounterDef& def, BucketRange range) {
+  if (!def.retains) return range;
+  TimestampTz before = ExpiredBefore(def, GetCurrentStatementStartTimestamp());
+  if (range.since < before) range.since = Min(before, range.until);
+  return range;
 }
 
 int64 DropBuckets(const CounterDef& def, TimestampTz before) {

@@ -37,6 +37,16 @@ int64 RangeSeries(const CounterDef& def, int64 key, BucketRange range, int64** b
 // palloc'd arrays; returns how many.
 int RangeTop(const CounterDef& def, int n, BucketRange range, int64** keys, int64** values);
 
+// The time before which the counter's values have expired at `now` (UTC calendar arithmetic,
+// as the buckets'): a bucketed counter's buckets that start before it ended `retain` ago or
+// more; an unbucketed counter's keys whose rows were last written before it were not written for
+// `retain`. DT_NOBEGIN for a counter that keeps its values forever.
+TimestampTz ExpiredBefore(const CounterDef& def, TimestampTz now);
+
+// The range without the buckets that expired by the current statement's start: reads never
+// include them, whether or not the flusher dropped them yet.
+BucketRange RetainedRange(const CounterDef& def, BucketRange range);
+
 // Deletes every bucket of the counter that starts before `before`, as part of the current
 // transaction (its entries leave the buffer when the transaction commits); returns how many
 // (key, bucket) values it dropped.

@@ -15,6 +15,7 @@
 #include "changes.hpp"
 #include "checked_math.hpp"
 #include "flusher_slots.hpp"
+#include "request_ids.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
 #include "write_through.hpp"
@@ -403,6 +404,29 @@ bool BufferIncrementWithin(const CounterDef& counter, int64 key, int64 bucket, i
   return !refused;
 }
 
+int64 BufferIncrementOnce(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
+                          uint32 id_index) {
+  CounterDef def = counter;  // as in BufferIncrement
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  RequestIdTable* ids = shared->request_ids;
+  int64 value = 0;
+  bool overflow = false;
+  // Not written through: the increment must be in the buffer, for the flush that writes it to
+  // write the id too. The add and the id's kPending are one section under apply_lock SHARED
+  // (request_ids.hpp).
+  UntilResident(&def, k, hash, "count into", [&] {
+    LWLockAcquire(ids->apply_lock, LW_SHARED);
+    Probe probe = AddResident(k, hash, delta, &value, &overflow);
+    if (probe == Probe::kFound && !overflow)
+      AppliedRequestId(ids, id_index, key, bucket, value, GetCurrentTimestamp());
+    LWLockRelease(ids->apply_lock);
+    return probe;
+  });
+  if (overflow) ReportOverflow(def, key, value, delta);
+  return value;
+}
+
 int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {
   CounterDef def = counter;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
@@ -656,7 +680,17 @@ void BufferSettle(const Reservation& r, bool committed) {
   if (!ours && committed && slot != nullptr) RequireDeltaReads(slot);
 }
 
+void HoldForExpiry(uint32 p, const CounterKey* keys, const uint32* hashes, int n,
+                   bool* expirable) {
+  Table().UnlinkForExpiry(p, keys, hashes, n, expirable, DeltasFolded, [p] {
+    pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
+  });
+}
+
+void ReleaseExpiryHold(uint32 p) { pg_atomic_fetch_sub_u32(&shared->through_holds[p], 1); }
+
 void PurgeCounter(Oid db, int32 counter) {
+  ForgetRequestIds(shared->request_ids, db, counter);
   FailRequests(db, counter);
   Table().PurgeIf([&](const Entry& e) { return e.id.db == db && e.id.counter == counter; });
 }
@@ -677,6 +711,7 @@ void PurgeBuckets(Oid db, int32 counter, int64 before) {
 }
 
 void PurgeDatabase(Oid db) {
+  ForgetRequestIds(shared->request_ids, db, 0);
   FailRequests(db, 0);
   Table().PurgeIf([&](const Entry& e) { return e.id.db == db; });
 }

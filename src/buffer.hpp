@@ -90,6 +90,20 @@ void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
 // At commit (adds the delta to the value) or abort; cannot fail.
 void BufferSettle(const Reservation& r, bool committed);
 
+// A buffered sc_incr_once that owns its request id (request_ids.hpp: kIdApplying at id_index):
+// adds delta like BufferIncrement, but never writes through (it waits for room as sc_set does),
+// and marks the id kPending with the new value in the same section as the add. 22003 if the
+// value would leave bigint (the id stays the caller's to abandon).
+int64 BufferIncrementOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                          uint32 id_index);
+
+// Retention of an unbucketed counter (retention.cpp): keys (all of partition p, with their hashes)
+// whose rows were last written long ago. Removes the entries of those that hold nothing the tables
+// lack, sets expirable[i] to whether keys[i] is out of the buffer, and holds partition p against
+// loads (shmem.hpp: through_holds) until ReleaseExpiryHold(p). Takes only LWLocks; cannot fail.
+void HoldForExpiry(uint32 p, const CounterKey* keys, const uint32* hashes, int n, bool* expirable);
+void ReleaseExpiryHold(uint32 p);
+
 // Removes every entry of one counter (or of a whole database) from the buffer.
 // Used when a drop commits; takes only LWLocks and cannot fail.
 void PurgeCounter(Oid db, int32 counter);

@@ -44,16 +44,18 @@ HTAB* by_id = nullptr;
 HTAB* by_name = nullptr;
 bool roles_changed = false;
 int schema_version = 0;  // 0: not looked up since the caches were made
-// [schema 2 or 3]
-SPIPlanPtr plan_by_id[2] = {nullptr, nullptr};
-SPIPlanPtr plan_by_name[2] = {nullptr, nullptr};
+// [schema 2, 3 or 7]
+SPIPlanPtr plan_by_id[3] = {nullptr, nullptr, nullptr};
+SPIPlanPtr plan_by_name[3] = {nullptr, nullptr, nullptr};
 
-const char* const kSelect[2] = {
+const char* const kSelect[3] = {
     "SELECT id, name, durability, bucket, (SELECT r.rolname FROM pg_catalog.pg_extension e, "
     "pg_catalog.pg_authid r WHERE e.extname OPERATOR(pg_catalog.=) 'slotted_counter' "
     "AND r.oid OPERATOR(pg_catalog.=) e.extowner), '{public}'::pg_catalog.name[], "
     "'{public}'::pg_catalog.name[] FROM slotted_counter.counters WHERE ",
     "SELECT id, name, durability, bucket, owner, readers, writers "
+    "FROM slotted_counter.counters WHERE ",
+    "SELECT id, name, durability, bucket, owner, readers, writers, retain "
     "FROM slotted_counter.counters WHERE "};
 
 void OnRoleChanged(Datum, int, uint32) {
@@ -96,7 +98,8 @@ void ValidateCaches() {
 }
 
 SPIPlanPtr PrepareDefinitionQuery(bool by_name_lookup) {
-  int v = InstalledSchema() >= 3 ? 1 : 0;
+  int schema = InstalledSchema();
+  int v = schema >= 7 ? 2 : schema >= 3 ? 1 : 0;
   SPIPlanPtr* plan = by_name_lookup ? &plan_by_name[v] : &plan_by_id[v];
   if (*plan != nullptr) return *plan;
   Oid argtype = by_name_lookup ? TEXTOID : INT4OID;
@@ -160,6 +163,8 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     int nreaders, nwriters;
     const Oid* readers = ResolveRoles(SPI_getbinval(tup, desc, 6, &isnull), &nreaders);
     const Oid* writers = ResolveRoles(SPI_getbinval(tup, desc, 7, &isnull), &nwriters);
+    Datum retain = desc->natts >= 8 ? SPI_getbinval(tup, desc, 8, &isnull) : (Datum)0;
+    bool retains = desc->natts >= 8 && !isnull;
 
     bool found;
     auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_ENTER, &found));
@@ -167,6 +172,8 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
                                                            : Durability::kTransactional;
     def->bucketed = bucketed;
     def->width = width;
+    def->retains = retains;
+    if (retains) def->retain = *DatumGetIntervalP(retain);
     strlcpy(def->name, name, NAMEDATALEN);
     def->name_len = int32(strlen(def->name));
     def->owner = owner;
@@ -283,7 +290,9 @@ int InstalledSchema() {
   if (schema_version == 0) {
     Oid counters = ExtensionRelation("counters");
     schema_version =
-        OidIsValid(counters) && get_attnum(counters, "owner") != InvalidAttrNumber ? 3 : 2;
+        !OidIsValid(counters) || get_attnum(counters, "owner") == InvalidAttrNumber ? 2
+        : get_attnum(counters, "retain") == InvalidAttrNumber                   ? 3
+                                                                                : 7;
   }
   return schema_version;
 }

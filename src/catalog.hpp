@@ -18,6 +18,8 @@ struct CounterDef {
   Durability durability;
   bool bucketed;
   BucketWidth width;        // the bucket width, when bucketed
+  bool retains;             // values are kept for `retain` only (retention.hpp)
+  Interval retain;          // when retains: positive, no field negative
   char name[NAMEDATALEN];
   int32 name_len;           // strlen(name)
   // The roles named in slotted_counter.counters, resolved when the definition was read (a name
@@ -101,7 +103,8 @@ inline const CounterDef* GetCounter(const text* name, uint32 need) {
 }
 
 // The version of the extension's SQL objects in this database, as far as the library is concerned:
-// 3 once CREATE or ALTER EXTENSION installed 0.3's privileges and attachment columns, 2 before.
+// 7 once CREATE or ALTER EXTENSION installed 0.7's retention, 3 once 0.3's privileges and
+// attachment columns, 2 before.
 // A newer library works with the objects of an older version until they are updated: counters
 // made before 0.3 belong to the extension's owner and are granted to PUBLIC, as the update makes
 // them. Inside a transaction.

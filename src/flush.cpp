@@ -24,6 +24,7 @@
 
 #include "catalog.hpp"
 #include "key_arrays.hpp"
+#include "request_ids.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
 
@@ -300,12 +301,8 @@ void WriteBatches(const FlushItem* items, int64 n, Write write) {
   // tiny would scan it whole. Set as a function's SET clause sets them, for these statements
   // (planned when executed); an error restores them with the (sub)transaction's abort.
   int nest_level = 0;
-  if (write == Write::kUpdate) {
-    nest_level = NewGUCNestLevel();
-    for (const char* setting : {"enable_hashjoin", "enable_mergejoin", "enable_seqscan"})
-      (void)set_config_option(setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                              0, false);
-  }
+  if (write == Write::kUpdate)
+    nest_level = PlannerSettingsOff({"enable_hashjoin", "enable_mergejoin", "enable_seqscan"});
   MemoryContext batch_context =
       AllocSetContextCreate(CurrentMemoryContext, "slotted_counter flush batch",
                             ALLOCSET_DEFAULT_SIZES);
@@ -324,7 +321,7 @@ void WriteBatches(const FlushItem* items, int64 n, Write write) {
   }
   MemoryContextSwitchTo(outer);
   MemoryContextDelete(batch_context);
-  if (write == Write::kUpdate) AtEOXact_GUC(true, nest_level);
+  if (write == Write::kUpdate) PlannerSettingsBack(nest_level);
 }
 
 // Writes items (n of them) with the cheaper statement that fails if a key's row is not as
@@ -411,6 +408,55 @@ pg_noinline uint32 TakeFoldEpoch(DatabaseSlot* slot) {
   return pg_atomic_fetch_add_u32(&slot->fold_epoch, 1);
 }
 
+namespace {
+
+// The request ids a flush took, written with the increments it writes (an id known before, whose
+// row's time was past the window then, takes the row over).
+SPIPlanPtr plan_request_ids = nullptr;
+
+void WriteRequestIds(const TakenRequestId* taken, int n) {
+  if (n == 0) return;
+  Datum *counters = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *ids = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *keys = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *buckets = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *results = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *times = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  bool* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
+  for (int i = 0; i < n; i++) {
+    counters[i] = Int32GetDatum(taken[i].counter);
+    ids[i] = CStringGetTextDatum(taken[i].id);
+    keys[i] = Int64GetDatum(taken[i].key);
+    buckets[i] = Int64GetDatum(taken[i].bucket);
+    bucket_nulls[i] = taken[i].bucket == kNoBucket;
+    results[i] = Int64GetDatum(taken[i].result);
+    times[i] = TimestampTzGetDatum(taken[i].applied_at);
+  }
+  int dims[1] = {n}, lbs[1] = {1};
+  Datum args[6] = {
+      PointerGetDatum(construct_array(counters, n, INT4OID, 4, true, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(ids, n, TEXTOID, -1, false, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(keys, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_md_array(buckets, bucket_nulls, 1, dims, lbs, TIMESTAMPTZOID, 8,
+                                         true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(results, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(times, n, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE))};
+  static const Oid types[6] = {INT4ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID,
+                               INT8ARRAYOID, TIMESTAMPTZARRAYOID};
+  SPIPlanPtr plan = KeptPlan(
+      &plan_request_ids,
+      "INSERT INTO slotted_counter.requests AS r (counter, request_id, key, bucket, result, "
+      "applied_at) SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+      "pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), "
+      "pg_catalog.unnest($6)) ON CONFLICT (counter, request_id) DO UPDATE SET key = excluded.key, "
+      "bucket = excluded.bucket, result = excluded.result, applied_at = excluded.applied_at",
+      6, types);
+  if (SPI_execute_plan(plan, args, nullptr, false, 0) != SPI_OK_INSERT)
+    elog(ERROR, "writing slotted_counter.requests failed");
+}
+
+}  // namespace
+
 int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   WorkContext();
   // Every commit tagged with this epoch (or an earlier one) is visible to the fold below: a
@@ -423,7 +469,17 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   int32* skipped;
   int32* ids = LockLiveCounters(&nids, &skipped, &nskipped);
   int64 n;
+  // The request ids of buffered sc_incr_once calls whose increments this flush claims, and only
+  // those (request_ids.hpp: apply_lock).
+  RequestIdTable* request_ids = shared->request_ids;
+  TakenRequestId* taken;
+  LWLockAcquire(request_ids->apply_lock, LW_EXCLUSIVE);
+  // In the work context: they are settled after the transaction (and SPI's memory) ended.
+  MemoryContext caller = MemoryContextSwitchTo(work_context);
+  int ntaken = TakePendingRequestIds(request_ids, db, ids, nids, &taken);
+  MemoryContextSwitchTo(caller);
   FlushItem* items = CollectDirty(db, slot, ids, nids, &n);
+  LWLockRelease(request_ids->apply_lock);
   int64 folded = 0;
   PG_TRY();
   {
@@ -434,16 +490,19 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
     WriteExpecting(items, with_rows, Write::kUpdate, ERRCODE_NO_DATA_FOUND);
     WriteExpecting(items + with_rows, n - with_rows, Write::kInsert, ERRCODE_UNIQUE_VIOLATION);
     folded = FoldDeltas(ids, nids);
+    WriteRequestIds(taken, ntaken);
     *attachments_due = AttachmentsDue();
     EndWork();
   }
   PG_CATCH();
   {
     SettleFlushed(slot, items, n, false);
+    SettleRequestIds(request_ids, taken, ntaken, false);
     PG_RE_THROW();
   }
   PG_END_TRY();
   SettleFlushed(slot, items, n, true);
+  SettleRequestIds(request_ids, taken, ntaken, true);
   // Folded: the entries committed into up to this epoch may leave the buffer, but those of the
   // counters this flush skipped.
   if (slot != nullptr) PublishFold(slot, epoch, skipped, nskipped);

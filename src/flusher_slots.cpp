@@ -211,6 +211,13 @@ void WakeFlusher(DatabaseSlot* slot) {
   if (latch != nullptr) SetLatch(latch);
 }
 
+void AskForFlush(DatabaseSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  if (slot->flush_requested <= slot->flush_done) ++slot->flush_requested;
+  SpinLockRelease(&slot->mutex);
+  WakeFlusher(slot);
+}
+
 int64 RequestFlush(DatabaseSlot* slot) {
   SpinLockAcquire(&slot->mutex);
   uint64 ticket = ++slot->flush_requested;

@@ -13,6 +13,8 @@
 #include "checked_math.hpp"
 #include "counter_ref.hpp"
 #include "key_arrays.hpp"
+#include "once.hpp"
+#include "retention.hpp"
 #include "shmem.hpp"
 #include "spi.hpp"
 #include "transactional.hpp"
@@ -177,14 +179,19 @@ Datum Create(PG_FUNCTION_ARGS) {
   RequireShared();
   PreventCommandDuringRecovery("sc_create()");
   RequireArguments(fcinfo, names);
-  // The name-based functions (0.4) take if_not_exists as a fourth argument.
-  bool if_not_exists = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
+  // The name-based functions take if_not_exists as a fourth argument (0.4) or, after retain, as a
+  // fifth (0.7).
+  int if_not_exists_arg = PG_NARGS() > 4 ? 4 : 3;
+  bool if_not_exists = PG_NARGS() > if_not_exists_arg && !PG_ARGISNULL(if_not_exists_arg) &&
+                       PG_GETARG_BOOL(if_not_exists_arg);
+  bool retains = PG_NARGS() > 4 && !PG_ARGISNULL(3);
   char* name = text_to_cstring(PG_GETARG_TEXT_PP(0));
   char* durability_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
   CheckCounterName(name);
   CheckDurability(durability_text);
   bool bucketed = !PG_ARGISNULL(2);
   if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
+  if (retains) CheckRetention(PG_GETARG_INTERVAL_P(3));
   // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
   if (pg_database_aclcheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -195,23 +202,29 @@ Datum Create(PG_FUNCTION_ARGS) {
   namestrcpy(&owner, GetUserNameFromId(GetUserId(), false));
   EnsureFlusher();
 
-  Oid types[4] = {TEXTOID, TEXTOID, INTERVALOID, NAMEOID};
-  Datum args[4] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
-                   NameGetDatum(&owner)};
-  char nulls[4] = {' ', ' ', bucketed ? ' ' : 'n', ' '};
+  Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, NAMEOID, INTERVALOID};
+  Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                   NameGetDatum(&owner), retains ? PG_GETARG_DATUM(3) : (Datum)0};
+  char nulls[5] = {' ', ' ', bucketed ? ' ' : 'n', ' ', retains ? ' ' : 'n'};
   // Before ALTER EXTENSION ... UPDATE to 0.3 the table has no owner: the update gives such
   // counters to the extension's owner and to PUBLIC.
+  // The function with retain comes with the column (0.7).
   bool with_owner = InstalledSchema() >= 3;
+  bool with_retain = PG_NARGS() > 4;
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
-      with_owner
+      with_retain
+          ? "INSERT INTO slotted_counter.counters (id, name, durability, bucket, owner, retain) "
+            "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5) "
+            "ON CONFLICT (name) DO NOTHING RETURNING id"
+      : with_owner
           ? "INSERT INTO slotted_counter.counters (id, name, durability, bucket, owner) "
             "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4) "
             "ON CONFLICT (name) DO NOTHING RETURNING id"
           : "INSERT INTO slotted_counter.counters (id, name, durability, bucket) "
             "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3) "
             "ON CONFLICT (name) DO NOTHING RETURNING id",
-      with_owner ? 4 : 3, types, args, nulls, false, 1);
+      with_retain ? 5 : with_owner ? 4 : 3, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;
@@ -270,6 +283,13 @@ Datum Drop(PG_FUNCTION_ARGS) {
       rc = ExecuteWithLatestSnapshot(sql, 1, &type, &arg);
       if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
     }
+    // Its request ids (0.7).
+    if (InstalledSchema() >= 7) {
+      rc = ExecuteWithLatestSnapshot(
+          "DELETE FROM slotted_counter.requests WHERE counter OPERATOR(pg_catalog.=) $1", 1, &type,
+          &arg);
+      if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's request ids failed: %d", rc);
+    }
   }
   FinishSpi(spi);
   if (!deleted) {  // dropped by a transaction that committed meanwhile
@@ -324,6 +344,17 @@ Datum IncrBounded(PG_FUNCTION_ARGS) {
   if (!IncrementWithin(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2), bounds, &value))
     PG_RETURN_NULL();
   PG_RETURN_INT64(value);
+}
+
+// Applies once per request id within slotted_counter.dedupe_window (once.hpp).
+template <Abi abi>
+Datum IncrOnce(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", "delta", "request_id", nullptr};
+  RequireArguments(fcinfo, names);
+  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr_once()");
+  int64 bucket = WriteBucket(fcinfo, def, 4);
+  PG_RETURN_INT64(IncrementOnce(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2),
+                                PG_GETARG_TEXT_PP(3)));
 }
 
 template <Abi abi>
@@ -566,6 +597,7 @@ SC_ENTRY_POINTS(sc_incr, Incr)
 SC_ENTRY_POINTS(sc_incr_at, IncrAt)
 SC_ENTRY_POINTS(sc_incr_batch, IncrBatch)
 SC_ENTRY_POINTS(sc_incr_bounded, IncrBounded)
+SC_ENTRY_POINTS(sc_incr_once, IncrOnce)
 SC_ENTRY_POINTS(sc_set, Set)
 SC_ENTRY_POINTS(sc_top, Top)
 SC_ENTRY_POINTS(sc_sum, Sum)

@@ -17,7 +17,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000, 30000, 2000};
+Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400};
 
 namespace {
 
@@ -66,6 +66,18 @@ void DefineSettings() {
       "flushes, leaves and gives its slot back; 0 = it stays.",
       nullptr, &settings.idle_timeout, 2000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
       nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.max_request_ids",
+      "How many request ids of buffered sc_incr_once calls shared memory holds until their "
+      "flush (about 330 bytes each); a call that finds none free waits for a flush.",
+      nullptr, &settings.max_request_ids, 16384, 128, 10000000, PGC_POSTMASTER, 0, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.dedupe_window",
+      "How long sc_incr_once applies a request id once: a later call with the same id applies "
+      "again.",
+      nullptr, &settings.dedupe_window, 86400, 1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+      nullptr, nullptr);
   MarkGUCPrefixReserved("slotted_counter");
 }
 

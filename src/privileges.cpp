@@ -98,21 +98,6 @@ Oid RoleNamed(const char* role) {
   return oid;
 }
 
-// Runs one UPDATE of the counter's row as the extension, and notes the change for the commit.
-void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* args) {
-  SpiSession spi = ConnectSpi();
-  int rc = SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0);
-  if (rc != SPI_OK_UPDATE) elog(ERROR, "updating slotted_counter.counters failed: %d", rc);
-  bool updated = SPI_processed == 1;
-  FinishSpi(spi);
-  if (!updated) {
-    char what[32];
-    snprintf(what, sizeof(what), "%d", id);
-    ReportUnknownCounter(what);
-  }
-  NoteCounterAltered(id);
-}
-
 // sc_grant and sc_revoke: the owner changes who holds SELECT and UPDATE.
 template <Abi abi>
 Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
@@ -154,6 +139,20 @@ Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
 Oid RoleArgument(const char* role) { return IsPublic(role) ? InvalidOid : RoleNamed(role); }
 
 }  // namespace
+
+void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* args) {
+  SpiSession spi = ConnectSpi();
+  int rc = SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0);
+  if (rc != SPI_OK_UPDATE) elog(ERROR, "updating slotted_counter.counters failed: %d", rc);
+  bool updated = SPI_processed == 1;
+  FinishSpi(spi);
+  if (!updated) {
+    char what[32];
+    snprintf(what, sizeof(what), "%d", id);
+    ReportUnknownCounter(what);
+  }
+  NoteCounterAltered(id);
+}
 
 uint32 PrivilegesOf(const CounterDef& def, Oid role) {
   constexpr uint32 kAll = kSelect | kUpdate | kOwn;

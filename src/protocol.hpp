@@ -46,6 +46,9 @@
 //     SHARED lock and check the generation).
 //   - Purge: under each partition's EXCLUSIVE lock, resident entries that match are unlinked and
 //     freed.
+//   - Expiry (the flusher, keys not written for a counter's retention): under the partition's
+//     EXCLUSIVE lock, the clean entries of the keys are unlinked and freed (a dirty one keeps its
+//     key alive) and the caller marks the partition held against loads before the lock goes.
 //   - Dirty ring: a write that turns a clean entry dirty notes (index, generation) in its
 //     database's ring: it reads flushed after its add, a settle reads value after its add to
 //     flushed (both sequentially consistent), so one of the two notes the entry. A full ring
@@ -554,6 +557,44 @@ class Protocol {
     }
     locks_.ReleaseShared(pin.partition);
     return ok;
+  }
+
+  // ---- expiry: the flusher, before it deletes the rows of keys not written lately -------------
+
+  // Under partition p's exclusive lock: removes the entry of each of the n keys (all of partition
+  // p; hashes[i] is keys[i]'s) that holds nothing the tables lack (resident, clean, not claimed by
+  // a flush, not pinned, no reservation, and may_evict allows it), and sets expirable[i] to
+  // whether keys[i] has no entry now (one that stays was written since its last flush, or is
+  // being loaded or held). Then, still under the lock, calls hold(): the caller's mark that keeps
+  // every key of p from being loaded (a loader checks it under the same lock), so that none of
+  // the expirable keys is in the buffer until the caller drops the mark.
+  template <typename MayEvict, typename Hold>
+  void UnlinkForExpiry(uint32_t p, const CounterKey* keys, const uint32_t* hashes, int n,
+                       bool* expirable, MayEvict&& may_evict, Hold&& hold) noexcept {
+    locks_.Exclusive(p);
+    for (int i = 0; i < n; i++) {
+      uint32_t index = t_.Find(keys[i], hashes[i]);
+      if (index == kNil) {
+        expirable[i] = true;
+        continue;
+      }
+      Entry& e = t_.at(index);
+      bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
+                   e.value.load(std::memory_order_relaxed) ==
+                       e.flushed.load(std::memory_order_relaxed) &&
+                   e.in_flush.load(std::memory_order_relaxed) == 0 &&
+                   e.pins.load(std::memory_order_relaxed) == 0 &&
+                   e.reserved_up.load(std::memory_order_relaxed) == 0 &&
+                   e.reserved_down.load(std::memory_order_relaxed) == 0 &&
+                   may_evict(static_cast<const Entry&>(e));
+      expirable[i] = clean;
+      if (clean) {
+        t_.Unlink(index);
+        t_.Release(index);
+      }
+    }
+    hold();
+    locks_.Release(p);
   }
 
   // ---- purge and scans ------------------------------------------------------------------------

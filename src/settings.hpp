@@ -9,6 +9,8 @@ struct Settings {
   int flush_interval;  // slotted_counter.flush_interval (sighup), ms; 0 = only on demand
   int attach_timeout;  // slotted_counter.attach_timeout (sighup), ms; 0 = no limit
   int idle_timeout;    // slotted_counter.idle_timeout (sighup), ms; 0 = the flusher stays
+  int max_request_ids; // slotted_counter.max_request_ids (postmaster): buffered sc_incr_once ids
+  int dedupe_window;   // slotted_counter.dedupe_window (sighup), s: how long an id applies once
 };
 
 extern Settings settings;

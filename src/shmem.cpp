@@ -3,6 +3,8 @@
 
 #include "shmem.hpp"
 
+#include "request_ids.hpp"
+
 #include "settings.hpp"
 
 namespace sc {
@@ -27,6 +29,8 @@ Size SharedStateSize() {
   size = add_size(size, mul_size(sizeof(PartitionReaders), kPartitions));
   size = add_size(size, 64);  // the counter table is cache-line aligned
   size = add_size(size, CounterTable::BytesFor(uint32(settings.max_entries)));
+  size = add_size(size, 64);  // the request ids are cache-line aligned
+  size = add_size(size, RequestIdTableSize(settings.max_request_ids));
   return size;
 }
 
@@ -34,7 +38,7 @@ Size SharedStateSize() {
 
 void RequestSharedState() {
   RequestAddinShmemSpace(SharedStateSize());
-  RequestNamedLWLockTranche(kTranche, kPartitions + 1);
+  RequestNamedLWLockTranche(kTranche, kPartitions + 3);
 }
 
 bool CreateSharedState() {
@@ -104,6 +108,11 @@ bool CreateSharedState() {
     p += sizeof(PartitionReaders) * kPartitions;
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->table = CounterTable::Create(p, uint32(settings.max_entries));
+    p += CounterTable::BytesFor(uint32(settings.max_entries));
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->request_ids = CreateRequestIdTable(p, settings.max_request_ids,
+                                          &locks[kPartitions + 1].lock,
+                                          &locks[kPartitions + 2].lock);
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;

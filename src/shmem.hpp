@@ -24,9 +24,12 @@
 //     it. The flusher of the request's database serves it, and answers after its transaction
 //     ended.
 //   - through_holds[p]: how many batches being written through (WriteThroughRequest::nbatch) have
-//     keys in partition p. Raised under p's lock EXCLUSIVE after checking that none of those keys
-//     is resident; while it is nonzero no key of p is loaded (loaders check it under the same
-//     lock). So no value of a batch's keys is linked into the buffer while the flusher writes them.
+//     keys in partition p, plus 1 while a flusher deletes the rows of expired keys of p
+//     (retention.cpp). Raised under p's lock EXCLUSIVE after checking that none of those keys
+//     is resident (an expiry removes the clean entries of its keys first, under the same lock);
+//     while it is nonzero no key of p is loaded (loaders check it under the same lock). So no
+//     value of a batch's keys is linked into the buffer while the flusher writes them, and none
+//     of an expiring key while its row is being deleted.
 //   - catalog_epoch: bumped after any commit that drops a counter (and after the abort of one that
 //     created one); a backend that sees it change drops its cached counter definitions.
 //   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
@@ -42,6 +45,8 @@
 //     counts itself in, and only then starts its transaction, whose now() stamps the rows it
 //     writes. So every row that run cannot see is stamped at or after the watermark it keeps
 //     (attach_run.cpp).
+//   - request_ids, with its two LWLocks: the ids of buffered sc_incr_once calls
+//     until the flush that writes their increments writes them (request_ids.hpp).
 //   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
 //     their pre-commit until they have purged the buffer after the commit, guarded by the
 //     spinlock bucket_drops_mutex. The dropper holds its counter's row FOR UPDATE, so no flush of
@@ -173,9 +178,11 @@ struct BucketDrop {
 
 constexpr int kMaxBucketDrops = 32;
 
+struct RequestIdTable;
+
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 8;
+constexpr uint32 kLayoutVersion = 9;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -195,6 +202,9 @@ struct SharedState {
   pg_atomic_uint32 batch_pins_used;  // entries pinned by buffered batches (buffer.cpp)
   slock_t bucket_drops_mutex;
   BucketDrop bucket_drops[kMaxBucketDrops];
+  // The request ids of buffered sc_incr_once calls waiting for their flush (the protocol:
+  // request_ids.hpp).
+  RequestIdTable* request_ids;
 };
 
 // Shared by every process: plain layouts only (no constructor, no virtual, no pointer into one

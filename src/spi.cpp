@@ -1,6 +1,10 @@
 // spi.cpp: the extension's own SQL, as the bootstrap superuser (see spi.hpp).
 #include "spi.hpp"
 
+extern "C" {
+#include "utils/guc.h"
+}
+
 namespace sc {
 
 SpiSession ConnectSpi() {
@@ -27,5 +31,15 @@ SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* typ
   }
   return *plan;
 }
+
+int PlannerSettingsOff(std::initializer_list<const char*> settings) {
+  int nest_level = NewGUCNestLevel();
+  for (const char* setting : settings)
+    (void)set_config_option(setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
+  return nest_level;
+}
+
+void PlannerSettingsBack(int nest_level) { AtEOXact_GUC(true, nest_level); }
 
 }  // namespace sc

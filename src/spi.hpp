@@ -8,6 +8,8 @@
 // identity with the (sub)transaction's abort.
 #pragma once
 
+#include <initializer_list>
+
 #include "pg.hpp"
 
 namespace sc {
@@ -24,6 +26,13 @@ void FinishSpi(const SpiSession& session);
 
 // The plan of `sql`, prepared once per backend and kept in *plan.
 SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types);
+
+// Turns the named planner settings (enable_seqscan, ...) off until PlannerSettingsBack, as a
+// function's SET clause does; an error restores them with the (sub)transaction's abort. For the
+// statements whose right plan is an index scan whatever the statistics say: a table analyzed
+// while it was empty, or grown since, makes a sequential scan look cheapest.
+int PlannerSettingsOff(std::initializer_list<const char*> settings);
+void PlannerSettingsBack(int nest_level);
 
 // Runs body() in an internal subtransaction (as a PL/pgSQL block with an EXCEPTION clause does):
 // returns nullptr if it completed, or else the error it raised, copied into the caller's memory

@@ -5,7 +5,8 @@
 // none. The worker claims its database's DatabaseSlot (ClaimFlusherSlot, under slots_lock), then
 // loops: answer write-through requests, flush every flush_interval or when sc_rollup() asks, start
 // the attacher when an attachment is due (attach_run.cpp; no code of a user ever runs in the
-// flusher), sleep on its latch.
+// flusher), drop what the counters' retention expired after a flush (retention.cpp), sleep on its
+// latch.
 //
 // On SIGTERM (shutdown, pg_terminate_backend, DROP DATABASE ... WITH (FORCE)) it keeps answering
 // write-throughs until no client of its database is left (5 s at most), gives up its slot, then
@@ -20,6 +21,7 @@
 #include "databases.hpp"
 #include "flush.hpp"
 #include "flusher_slots.hpp"
+#include "retention.hpp"
 #include "settings.hpp"
 #include "shmem.hpp"
 #include "write_through.hpp"
@@ -54,6 +56,8 @@ bool flush_failing = false;
 // Whether the database has attachments (as of the last committed flush): the flusher then stays,
 // to start their runs.
 bool has_attachments = false;
+// Whether the database has counters with a retention, which the flusher stays to expire.
+bool has_retention = false;
 // The database's name, read once at start: the reports of a failed flush are made outside any
 // transaction, where no catalog can be read.
 char db_name[NAMEDATALEN];
@@ -138,6 +142,7 @@ bool ExtensionInstalled() {
 bool FlushAndRecord(Oid db) {
   SpinLockAcquire(&my_flusher_slot->mutex);
   uint64 ticket = my_flusher_slot->flush_requested;
+  bool requested = ticket > my_flusher_slot->flush_done;
   my_flusher_slot->worker_state = kWorkerFlushing;
   SpinLockRelease(&my_flusher_slot->mutex);
   pgstat_report_activity(STATE_RUNNING, "flush");
@@ -168,6 +173,9 @@ bool FlushAndRecord(Oid db) {
   // Attached tables follow a committed flush, written by the attacher in a process of its own.
   if (rows >= 0 && start_attachers) StartAttacherIfDue(db, attachments_due);
   if (rows >= 0) has_attachments = attachments_due != DT_NOEND;
+  // Retention after a committed flush (which wrote every key's latest write), and before the
+  // flush is answered: sc_rollup returns after the pass it asked for.
+  if (rows >= 0 && start_attachers) has_retention = ExpireRetained(requested);
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();
@@ -280,9 +288,11 @@ void ShutDown(Oid db) {
 }
 
 // Whether the flusher has nothing to do and no one to do it for: no client is connected to its
-// database, nothing was asked of it, its last flush committed, and no attachment needs it.
+// database, nothing was asked of it, its last flush committed, and no attachment or retention
+// needs it.
 bool Idle(Oid db) {
-  if (flush_failing || has_attachments || FlushRequested() || CountDBConnections(db) > 0)
+  if (flush_failing || has_attachments || has_retention || FlushRequested() ||
+      CountDBConnections(db) > 0)
     return false;
   SpinLockAcquire(&my_flusher_slot->mutex);
   bool attacher = my_flusher_slot->attacher_pid != 0;

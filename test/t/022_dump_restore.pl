@@ -52,7 +52,7 @@ my @as_webapp = (extra_params => [ '-U', 'webapp' ]);
 $old->safe_psql('app', q{
 SELECT sc_create('views', 'buffered');
 SELECT sc_create('sales');
-SELECT sc_create('hits', 'buffered', '1 hour');
+SELECT sc_create('hits', 'buffered', '1 hour', retain => '100 years');
 SELECT sc_create('likes');
 SELECT sc_attach('likes', 'posts', 'id', 'likes', '0');
 SELECT sc_grant('views', 'SELECT, UPDATE', 'webapp');
@@ -91,6 +91,8 @@ ROLLBACK;
 SELECT sc_incr('hits', 1, 5, '2026-01-01 10:15+00'), sc_incr('hits', 1, 7, '2026-01-01 11:45+00');
 SELECT sc_incr('hits', 2, 3, '2026-01-01 10:20+00');
 SELECT sc_incr('likes', 1, 4), sc_incr('likes', 3, 9);
+-- request ids of sc_incr_once, one per durability (delta 0: the values above stay as they are)
+SELECT sc_incr_once('likes', 3, 0, 'evt-t'), sc_incr_once('views', 1, 0, 'evt-b');
 }, @as_owner);
 # The materialized view, made once there are values (the restore refreshes it).
 $old->safe_psql('app', q{
@@ -103,8 +105,8 @@ is($old->safe_psql('app', 'SELECT id, likes FROM posts ORDER BY id'),
 
 # Everything a user reads, as one result per object, compared between the two clusters.
 my %reads = (
-	'the counters, their kinds, owners and grants' => q{
-SELECT id, name, durability, bucket, owner, readers, writers FROM slotted_counter.counters
+	'the counters, their kinds, owners, grants and retention' => q{
+SELECT id, name, durability, bucket, owner, readers, writers, retain FROM slotted_counter.counters
 ORDER BY id},
 	'every value of every counter, exact (sc_sum)' => q{
 SELECT c.name, k, sc_sum(c.name, k) FROM slotted_counter.counters c, generate_series(0, 4) k
@@ -125,6 +127,8 @@ WHERE value <> 0 ORDER BY 1, 3 DESC, 2},
 	'the attachment' => q{
 SELECT counter::slotted_counter, target, key_column, value_column, every, role, failures
 FROM slotted_counter.attachments},
+	'the request ids of sc_incr_once' => q{
+SELECT counter::slotted_counter, request_id, key, result FROM slotted_counter.requests ORDER BY 1, 2},
 	'the attached table' => q{SELECT * FROM posts ORDER BY id},
 	'the view over a user table' => q{SELECT * FROM post_stats ORDER BY id},
 	'the view over the lagged values' => q{SELECT * FROM lagged_views ORDER BY key},
@@ -138,11 +142,11 @@ SELECT id, c, k, value_of(c, k), sc_sum(c, k) FROM tracked ORDER BY id},);
 # What the reads say on the old cluster (so that equal does not mean equally wrong): the rolled
 # back increment is not in 'sales', and the buckets hold what was written into each hour.
 my %expected = (
-	'the counters, their kinds, owners and grants' =>
-	  "1|views|buffered||app_owner|{webapp}|{webapp}\n"
-	  . "2|sales|transactional||app_owner|{webapp}|{}\n"
-	  . "3|hits|buffered|01:00:00|app_owner|{}|{}\n"
-	  . "4|likes|transactional||app_owner|{}|{}",
+	'the counters, their kinds, owners, grants and retention' =>
+	  "1|views|buffered||app_owner|{webapp}|{webapp}|\n"
+	  . "2|sales|transactional||app_owner|{webapp}|{}|\n"
+	  . "3|hits|buffered|01:00:00|app_owner|{}|{}|100 years\n"
+	  . "4|likes|transactional||app_owner|{}|{}|",
 	'every value of every counter, exact (sc_sum)' =>
 	  join("\n", map { my ($c, @v) = @$_; map { "$c|$_|$v[$_]" } 0 .. 4 }
 		  [ 'hits', 0, 12, 3, 0, 0 ], [ 'likes', 0, 4, 0, 9, 0 ],
@@ -155,6 +159,7 @@ my %expected = (
 	  "2026-01-01 10:00:00+00|5|7|5\n2026-01-01 11:00:00+00|7|7|5",
 	'the leaderboards' =>
 	  "likes|3|9\nlikes|1|4\nsales|2|4\nsales|1|3\nviews|3|30\nviews|2|20\nviews|1|15",
+	'the request ids of sc_incr_once' => "likes|evt-t|3|9\nviews|evt-b|1|15",
 	'the attached table' => "1|first|4\n2|second|0\n3|third|9",
 	'the view over a user table' => "1|first|15|3\n2|second|20|4\n3|third|30|0",
 	'the view over the lagged values' => "1|15\n2|20\n3|30",
@@ -196,8 +201,9 @@ SELECT string_agg(c.relname || ':' || pg_get_userbyid(c.relowner), ',' ORDER BY 
 FROM pg_class c WHERE c.relname IN ('posts', 'tracked', 'post_stats', 'lagged_views', 'hits_by_hour')}),
 	'hits_by_hour:app_owner,lagged_views:app_owner,post_stats:app_owner,posts:app_owner,tracked:app_owner',
 	'with their owner');
-is($new->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'slotted_counter'}),
-	'0.6', 'the extension is restored at 0.6');
+is($new->safe_psql('app', q{SELECT e.extversion = a.default_version FROM pg_extension e
+JOIN pg_available_extensions a ON a.name = e.extname WHERE e.extname = 'slotted_counter'}),
+	't', 'the extension is restored at its latest version');
 
 for my $what (sort keys %reads)
 {
@@ -216,6 +222,11 @@ like($err, qr/permission denied for counter "sales"/,
 	'but may still not write the counter it may only read');
 ($rc, $out, $err) = $new->psql('app', q{SELECT sc_sum('hits', 1)}, @as_webapp);
 like($err, qr/permission denied for counter "hits"/, 'nor read the one never granted to it');
+
+# The request ids came along: a repeat counts nothing and answers the first value.
+is($new->safe_psql('app', q{SELECT sc_incr_once('likes', 3, 5, 'evt-t'), sc_incr_once('views', 1, 5, 'evt-b')},
+		@as_owner),
+	'9|15', 'a repeat of a request id applied before the dump counts nothing after the restore');
 
 # Counting goes on where it stopped, in every kind of counter.
 is( $new->safe_psql('app', q{

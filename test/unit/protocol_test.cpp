@@ -51,6 +51,13 @@ class ProtocolTest : public ::testing::Test {
     return loading;
   }
 
+  // The value of k's resident entry (expected to be resident).
+  int64_t ResidentValue(const CounterKey& k) {
+    int64_t value = 0;
+    EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
+    return value;
+  }
+
   int64_t Add(const CounterKey& k, int64_t delta, Dirtied* dirtied = nullptr) {
     int64_t value = 0;
     bool overflow = false;
@@ -651,9 +658,7 @@ TEST_F(ProtocolTest, ReservationsOnEachSideMustFitWhateverOrderTheyEndIn) {
   EXPECT_TRUE(p_.SettleReservation(up1, true, 1));
   EXPECT_TRUE(p_.SettleReservation(down, false, 1));
   EXPECT_TRUE(p_.SettleReservation(up2, true, 1));
-  int64_t value = 0;
-  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
-  EXPECT_EQ(value, kMax);
+  EXPECT_EQ(ResidentValue(k), kMax);
 }
 
 TEST_F(ProtocolTest, NegativeReservationsMustFitBelow) {
@@ -697,9 +702,7 @@ TEST_F(ProtocolTest, BoundedReservationsFitEveryOrderOfTheOthersOutcomes) {
   EXPECT_TRUE(p_.SettleReservation(b, true, 1));
   EXPECT_TRUE(p_.SettleReservation(c, true, 1));
   EXPECT_TRUE(p_.SettleReservation(d, true, 1));
-  int64_t value = 0;
-  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
-  EXPECT_EQ(value, 2);
+  EXPECT_EQ(ResidentValue(k), 2);
 }
 
 // The end of the range away from the delta's side counts too: a pending decrement (which may
@@ -725,9 +728,7 @@ TEST_F(ProtocolTest, ABoundedReservationChecksTheOtherSidesPendingDeltas) {
             Reserve::kReserved);
   EXPECT_TRUE(p_.SettleReservation(r, true, 1));
   EXPECT_TRUE(p_.SettleReservation(up, true, 1));
-  int64_t value = 0;
-  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
-  EXPECT_EQ(value, 9);
+  EXPECT_EQ(ResidentValue(k), 9);
 }
 
 TEST_F(ProtocolTest, ABoundedAddIsRefusedWithTheValueAndNotesNothing) {
@@ -930,6 +931,63 @@ TEST_F(ProtocolTest, ForEachResidentSkipsLoadingEntries) {
     });
   EXPECT_EQ(seen, 1);
   p_.AbandonLoad(loading);
+}
+
+// ---- expiry ---------------------------------------------------------------------------------
+
+// Keys of one partition, as an expiry gets them.
+std::vector<CounterKey> KeysOfOnePartition(size_t n) {
+  std::vector<CounterKey> keys;
+  uint32_t p = CounterTable::PartitionOf(sc::HashCounterKey(Key(1)));
+  for (int64_t k = 1; keys.size() < n; k++)
+    if (CounterTable::PartitionOf(sc::HashCounterKey(Key(k))) == p) keys.push_back(Key(k));
+  return keys;
+}
+
+TEST_F(ProtocolTest, ExpiryUnlinksOnlyCleanEntriesAndHoldsUnderTheExclusiveLock) {
+  std::vector<CounterKey> keys = KeysOfOnePartition(8);
+  uint32_t p = P(keys[0]);
+  Load(keys[0], 5);                                  // clean: goes
+  Load(keys[1], 5);
+  Add(keys[1], 1);                                   // written since its flush: stays
+  t().at(Load(keys[2], 5)).pins.store(1);            // pinned by a batch
+  t().at(Load(keys[3], 5)).reserved_up.store(2);     // a commit in flight
+  t().at(Load(keys[4], 5)).in_flush.store(1);        // claimed by a flush
+  Loading loading = StartLoad(keys[5]);              // being loaded
+  uint32_t vetoed = Load(keys[6], 5);                // the caller's veto (deltas not folded)
+  // keys[7]: not in the buffer
+  std::vector<uint32_t> hashes;
+  for (const CounterKey& k : keys) hashes.push_back(H(k));
+  bool expirable[8];
+  uint64_t used = t().used();
+  int mode_at_hold = 0;
+  p_.UnlinkForExpiry(p, keys.data(), hashes.data(), 8, expirable,
+                     [&](const Entry& e) { return &e != &t().at(vetoed); },
+                     [&] { mode_at_hold = log_.mode[p]; });
+  EXPECT_EQ(mode_at_hold, -1) << "the hold is raised under the exclusive lock";
+  EXPECT_TRUE(expirable[0]);
+  for (int i = 1; i <= 6; i++) EXPECT_FALSE(expirable[i]) << "key " << i;
+  EXPECT_TRUE(expirable[7]);
+  EXPECT_EQ(t().Find(keys[0], hashes[0]), kNil);
+  for (int i = 1; i <= 6; i++) EXPECT_NE(t().Find(keys[i], hashes[i]), kNil) << "key " << i;
+  EXPECT_EQ(t().used(), used - 1);
+  p_.AbandonLoad(loading);
+}
+
+TEST_F(ProtocolTest, AnExpiredKeyLoadsAgainFromWhatTheTableHoldsThen) {
+  std::vector<CounterKey> keys = KeysOfOnePartition(1);
+  uint32_t hash = H(keys[0]);
+  uint32_t index = Load(keys[0], 40);
+  Add(keys[0], 2);
+  for (Claim& c : ClaimAllOf(7)) p_.SettleClaim(c, true);  // flushed: clean at 42
+  uint32_t generation = t().at(index).generation.load();
+  bool expirable = false;
+  p_.UnlinkForExpiry(P(keys[0]), keys.data(), &hash, 1, &expirable,
+                     [](const Entry&) { return true; }, [] {});
+  ASSERT_TRUE(expirable);
+  EXPECT_NE(t().at(index).generation.load(), generation) << "a stale reference finds nothing";
+  Load(keys[0], 0);  // the row was deleted: the key starts again from 0
+  EXPECT_EQ(Add(keys[0], 1), 1);
 }
 
 // ---- the dirty ring -------------------------------------------------------------------------

@@ -38,7 +38,8 @@ public class ClientTest {
 
     /** A typed SQL NULL, bound with setNull as an application binds a missing value. */
     enum Null {
-        BIGINT(Types.BIGINT), TIMESTAMPTZ(Types.TIMESTAMP_WITH_TIMEZONE);
+        BIGINT(Types.BIGINT), TIMESTAMPTZ(Types.TIMESTAMP_WITH_TIMEZONE), INTERVAL(Types.OTHER),
+        TEXT(Types.VARCHAR);
         final int sqlType;
         Null(int sqlType) { this.sqlType = sqlType; }
     }
@@ -239,6 +240,31 @@ public class ClientTest {
                     "sc_set of the 10:00 bucket returns its old value");
             eq(oneLong(c, ranged, "hits", 42L, at(10, 0), at(11, 0)), 100L, "the 10:00 bucket after sc_set");
             eq(oneLong(c, ranged, "hits", 42L, at(11, 0), at(12, 0)), 4L, "the 11:00 bucket after sc_set");
+        }
+    }
+
+    /** Retention set with placeholders, and a payment webhook delivered three times. */
+    static void retentionAndOnce() throws Exception {
+        try (Connection c = connect()) {
+            oneString(c, "SELECT sc_create(?, ?, ?, ?)", "hits_kept", "buffered", new PGInterval("1 hour"), new PGInterval("90 days"));
+            oneString(c, "SELECT sc_create(name => ?, durability => ?, retain => ?)", "sessions_kept", "buffered", new PGInterval("30 minutes"));
+            oneString(c, "SELECT sc_alter_retention(?, ?)", "hits_kept", new PGInterval("7 days"));
+            oneString(c, "SELECT sc_alter_retention(?, ?)", "sessions_kept", Null.INTERVAL);
+            eq(oneString(c, "SELECT retain::text FROM slotted_counter.counters WHERE name = ?", "hits_kept"), "7 days",
+               "retain changed through a placeholder");
+            isNull(oneString(c, "SELECT retain::text FROM slotted_counter.counters WHERE name = ?", "sessions_kept"),
+                   "retain removed with a NULL placeholder");
+            expectSqlstate(c, "22023", "SELECT sc_alter_retention(?, ?)", "hits_kept", new PGInterval("-1 seconds"));
+            for (String durability : new String[] {"buffered", "transactional"}) {
+                String name = "revenue_" + durability;
+                oneString(c, "SELECT sc_create(?, ?)", name, durability);
+                String once = "SELECT sc_incr_once(?, ?, ?, ?)";
+                for (int delivery = 1; delivery <= 3; delivery++)
+                    eq(oneLong(c, once, name, 42L, 1999L, "evt_3Nq"), 1999L, durability + ": delivery " + delivery);
+                eq(oneLong(c, once, name, 42L, 500L, "evt_4Xz"), 2499L, durability + ": another event counts");
+                eq(oneLong(c, "SELECT sc_sum(?, ?)", name, 42L), 2499L, durability + ": counted once each");
+                expectSqlstate(c, "22004", once, name, 42L, 1L, Null.TEXT);
+            }
         }
     }
 
@@ -475,6 +501,7 @@ public class ClientTest {
         checks.put("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set", ClientTest::hitsPerHour);
         checks.put("sc_set returns the old value, buffered and transactional", ClientTest::buyersReset);
         checks.put("sc_incr_bounded: a rate limit per minute, a stock never below zero", ClientTest::boundedIncrements);
+        checks.put("retention through placeholders; sc_incr_once: a webhook delivered three times", ClientTest::retentionAndOnce);
         checks.put("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch", ClientTest::nullsAndArrays);
         checks.put(WORKERS + " connections count one key of a buffered counter exactly", () -> concurrentExact("buffered"));
         checks.put(WORKERS + " connections count one key of a transactional counter exactly", () -> concurrentExact("transactional"));

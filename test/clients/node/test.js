@@ -142,6 +142,31 @@ async function hitsPerHour() {
   assert.equal(await one(pool, ranged, ['hits', 42, at(11, 0), at(12, 0)]), '4', 'the 11:00 bucket after sc_set');
 }
 
+// Retention set with placeholders, and a payment webhook delivered three times.
+async function retentionAndOnce() {
+  await pool.query('SELECT sc_create($1, $2, $3, $4)', ['hits_kept', 'buffered', '1 hour', '90 days']);
+  await pool.query('SELECT sc_create(name => $1, durability => $2, retain => $3)', ['sessions_kept', 'buffered', '30 minutes']);
+  await pool.query('SELECT sc_alter_retention($1, $2)', ['hits_kept', '7 days']);
+  await pool.query('SELECT sc_alter_retention($1, $2)', ['sessions_kept', null]);
+  assert.equal(await one(pool, "SELECT retain::text FROM slotted_counter.counters WHERE name = $1", ['hits_kept']),
+    '7 days', 'retain changed through a placeholder');
+  assert.equal(await one(pool, 'SELECT retain FROM slotted_counter.counters WHERE name = $1', ['sessions_kept']),
+    null, 'retain removed with a NULL placeholder');
+  await assert.rejects(pool.query('SELECT sc_alter_retention($1, $2)', ['hits_kept', '-1 second']),
+    (e) => e.code === '22023', 'a negative retention is 22023');
+  for (const durability of ['buffered', 'transactional']) {
+    const name = `revenue_${durability}`;
+    await pool.query('SELECT sc_create($1, $2)', [name, durability]);
+    const once = 'SELECT sc_incr_once($1, $2, $3, $4)';
+    for (let delivery = 1; delivery <= 3; delivery++) {
+      assert.equal(await one(pool, once, [name, 42, 1999, 'evt_3Nq']), '1999', `${durability}: delivery ${delivery}`);
+    }
+    assert.equal(await one(pool, once, [name, 42, 500, 'evt_4Xz']), '2499', `${durability}: another event counts`);
+    assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', [name, 42]), '2499', `${durability}: counted once each`);
+    await assert.rejects(pool.query(once, [name, 42, 1, null]), (e) => e.code === '22004', 'a NULL request id is 22004');
+  }
+}
+
 // A rate limit on a per-minute counter and a stock that never goes below zero.
 async function boundedIncrements() {
   const at = (hour, minute) => new Date(Date.UTC(2021, 10, 21, hour, minute));
@@ -325,6 +350,7 @@ async function main() {
     ['hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set', hitsPerHour],
     ['sc_set returns the old value, buffered and transactional', buyersReset],
     ['sc_incr_bounded: a rate limit per minute, a stock never below zero', boundedIncrements],
+    ['retention through placeholders; sc_incr_once: a webhook delivered three times', retentionAndOnce],
     ['NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch', nullsAndArrays],
     [`${WORKERS} pooled connections count one key of a buffered counter exactly`, () => concurrentExact('buffered')],
     [`${WORKERS} pooled connections count one key of a transactional counter exactly`, () => concurrentExact('transactional')],

@@ -203,6 +203,38 @@ def bounded_increments(connect):
         expect_sqlstate(conn, "22023", sell, ("stock_left", 1, 1, 5, 4))
 
 
+def retention_and_once(connect):
+    """Retention set with placeholders, and a payment webhook delivered three times."""
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s, %s, %s)", ("hits_kept", "buffered", timedelta(hours=1),
+                                                           timedelta(days=90)))
+        conn.execute("SELECT sc_create(name => %s, durability => %s, retain => %s)",
+                     ("sessions_kept", "buffered", "30 minutes"))
+        conn.execute("SELECT sc_alter_retention(%s, %s)", ("hits_kept", timedelta(days=7)))
+        conn.execute("SELECT sc_alter_retention(%s, %s)", ("sessions_kept", None))
+        conn.commit()
+        eq(one(conn, "SELECT retain FROM slotted_counter.counters WHERE name = %s", ("hits_kept",)),
+           timedelta(days=7), "retain changed through a placeholder")
+        eq(one(conn, "SELECT retain FROM slotted_counter.counters WHERE name = %s", ("sessions_kept",)),
+           None, "retain removed with a NULL placeholder")
+        conn.commit()
+        expect_sqlstate(conn, "22023", "SELECT sc_alter_retention(%s, %s)", ("hits_kept", timedelta(seconds=-1)))
+
+        for durability in ("buffered", "transactional"):
+            name = f"revenue_{durability}"
+            conn.execute("SELECT sc_create(%s, %s)", (name, durability))
+            conn.commit()
+            once = "SELECT sc_incr_once(%s, %s, %s, %s)"
+            for delivery in range(3):
+                eq(one(conn, once, (name, 42, 1999, "evt_3Nq")), 1999, f"{durability}: delivery {delivery + 1}")
+                conn.commit()
+            eq(one(conn, once, (name, 42, 500, "evt_4Xz")), 2499, f"{durability}: another event counts")
+            conn.commit()
+            eq(one(conn, "SELECT sc_sum(%s, %s)", (name, 42)), 2499, f"{durability}: counted once each")
+            conn.commit()
+            expect_sqlstate(conn, "22004", once, (name, 42, 1, None))
+
+
 def buyers_reset(connect):
     with connect() as conn:
         conn.execute("SELECT sc_create(%s, %s)", ("buyers_total", "buffered"))
@@ -381,6 +413,8 @@ def run_all(stack, connect, server_prepares):
     checks.run("sc_set returns the old value, buffered and transactional", buyers_reset, connect)
     checks.run("sc_incr_bounded: a rate limit per minute, a stock never below zero",
                bounded_increments, connect)
+    checks.run("retention through placeholders; sc_incr_once: a webhook delivered three times",
+               retention_and_once, connect)
     checks.run("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch",
                nulls_and_arrays, connect)
     for durability in ("buffered", "transactional"):

@@ -1,0 +1,103 @@
+// request_ids.hpp: the request ids of buffered sc_incr_once calls not yet in
+// slotted_counter.requests, in shared memory (request_ids.cpp).
+//
+// A buffered sc_incr_once adds to the buffer like sc_incr and must make its request id durable in
+// the same flush transaction as its increment: a crash then loses both or neither, and a retry
+// after it counts once. So the id waits in shared memory, beside the increment, until the flush
+// that writes the increment writes the id too.
+//
+// The lock protocol (the table's two LWLocks, `lock` and `apply_lock`):
+//   - lock (request_ids_lock, EXCLUSIVE for every look-up and change) guards the table: the
+//     entries, their states and the hash chains. Nothing that can fail runs under it.
+//   - apply_lock (LWLock): a call holds it SHARED from just before its add to the buffer until its
+//     id is marked kPending (it takes `lock` inside, never the other way round); a flush
+//     holds it EXCLUSIVE while it takes the pending ids of its database (kPending -> kTaken) and
+//     claims the buffer's dirty entries. So every id it takes had its increment added before the
+//     claims (the flush writes both), and every increment it claims whose id it did not take was
+//     added after the take... which cannot be: the add and the mark are one SHARED section. The
+//     ids a flush writes are exactly those whose increments it writes.
+//   - An id's states: kApplying (a call owns it: it is looking in the table or adding; others with
+//     the same id wait), kPending (added to the buffer, result known), kTaken (a flush is writing
+//     it), kDurable (committed to slotted_counter.requests: the entry may be reused). A call that
+//     fails before its add removes its kApplying entry (also on a FATAL exit); a flush that fails
+//     puts its kTaken ids back to kPending.
+#pragma once
+
+#include "pg.hpp"
+
+namespace sc {
+
+// The longest request id: as long as the idempotency keys of the payment APIs that have them.
+constexpr int kMaxRequestIdLen = 255;
+
+enum RequestIdState : uint32 { kIdFree = 0, kIdApplying, kIdPending, kIdTaken, kIdDurable };
+
+struct RequestIdEntry {
+  Oid db;
+  int32 counter;
+  uint32 state;            // RequestIdState
+  int owner_pid;           // kIdApplying: the call's backend; kIdTaken: the flusher's
+  uint32 hash;
+  uint32 next;             // hash chain, or free list while kIdFree
+  int64 key;
+  int64 bucket;
+  int64 result;            // the value the first call returned
+  TimestampTz applied_at;
+  uint16 len;
+  char id[kMaxRequestIdLen + 1];
+};
+
+struct RequestIdTable {
+  LWLock* lock;            // request_ids_lock
+  LWLock* apply_lock;
+  uint32 capacity;         // slotted_counter.max_request_ids
+  uint32 nbuckets;         // a power of two
+  uint32 free_head;
+  uint32 clock;            // where the search for a kDurable entry to reuse goes on
+  uint32 used;
+  // False once a search found no kDurable entry, until an entry becomes kDurable again: while
+  // the table is full of unflushed ids, waiting calls do not scan it again and again.
+  bool durable_possible;
+  // followed by nbuckets heads (uint32), then capacity entries
+};
+
+Size RequestIdTableSize(int capacity);
+RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLock* lock, LWLock* apply_lock);
+
+// What a buffered call found for its id.
+enum class IdLookup { kOwned, kKnown, kBusy, kFull };
+
+// Under request_ids_lock: the id of (db, counter) with its result if a call applied it within the
+// window (kKnown, *result), kBusy if a call is applying it now, kFull if there is no entry to
+// take; otherwise a new kApplying entry owned by this backend (kOwned, *index).
+IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len, TimestampTz now,
+                         int64 window_us, int64* result, uint32* index);
+// The call found the id in slotted_counter.requests: the entry becomes kDurable with its result
+// and time.
+void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz applied_at);
+// Under apply_lock SHARED, right after the add: kPending with the result.
+void AppliedRequestId(RequestIdTable* t, uint32 index, int64 key, int64 bucket, int64 result,
+                      TimestampTz at);
+// The call failed before its add: its kApplying entry goes.
+void AbandonRequestId(RequestIdTable* t, uint32 index);
+
+// A request id a flush writes.
+struct TakenRequestId {
+  uint32 index;
+  int32 counter;
+  int64 key;
+  int64 bucket;
+  int64 result;
+  TimestampTz applied_at;
+  const char* id;          // palloc'd copy
+};
+
+// Under apply_lock EXCLUSIVE (the flush): the kPending ids of database db whose counter is in
+// counters (sorted) become kTaken; returns them, palloc'd, and how many.
+int TakePendingRequestIds(RequestIdTable* t, Oid db, const int32* counters, int ncounters, TakenRequestId** out);
+// After the flush's transaction ended: kDurable if it committed, else kPending again.
+void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, bool committed);
+// A dropped counter (counter 0: every counter of db) takes its ids with it.
+void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter);
+
+}  // namespace sc
