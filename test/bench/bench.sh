@@ -59,6 +59,10 @@ ALL_WORKLOADS=(
     "txincr_zipf|transactional sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_transactional_zipf.sql||1|SELECT (SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = 'zipf_tx'::slotted_counter::integer) + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = 'zipf_tx'::slotted_counter::integer)"
     "incr_bounded|buffered sc_incr_bounded, 10,000 keys uniform, bound not reached|sc_incr_bounded_uniform.sql||1|SELECT sc_sum_keys('bounded', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "txincr_bounded|transactional sc_incr_bounded, 10,000 keys uniform, bound not reached|sc_incr_bounded_transactional_uniform.sql||1|SELECT sc_sum_keys('bounded_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
+    "incr_once|buffered sc_incr_once, 10,000 keys uniform, a new request id per call|sc_incr_once_uniform.sql||1|SELECT sc_sum_keys('once', ARRAY(SELECT generate_series(1, 10000)::bigint))"
+    "txincr_once|transactional sc_incr_once, 10,000 keys uniform, a new request id per call|sc_incr_once_transactional_uniform.sql||1|SELECT sc_sum_keys('once_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
+    "incr_fresh|buffered sc_incr, a new key per call (random of 1e9)|sc_incr_fresh.sql|||"
+    "incr_fresh_retained|buffered sc_incr, a new key per call, retain 2 seconds|sc_incr_fresh_retained.sql|||"
     "tpcb|pgbench tpcb-like (stock, scale 1)|tpcb.sql||0|$TPCB_CHECK_STOCK"
     "tpcb_counters|tpcb-like, teller and branch as transactional counters|tpcb_counters.sql||0|$TPCB_CHECK_COUNTERS"
     "tpcb_counters_one|tpcb-like, the two counters incremented by one statement|tpcb_counters_one.sql||0|$TPCB_CHECK_COUNTERS"
@@ -262,7 +266,8 @@ tps_of() { awk '/^tps = /{ printf "%.0f", $3; found = 1; exit } END { if (!found
 # (otherwise a third of a 5-second run at 8 clients is first loads, and only the first client
 # count pays them). The 1,000,000-key zipfian ones keep their first loads: their tail is what
 # a buffer of hot keys meets.
-for pair in "incr_uniform uniform" "txincr_uniform uniform_tx" "incr_bounded bounded" "txincr_bounded bounded_tx"; do
+for pair in "incr_uniform uniform" "txincr_uniform uniform_tx" "incr_bounded bounded" "txincr_bounded bounded_tx" \
+            "incr_once once" "txincr_once once_tx"; do
     read -r name counter <<<"$pair"
     wanted "$name" || continue
     q "SELECT cardinality(sc_incr_batch('$counter', ARRAY(SELECT generate_series(1, 10000)::bigint),
@@ -547,6 +552,9 @@ report() {
         fi
         ratio_row "buffered sc_incr_bounded / sc_incr, 10,000 keys" "" incr_bounded incr_uniform
         ratio_row "transactional sc_incr_bounded / sc_incr, 10,000 keys" "" txincr_bounded txincr_uniform
+        ratio_row "buffered sc_incr_once / sc_incr, 10,000 keys" "" incr_once incr_uniform
+        ratio_row "transactional sc_incr_once / sc_incr, 10,000 keys" "" txincr_once txincr_uniform
+        ratio_row "buffered sc_incr, new keys: retain 2 seconds / no retention" "" incr_fresh_retained incr_fresh
         ratio_row "buffered sc_incr / hot-row UPDATE (sync off)" "" incr update_async
         ratio_row "buffered sc_incr / Redis INCR" "" incr redis
         ratio_row "buffered sc_incr, 10,000 keys / SELECT 1" "" incr_uniform select1

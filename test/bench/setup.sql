@@ -35,6 +35,10 @@ SELECT sc_create('batch', 'buffered');           -- 1,000 keys per call
 SELECT sc_create('batch_tx', 'transactional');
 SELECT sc_create('bounded', 'buffered');         -- sc_incr_bounded, keys 1..10,000, uniform
 SELECT sc_create('bounded_tx', 'transactional');
+SELECT sc_create('once', 'buffered');             -- sc_incr_once, a new request id per call
+SELECT sc_create('once_tx', 'transactional');
+SELECT sc_create('fresh', 'buffered');            -- a new key per call: what retention is for
+SELECT sc_create('fresh_retained', 'buffered', retain => '2 seconds');
 -- What a flush is measured against: an INSERT of as many rows into a table of totals' shape
 -- with its unique index.
 CREATE TABLE flush_baseline (LIKE slotted_counter.totals INCLUDING DEFAULTS,
