@@ -33,8 +33,13 @@ OBJS = \
 	src/request_ids.o \
 	src/once.o
 
-EXTENSION = slotted_counter
-DATA = sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
+# The router's extension (a data node never loads it): SQL and PL/Proxy, and one small library,
+# built at the top (as PGXS installs a module, bitcode included, by its path) from src/.
+MODULES = slotted_counter_proxy
+vpath slotted_counter_proxy.cpp src
+
+EXTENSION = slotted_counter slotted_counter_proxy
+DATA = sql/slotted_counter_proxy--0.1.sql sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
 	sql/slotted_counter--0.2--0.3.sql sql/slotted_counter--0.3--0.4.sql \
 	sql/slotted_counter--0.4--0.5.sql sql/slotted_counter--0.5--0.6.sql \
 	sql/slotted_counter--0.6--0.7.sql

@@ -14,7 +14,8 @@ sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)
 packages=(build-essential postgresql-15 postgresql-server-dev-15
           libipc-run-perl cmake libgtest-dev
-          python3-psycopg default-jdk-headless libpostgresql-jdbc-java pgbouncer)
+          python3-psycopg default-jdk-headless libpostgresql-jdbc-java pgbouncer
+          postgresql-15-plproxy)
 # A Node.js installed from elsewhere bundles npm and conflicts with Debian's npm package: ask apt
 # only for the commands that are missing.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
