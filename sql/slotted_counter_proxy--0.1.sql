@@ -97,9 +97,13 @@ CREATE FUNCTION slotted_counter_proxy.write_hash(counter text, key bigint,
     RETURNS integer
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    c record;
 BEGIN
-    IF key IS NULL THEN
+    -- One look-up on the path of every write (counter_of's checks, inline).
+    SELECT name, durability, spread INTO c FROM slotted_counter_proxy.counters WHERE name = counter;
+    IF NOT FOUND THEN
+        PERFORM slotted_counter_proxy.counter_of(counter);
+    ELSIF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF c.durability = 'transactional' THEN

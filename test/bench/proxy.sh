@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# proxy.sh: the router (slotted_counter_proxy) against direct calls, in one invocation on one
+# server, and a model of how throughput grows with data nodes, measured rather than assumed.
+#
+# One throwaway server holds the data nodes (databases node0..node2, slotted_counter) and two
+# routers (databases router1 over node0 alone, router3 over all three), so every run shares the
+# same cores: the throughputs are comparable with each other, not with a real cluster. Rows
+# (pgbench -M prepared, DURATION seconds each, at each of CLIENTS):
+#   select1        SELECT 1 on a data node (the server's ceiling)
+#   direct         buffered sc_incr of 10,000 uniform keys, straight to node0
+#   router1        the same through a router with one data node
+#   router3        the same through a router with three data nodes
+#   spread3        buffered sc_incr of one spread hot key through router3
+# For each run it also samples the CPU time of every server process by database (router backends
+# against the data nodes' backends that serve them), which gives the router's and a node's CPU
+# per call (a router backend's connections to the nodes are opened in the run and counted in it).
+# The model: a data node of C cores serves C / node_cpu calls/s, a router of C cores routes
+# C / router_cpu calls/s; N nodes behind enough routers serve N times one node.
+# Exactness: after every run each counter must equal the calls pgbench reports, else exit 1.
+#
+# Environment: DURATION (10), CLIENTS ("8 32"), JOBS (2), OUT (test/bench/out/proxy-<UTC stamp>).
+set -euo pipefail
+
+BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH/../.." && pwd)
+# shellcheck source=../../scripts/pg_server.sh
+source "$ROOT/scripts/pg_server.sh"
+
+DURATION=${DURATION:-10}
+CLIENTS=${CLIENTS:-"8 32"}
+JOBS=${JOBS:-2}
+OUT=${OUT:-$BENCH/out/proxy-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+
+throwaway_init sc_proxy_bench "max_connections = 200" "slotted_counter.max_entries = 200000"
+server_start "$WORK"
+db() { as_pg "$PGBIN/psql" -h "$WORK" -d "$1" -Atq -v ON_ERROR_STOP=1 -c "$2"; }
+
+for n in 0 1 2; do
+    db postgres "CREATE DATABASE node$n"
+    db "node$n" "CREATE EXTENSION slotted_counter"
+done
+node() { printf "'host=%s dbname=node%s'" "$WORK" "$1"; }
+db postgres "CREATE DATABASE router1"
+db postgres "CREATE DATABASE router3"
+db router1 "CREATE EXTENSION slotted_counter_proxy CASCADE"
+db router1 "SELECT sc_proxy_configure(ARRAY[$(node 0)])"
+db router3 "CREATE EXTENSION slotted_counter_proxy CASCADE"
+db router3 "SELECT sc_proxy_configure(ARRAY[$(node 0), $(node 1), $(node 2)])"
+# Each router's counters exist on the nodes it routes to; names apart so the runs do not mix.
+db router1 "SELECT sc_create('r1', 'buffered')" >/dev/null
+db router3 "SELECT sc_create('r3', 'buffered'), sc_create('spread', 'buffered', spread => true)" >/dev/null
+db node0 "SELECT sc_create('direct', 'buffered')" >/dev/null
+
+cat >"$OUT/select1.sql" <<'EOF'
+SELECT 1;
+EOF
+for name in direct r1 r3; do
+    printf '\\set k random(1, 10000)\nSELECT sc_incr(%s, :k);\n' "'$name'" >"$OUT/$name.sql"
+done
+printf "SELECT sc_incr('spread');\n" >"$OUT/spread.sql"
+
+# run NAME DB SCRIPT CLIENTS: throughput (calls/s) on stdout; CPU per call (µs) of router and
+# node processes in $OUT/NAME-CLIENTS.cpu.
+run() {
+    local name=$1 database=$2 script=$3 clients=$4 samples="$OUT/$1-$4.samples"
+    : >"$samples"
+    as_pg "$PGBIN/pgbench" -h "$WORK" -n -M prepared -c "$clients" -j "$JOBS" -T "$DURATION" \
+        -f "$script" "$database" >"$OUT/$name-$clients.out" 2>&1 &
+    local bench=$!
+    python3 "$BENCH/cpu_by_db.py" "$bench" >"$samples"
+    wait "$bench" || { cat "$OUT/$name-$clients.out" >&2; exit 1; }
+    local tx tps
+    tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/$name-$clients.out")
+    tps=$(awk -v tx="$tx" -v d="$DURATION" 'BEGIN { printf "%.0f", tx / d }')
+    awk -v tx="$tx" '
+        $1 ~ /^router/ { r += $2 } $1 ~ /^node/ { n += $2 }
+        END { printf "%.1f %.1f\n", r / tx * 1e6, n / tx * 1e6 }' "$samples" >"$OUT/$name-$clients.cpu"
+    echo "$tx $tps"
+}
+
+check() {
+    local what=$1 got=$2 want=$3
+    if [[ $got != "$want" ]]; then
+        echo "proxy.sh: $what: $got, expected $want" >&2
+        exit 1
+    fi
+}
+
+{
+    echo "| clients | row | calls/s | ratio to direct | router CPU/call (µs) | node CPU/call (µs) |"
+    echo "| ---: | --- | ---: | ---: | ---: | ---: |"
+} >"$OUT/table.md"
+declare -A total=([direct]=0 [r1]=0 [r3]=0 [spread]=0)
+for c in $CLIENTS; do
+    read -r _ s1 < <(run select1 node0 "$OUT/select1.sql" "$c")
+    read -r tx d < <(run direct node0 "$OUT/direct.sql" "$c"); total[direct]=$((total[direct] + tx))
+    read -r tx r1 < <(run router1 router1 "$OUT/r1.sql" "$c"); total[r1]=$((total[r1] + tx))
+    read -r tx r3 < <(run router3 router3 "$OUT/r3.sql" "$c"); total[r3]=$((total[r3] + tx))
+    read -r tx sp < <(run spread3 router3 "$OUT/spread.sql" "$c"); total[spread]=$((total[spread] + tx))
+    for row in "select1 $s1" "direct $d" "router1 $r1" "router3 $r3" "spread3 $sp"; do
+        set -- $row
+        read -r rc nc <"$OUT/$1-$c.cpu"
+        printf '| %s | %s | %s | %.2f | %s | %s |\n' "$c" "$1" "$2" \
+            "$(awk -v a="$2" -v b="$d" 'BEGIN { print a / b }')" "$rc" "$nc" >>"$OUT/table.md"
+    done
+done
+
+keys="ARRAY(SELECT generate_series(1, 10000)::bigint)"
+check "direct" "$(db node0 "SELECT sc_sum_keys('direct', $keys)")" "${total[direct]}"
+check "router1" "$(db router1 "SELECT sc_sum_keys('r1', $keys)")" "${total[r1]}"
+check "router3" "$(db router3 "SELECT sc_sum_keys('r3', $keys)")" "${total[r3]}"
+check "spread" "$(db router3 "SELECT sc_sum('spread')")" "${total[spread]}"
+shares=""
+for n in 0 1 2; do
+    shares+="node$n $(db "node$n" "SELECT sc_sum('spread')") "
+done
+
+# The model, from router3 at the smallest client count: the more clients, the more of the two
+# cores goes to switching between the four kinds of processes that share them here.
+last=${CLIENTS%% *}
+read -r rc nc <"$OUT/router3-$last.cpu"
+cores=$(nproc)
+{
+    echo
+    echo "Spread hot key, each node's share: $shares(total ${total[spread]})"
+    echo
+    echo "Model from router3 at $last clients: router CPU $rc µs/call, data node CPU $nc µs/call."
+    echo "A data node of $cores cores: $(awk -v c="$cores" -v n="$nc" 'BEGIN { printf "%.0f", c / n * 1e6 }') calls/s;"
+    echo "a router of $cores cores: $(awk -v c="$cores" -v r="$rc" 'BEGIN { printf "%.0f", c / r * 1e6 }') calls/s."
+    echo
+    echo "| data nodes | calls/s (nodes' CPU) | routers of $cores cores needed |"
+    echo "| ---: | ---: | ---: |"
+    for n in 1 2 4 8 16; do
+        awk -v n="$n" -v c="$cores" -v nc="$nc" -v rc="$rc" 'BEGIN {
+            t = n * c / nc * 1e6; r = t * rc / 1e6 / c
+            printf "| %d | %.0f | %.1f |\n", n, t, r }'
+    done
+} >>"$OUT/table.md"
+cat "$OUT/table.md"
+echo "proxy.sh: exact (every counter equals the calls pgbench reported); output in $OUT" >&2
