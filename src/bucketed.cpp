@@ -211,21 +211,19 @@ int64 RangeSum(const CounterDef& def, const int64* keys, int nkeys, BucketRange 
 
 int64 RangeSeries(const CounterDef& def, int64 key, BucketRange range, int64** buckets,
                   int64** values) {
-  MemoryContext caller = CurrentMemoryContext;
   SpiSession spi = RunRead(Read::kSeries, def, &key, 1, range, 0);
   int64 n = int64(SPI_processed);
-  *buckets = ResultColumn(caller, 1);
-  *values = ResultColumn(caller, 2);
+  *buckets = ResultColumn(spi.caller, 1);
+  *values = ResultColumn(spi.caller, 2);
   FinishSpi(spi);
   return n;
 }
 
 int RangeTop(const CounterDef& def, int n, BucketRange range, int64** keys, int64** values) {
-  MemoryContext caller = CurrentMemoryContext;
   SpiSession spi = RunRead(Read::kTop, def, nullptr, 0, range, n);
   int count = int(SPI_processed);
-  *keys = ResultColumn(caller, 1);
-  *values = ResultColumn(caller, 2);
+  *keys = ResultColumn(spi.caller, 1);
+  *values = ResultColumn(spi.caller, 2);
   FinishSpi(spi);
   return count;
 }

@@ -566,8 +566,9 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
                                 false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
   int64 nstored = int64(SPI_processed);
+  // The result outlives the session: in the caller's context (SPI_finish frees SPI's).
   auto* all = static_cast<KeyValue*>(MemoryContextAllocHuge(
-      CurrentMemoryContext, sizeof(KeyValue) * (nresident + Min(nstored, n) + extra + 1)));
+      spi.caller, sizeof(KeyValue) * (nresident + Min(nstored, n) + extra + 1)));
   memcpy(all, resident, sizeof(KeyValue) * nresident);
   int64 count = nresident;
   for (int64 j = 0, taken = 0; j < nstored && taken < n; j++) {

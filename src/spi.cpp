@@ -10,6 +10,7 @@ namespace sc {
 SpiSession ConnectSpi() {
   SpiSession session;
   GetUserIdAndSecContext(&session.user, &session.security_context);
+  session.caller = CurrentMemoryContext;
   SPI_connect();
   SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
                          session.security_context | SECURITY_LOCAL_USERID_CHANGE);
@@ -18,6 +19,7 @@ SpiSession ConnectSpi() {
 
 void FinishSpi(const SpiSession& session) {
   SPI_finish();
+  Assert(CurrentMemoryContext == session.caller);
   SetUserIdAndSecContext(session.user, session.security_context);
 }
 

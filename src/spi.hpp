@@ -14,9 +14,13 @@
 
 namespace sc {
 
+// Between ConnectSpi and FinishSpi, CurrentMemoryContext is SPI's procedure context, which
+// SPI_finish deletes: whatever must outlive the session (a result handed to the caller) is
+// allocated in `caller`, the context that was current before, never in CurrentMemoryContext.
 struct SpiSession {
   Oid user;
   int security_context;
+  MemoryContext caller;
 };
 
 // SPI_connect, then the superuser's identity until FinishSpi.
