@@ -203,6 +203,7 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
 
   // Phase 1, where an error changes nothing: pin what can be resident.
   for (int i = 0; i < n; i++) {
+    if ((i & 1023) == 0) CHECK_FOR_INTERRUPTS();
     CounterKey k{MyDatabaseId, def.id, keys[i], bucket};
     uint32 hash = HashCounterKey(k);
     if ((!through_allowed || batch_npins < int(batch_budget)) &&
@@ -253,20 +254,14 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
 
   // Phase 2, with interrupts held: the adds, the write-through, and the undo if it failed. It
   // starts with no cancel pending (one that came before ends the batch here, having changed
-  // nothing), and the statement timeout does not fire in it: the time it takes, which nothing can
-  // interrupt, is added to the statement's (as a commit's is not counted).
-  TimestampTz statement_deadline;
-  TimestampTz applying_since = GetCurrentTimestamp();
+  // nothing). A cancel, statement timeout or termination that comes while the flusher writes the
+  // batch through withdraws it (the flusher gives it up before its next chunk of keys), and the
+  // batch changes nothing; one that comes after the keys are in, or when no key is written
+  // through, comes too late, as one that comes while a transaction commits.
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     HOLD_INTERRUPTS();
-    statement_deadline = 0;
-    if (get_timeout_active(STATEMENT_TIMEOUT)) {
-      statement_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
-      disable_timeout(STATEMENT_TIMEOUT, false);
-    }
     if (!QueryCancelPending && !ProcDiePending) break;
-    if (statement_deadline != 0) enable_timeout_at(STATEMENT_TIMEOUT, statement_deadline);
     RESUME_INTERRUPTS();
   }
   int applied = 0;
@@ -289,20 +284,24 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
     }
   }
   ReleaseBatch();
-  // A cancel that came while the batch was being applied came too late, as one that comes while
-  // a transaction commits: the batch is counted, and the call says so. A termination goes on:
-  // the connection ends, as it would after a commit.
-  bool cancel_came = QueryCancelPending;
-  if (statement_deadline != 0)
-    enable_timeout_at(STATEMENT_TIMEOUT,
-                      statement_deadline + (GetCurrentTimestamp() - applying_since));
-  if (!overflow && outcome.done && cancel_came && !ProcDiePending &&
-      !get_timeout_indicator(STATEMENT_TIMEOUT, false) &&
-      !get_timeout_indicator(LOCK_TIMEOUT, false))
+  // A cancel or timeout that came too late: the batch is counted, and the call says so (a
+  // timeout that comes later in the statement still ends it). A termination goes on: the
+  // connection ends, as it would after a commit.
+  bool counted = !overflow && outcome.done;
+  if (counted && QueryCancelPending && !ProcDiePending) {
     QueryCancelPending = false;
+    (void)get_timeout_indicator(STATEMENT_TIMEOUT, true);
+    (void)get_timeout_indicator(LOCK_TIMEOUT, true);
+  }
   RESUME_INTERRUPTS();
 
   if ((overflow || !outcome.done) && segment != nullptr) dsm_detach(segment);
+  // Withdrawn: the cancel, timeout or termination that did it ends the statement now.
+  if (!outcome.done && outcome.sqlerrcode == ERRCODE_QUERY_CANCELED) {
+    CHECK_FOR_INTERRUPTS();
+    ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                    errmsg("canceling statement due to user request")));
+  }
   if (overflow)
     ReportOverflow(def, keys[applied], BufferRead(def, keys[applied], bucket, false),
                    deltas[applied]);

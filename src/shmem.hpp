@@ -17,6 +17,10 @@
 //     instructions, never held across anything that can fail). Waiters for a flush or a
 //     write-through sleep on the slot's condition variable `done_cv`.
 //   - one WriteThroughRequest per backend (indexed by BackendId - 1), guarded by its own spinlock.
+//     PENDING -> TAKEN (the flusher) -> DONE or FAILED (the flusher, after its transaction ended)
+//     -> EMPTY (the requester, having read the answer). A requester may withdraw a PENDING request
+//     itself (EMPTY at once) and ask the flusher to give up a TAKEN batch (`cancel`); it then
+//     still waits for the answer, which may be DONE if the flusher had finished.
 //     A backend fills a request for one key only while holding the key's partition lock EXCLUSIVE
 //     and having checked the key is not resident; a loader checks, under the same exclusive lock,
 //     that no request for its key is pending. (A batch's request is covered by through_holds
@@ -166,6 +170,10 @@ struct WriteThroughRequest {
   int32 nbatch;
   dsm_handle batch;
   int server_pid;                // the flusher that took it (kRequestTaken)
+  // A batch's requester was cancelled (or its statement timed out) after a flusher took it: the
+  // flusher checks this before each chunk it writes and, if set, rolls the batch back and answers
+  // kRequestFailed with 57014. Set by the requester, read by the flusher, under `mutex`.
+  bool cancel;
 };
 
 // Buckets of one counter, before `before`, dropped by a committing transaction.

@@ -52,6 +52,7 @@ void PublishRequest(WriteThroughRequest* r, const CounterKey& k, int64 delta, in
   r->nbatch = nbatch;
   r->batch = batch;
   r->server_pid = 0;
+  r->cancel = false;
   SpinLockRelease(&r->mutex);
   pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
 }
@@ -63,13 +64,21 @@ RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_
   RequestAnswer answer;
   for (;;) {
     TimestampTz now = GetCurrentTimestamp();
+    // With interrupts held, a cancel, a statement timeout or a termination only sets its flag:
+    // the request is withdrawn, or the flusher asked to give it up.
+    bool cancelled = held && (QueryCancelPending || ProcDiePending);
     SpinLockAcquire(&r->mutex);
     answer = RequestAnswer{RequestState(r->state), r->result, r->sqlerrcode};
     int server = r->server_pid;
     bool open = answer.state == kRequestPending || answer.state == kRequestTaken;
-    bool withdraw = answer.state == kRequestPending && withdraw_after_ms > 0 &&
-                    TimestampDifferenceExceeds(start, now, withdraw_after_ms);
-    if (withdraw) answer = RequestAnswer{kRequestFailed, 0, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED};
+    bool withdraw = answer.state == kRequestPending &&
+                    (cancelled || (withdraw_after_ms > 0 &&
+                                   TimestampDifferenceExceeds(start, now, withdraw_after_ms)));
+    if (withdraw)
+      answer = RequestAnswer{kRequestFailed, 0,
+                             cancelled ? ERRCODE_QUERY_CANCELED
+                                       : ERRCODE_CONFIGURATION_LIMIT_EXCEEDED};
+    if (cancelled && answer.state == kRequestTaken) r->cancel = true;
     if (!open || withdraw) {
       r->state = kRequestEmpty;
       r->nbatch = 0;
@@ -161,38 +170,60 @@ const char* const kBatchThroughSql =
 
 SPIPlanPtr plan_batch_through = nullptr;
 
+// A batch is written in chunks of this many keys; its requester's cancel is honoured between
+// two of them.
+constexpr int kThroughChunk = 10000;
+
+// Raises 57014 if the batch's requester asked to give it up (WriteThroughRequest::cancel).
+void CheckBatchCancel(WriteThroughRequest* r) {
+  SpinLockAcquire(&r->mutex);
+  bool cancel = r->cancel;
+  SpinLockRelease(&r->mutex);
+  if (cancel)
+    ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                    errmsg("the batch written through was cancelled by its requester")));
+}
+
 // Writes the keys of a batch request (in its requester's segment) and puts their new values
 // there; false if the counter was dropped. Inside the serving subtransaction, whose resource
-// owner detaches the segment on an error.
-bool WriteBatchThrough(const WriteThroughRequest* r) {
+// owner detaches the segment on an error, which rolls back every chunk written.
+bool WriteBatchThrough(WriteThroughRequest* r) {
   dsm_segment* segment = dsm_attach(r->batch);
   if (segment == nullptr) elog(ERROR, "the segment of a batch written through is gone");
   auto* items = static_cast<ThroughItem*>(dsm_segment_address(segment));
   int m = r->nbatch;
-  Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * m));
-  Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * m));
-  for (int i = 0; i < m; i++) {
-    keys[i] = Int64GetDatum(items[i].key);
-    deltas[i] = Int64GetDatum(items[i].delta);
-  }
   static const Oid types[4] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
   SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 4, types);
-  Datum args[4] = {Int32GetDatum(r->key.counter),
-                   PointerGetDatum(construct_array(keys, m, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-                   TimestampTzGetDatum(r->key.bucket),
-                   PointerGetDatum(construct_array(deltas, m, INT8OID, 8, true, TYPALIGN_DOUBLE))};
-  char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
-  int rc = SPI_execute_plan(plan, args, nulls, false, 0);
-  if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
-  bool done = SPI_processed == uint64(m);
-  for (uint64 row = 0; done && row < SPI_processed; row++) {
-    bool isnull;
-    int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1,
-                                            &isnull));
-    ThroughItem* item = FindThroughItem(items, m, key);
-    if (item != nullptr)
-      item->result = DatumGetInt64(
-          SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull));
+  Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
+  Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
+  bool done = true;
+  for (int first = 0; done && first < m; first += kThroughChunk) {
+    CheckBatchCancel(r);
+    int count = Min(m - first, kThroughChunk);
+    for (int i = 0; i < count; i++) {
+      keys[i] = Int64GetDatum(items[first + i].key);
+      deltas[i] = Int64GetDatum(items[first + i].delta);
+    }
+    ArrayType* key_array = construct_array(keys, count, INT8OID, 8, true, TYPALIGN_DOUBLE);
+    ArrayType* delta_array = construct_array(deltas, count, INT8OID, 8, true, TYPALIGN_DOUBLE);
+    Datum args[4] = {Int32GetDatum(r->key.counter), PointerGetDatum(key_array),
+                     TimestampTzGetDatum(r->key.bucket), PointerGetDatum(delta_array)};
+    char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
+    int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+    if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
+    done = SPI_processed == uint64(count);
+    for (uint64 row = 0; done && row < SPI_processed; row++) {
+      bool isnull;
+      int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1,
+                                              &isnull));
+      ThroughItem* item = FindThroughItem(items + first, count, key);
+      if (item != nullptr)
+        item->result = DatumGetInt64(
+            SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull));
+    }
+    SPI_freetuptable(SPI_tuptable);
+    pfree(key_array);
+    pfree(delta_array);
   }
   dsm_detach(segment);
   return done;
@@ -250,9 +281,15 @@ int ServeWriteThroughs(Oid db) {
         outcome[j] = done ? kRequestDone : kRequestFailed;
         if (!done) code[j] = ERRCODE_UNDEFINED_OBJECT;
       });
-      if (error != nullptr && error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE) {
+      bool withdrawn = false;
+      if (error != nullptr) {
+        SpinLockAcquire(&r->mutex);
+        withdrawn = r->cancel;
+        SpinLockRelease(&r->mutex);
+      }
+      if (error != nullptr && (withdrawn || error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)) {
         outcome[j] = kRequestFailed;
-        code[j] = error->sqlerrcode;
+        code[j] = withdrawn ? ERRCODE_QUERY_CANCELED : error->sqlerrcode;
         FreeErrorData(error);
       } else if (error != nullptr) {
         // A lock timeout or the like: keep the increment and try again on the next round.
