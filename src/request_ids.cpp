@@ -224,6 +224,29 @@ void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, boo
   LWLockRelease(t->lock);
 }
 
+uint32 CopyUnflushedRequestIds(const RequestIdTable* t, RequestIdEntry* out) {
+  const RequestIdEntry* es = Entries(const_cast<RequestIdTable*>(t));
+  uint32 n = 0;
+  for (uint32 i = 0; i < t->capacity; i++)
+    if (es[i].state == kIdPending || es[i].state == kIdTaken) out[n++] = es[i];
+  return n;
+}
+
+bool RestoreRequestId(RequestIdTable* t, const RequestIdEntry& saved) {
+  Assert(saved.state == kIdPending || saved.state == kIdTaken);
+  RequestIdEntry* es = Entries(t);
+  if (t->free_head == kNoEntry) return false;
+  uint32 e = TakeEntry(t);
+  es[e] = saved;
+  es[e].hash = HashOf(saved.db, saved.counter, saved.id, saved.len);
+  es[e].state = kIdPending;
+  es[e].owner_pid = 0;
+  uint32* head = &Heads(t)[es[e].hash & (t->nbuckets - 1)];
+  es[e].next = *head;
+  *head = e;
+  return true;
+}
+
 void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter) {
   RequestIdEntry* es = Entries(t);
   LWLockAcquire(t->lock, LW_EXCLUSIVE);

@@ -100,4 +100,13 @@ void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, boo
 // A dropped counter (counter 0: every counter of db) takes its ids with it.
 void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter);
 
+// ---- across a clean restart (saved_values.cpp), with no other process running: no locks ----
+
+// Copies into out (room for t->capacity) every id whose increment is not flushed yet (kPending,
+// or kTaken by a flush that failed and was not settled); returns how many.
+uint32 CopyUnflushedRequestIds(const RequestIdTable* t, RequestIdEntry* out);
+// Puts a copied id back as kPending (its increment is restored as a dirty entry beside it: the
+// flush that writes the one writes the other); false if the table has no free entry.
+bool RestoreRequestId(RequestIdTable* t, const RequestIdEntry& saved);
+
 }  // namespace sc

@@ -5,8 +5,10 @@
 // process has exited, and only if the shutdown checkpoint was written, the postmaster writes each
 // dirty entry of the buffer -- its key, its value, and the part of it the tables hold -- to
 // pg_stat/slotted_counter.unflushed (written to a temporary file, synced, renamed), as
-// pg_stat_statements keeps its state across a clean restart. Nothing else runs then, so the
-// buffer is read without locks.
+// pg_stat_statements keeps its state across a clean restart, together with the request ids of
+// buffered sc_incr_once calls whose increments are among them (request_ids.hpp): restored
+// beside their increments, they are written by the same flush, so a call retried after the
+// restart still counts once. Nothing else runs then, so the buffer is read without locks.
 //
 // The next start reads the file in _PG_init, registers a flusher for each database it names, and,
 // as the shared state is created (before any other process exists), links each entry back into
@@ -33,6 +35,7 @@ extern "C" {
 
 #include "shmem.hpp"
 #include "flusher_slots.hpp"
+#include "request_ids.hpp"
 
 namespace sc {
 
@@ -41,14 +44,16 @@ namespace {
 const char* const kFile = "pg_stat/slotted_counter.unflushed";
 const char* const kTempFile = "pg_stat/slotted_counter.unflushed.tmp";
 constexpr uint32 kMagic = 0x53435556;  // "SCUV"
-constexpr uint32 kFormat = 1;
+constexpr uint32 kFormat = 2;
 
+// The file: the header, count SavedValues, ids RequestIdEntry, and the CRC-32C of all of it.
 struct FileHeader {
   uint32 magic;
   uint32 format;
   uint64 system_identifier;
   uint64 checkpoint;  // the shutdown checkpoint written before the file
   uint64 count;
+  uint64 ids;
 };
 
 struct SavedValue {
@@ -63,6 +68,8 @@ struct SavedValue {
 // Read by ReadSavedValues, restored and freed by RestoreSavedValues (postmaster memory).
 SavedValue* saved = nullptr;
 uint64 nsaved = 0;
+RequestIdEntry* saved_ids = nullptr;
+uint64 nsaved_ids = 0;
 
 int CompareByCounter(const void* a, const void* b) {
   const auto* x = static_cast<const SavedValue*>(a);
@@ -70,6 +77,15 @@ int CompareByCounter(const void* a, const void* b) {
   if (x->db != y->db) return x->db < y->db ? -1 : 1;
   if (x->counter != y->counter) return x->counter < y->counter ? -1 : 1;
   return 0;
+}
+
+// Logs that the request ids of sc_incr_once calls are forgotten: a retry of them counts again.
+void LogLostIds(uint64 n, const char* why) {
+  if (n == 0) return;
+  ereport(WARNING, (errmsg("slotted_counter: %llu request ids of buffered sc_incr_once calls are "
+                           "forgotten: %s",
+                           (unsigned long long)n, why),
+                    errdetail("A call repeated with one of them counts again.")));
 }
 
 // Logs, counter by counter, the increments of values that will never reach the tables.
@@ -143,14 +159,21 @@ void ReadSavedValues() {
   pg_crc32c crc;
   INIT_CRC32C(crc);
   bool ok = ReadAll(f, &h, sizeof(h), &crc) && h.magic == kMagic && h.format == kFormat &&
-            h.count <= MaxAllocHugeSize / sizeof(SavedValue);
+            h.count <= MaxAllocHugeSize / sizeof(SavedValue) &&
+            h.ids <= MaxAllocHugeSize / sizeof(RequestIdEntry);
   SavedValue* values = nullptr;
+  RequestIdEntry* ids = nullptr;
   if (ok) {
     values = static_cast<SavedValue*>(MemoryContextAllocExtended(
         TopMemoryContext, Max(h.count, 1) * sizeof(SavedValue),
         MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+    ids = static_cast<RequestIdEntry*>(MemoryContextAllocExtended(
+        TopMemoryContext, Max(h.ids, 1) * sizeof(RequestIdEntry),
+        MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
     pg_crc32c stored;
-    ok = values != nullptr && ReadAll(f, values, h.count * sizeof(SavedValue), &crc) &&
+    ok = values != nullptr && ids != nullptr &&
+         ReadAll(f, values, h.count * sizeof(SavedValue), &crc) &&
+         ReadAll(f, ids, h.ids * sizeof(RequestIdEntry), &crc) &&
          fread(&stored, sizeof(stored), 1, f) == 1;
     FIN_CRC32C(crc);
     ok = ok && EQ_CRC32C(crc, stored);
@@ -160,17 +183,22 @@ void ReadSavedValues() {
     ereport(WARNING, (errmsg("slotted_counter: file \"%s\" is damaged or of another version; the "
                              "values it held are lost", kFile)));
     if (values != nullptr) pfree(values);
+    if (ids != nullptr) pfree(ids);
     (void)unlink(kFile);
     return;
   }
   if (const char* why = Mismatch(h)) {
     LogLosses(values, h.count, why);
+    LogLostIds(h.ids, why);
     pfree(values);
+    pfree(ids);
     (void)unlink(kFile);
     return;
   }
   saved = values;
   nsaved = h.count;
+  saved_ids = ids;
+  nsaved_ids = h.ids;
   qsort(saved, nsaved, sizeof(SavedValue), CompareByCounter);
   for (uint64 i = 0; i < nsaved; i++)
     if (i == 0 || saved[i].db != saved[i - 1].db) RegisterFlusherAtStart(saved[i].db);
@@ -198,9 +226,22 @@ void RestoreSavedValues() {
                          (unsigned long long)restored)));
   LogLosses(saved + restored, nsaved - restored,
             "slotted_counter.max_entries is too small to hold them all");
+  // An id goes back only with every value: one without its increment would make a retry of a
+  // call whose increment was lost count nothing.
+  uint64 restored_ids = 0;
+  if (restored == nsaved)
+    while (restored_ids < nsaved_ids &&
+           RestoreRequestId(shared->request_ids, saved_ids[restored_ids]))
+      restored_ids++;
+  LogLostIds(nsaved_ids - restored_ids,
+             restored == nsaved ? "slotted_counter.max_request_ids is too small to hold them all"
+                                : "not every value they belong to could be restored");
   pfree(saved);
   saved = nullptr;
   nsaved = 0;
+  pfree(saved_ids);
+  saved_ids = nullptr;
+  nsaved_ids = 0;
   if (unlink(kFile) != 0 && errno != ENOENT)
     ereport(WARNING, (errcode_for_file_access(), errmsg("could not remove file \"%s\": %m", kFile)));
 }
@@ -210,16 +251,20 @@ void SaveUnflushedValues(int code, Datum) {
   // did not mark flushed yet.
   if (code != 0 || shared == nullptr) return;
   CounterTable* t = shared->table;
+  auto* ids = static_cast<RequestIdEntry*>(MemoryContextAllocExtended(
+      TopMemoryContext, Max(shared->request_ids->capacity, 1u) * sizeof(RequestIdEntry),
+      MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+  uint64 nids = ids != nullptr ? CopyUnflushedRequestIds(shared->request_ids, ids) : 0;
   uint64 n = 0;
   for (uint32 i = 0; i < t->capacity(); i++) {
     const Entry& e = t->at(i);
     if (e.state.load() == kResident && e.value.load() != e.flushed.load()) n++;
   }
-  if (n == 0) return;
+  if (n == 0 && nids == 0) return;
   auto* values = static_cast<SavedValue*>(
-      MemoryContextAllocExtended(TopMemoryContext, n * sizeof(SavedValue),
+      MemoryContextAllocExtended(TopMemoryContext, Max(n, 1) * sizeof(SavedValue),
                                  MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
-  if (values == nullptr) {
+  if (values == nullptr || ids == nullptr) {
     ereport(WARNING, (errmsg("slotted_counter: %llu unflushed values are lost: out of memory",
                              (unsigned long long)n)));
     return;
@@ -236,17 +281,20 @@ void SaveUnflushedValues(int code, Datum) {
   ControlFileData* control = get_controlfile(DataDir, &crc_ok);
   if (!crc_ok || control->state != DB_SHUTDOWNED) {
     LogLosses(values, n, "the server did not write its shutdown checkpoint");
+    LogLostIds(nids, "the server did not write its shutdown checkpoint");
     return;
   }
-  FileHeader h{kMagic, kFormat, control->system_identifier, control->checkPoint, n};
+  FileHeader h{kMagic, kFormat, control->system_identifier, control->checkPoint, n, nids};
   pg_crc32c crc;
   INIT_CRC32C(crc);
   COMP_CRC32C(crc, &h, sizeof(h));
   COMP_CRC32C(crc, values, n * sizeof(SavedValue));
+  COMP_CRC32C(crc, ids, nids * sizeof(RequestIdEntry));
   FIN_CRC32C(crc);
   FILE* f = AllocateFile(kTempFile, PG_BINARY_W);
   bool ok = f != nullptr && fwrite(&h, sizeof(h), 1, f) == 1 &&
-            fwrite(values, n * sizeof(SavedValue), 1, f) == 1 &&
+            (n == 0 || fwrite(values, n * sizeof(SavedValue), 1, f) == 1) &&
+            (nids == 0 || fwrite(ids, nids * sizeof(RequestIdEntry), 1, f) == 1) &&
             fwrite(&crc, sizeof(crc), 1, f) == 1;
   if (f != nullptr && FreeFile(f) != 0) ok = false;
   if (ok) ok = durable_rename(kTempFile, kFile, LOG) == 0;
@@ -257,11 +305,12 @@ void SaveUnflushedValues(int code, Datum) {
     char why[256];
     snprintf(why, sizeof(why), "could not write file \"%s\": %s", kFile, strerror(saved_errno));
     LogLosses(values, n, why);
+    LogLostIds(nids, why);
     return;
   }
-  ereport(LOG, (errmsg("slotted_counter: saved %llu values that could not be flushed to \"%s\"; "
-                       "the next start restores them",
-                       (unsigned long long)n, kFile)));
+  ereport(LOG, (errmsg("slotted_counter: saved %llu values that could not be flushed, and %llu "
+                       "request ids, to \"%s\"; the next start restores them",
+                       (unsigned long long)n, (unsigned long long)nids, kFile)));
 }
 
 }  // namespace sc

@@ -124,5 +124,28 @@ $node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()');
 $node->safe_psql('postgres', q{ROLLBACK PREPARED 'lock'});
 is($node->safe_psql('postgres', $values), '112,23,33', 'after the promotion: the values of the tables');
 
+# sc_incr_once: the request ids of increments the last flush could not write are saved with
+# them; the same ids sent again after the restart count nothing more, before and after the
+# restored values are written.
+$node->safe_psql('postgres', q{SELECT sc_create('once', 'buffered')});
+my $once = q{SELECT count(sc_incr_once('once', 5, 1, 'req-' || i)) FROM generate_series(1, 200) i};
+$node->safe_psql('postgres', $lock . q{PREPARE TRANSACTION 'lock';});
+$node->safe_psql('postgres', $once);
+$offset = -s $node->logfile;
+$node->restart;
+like(log_since($offset), qr/saved 1 values that could not be flushed, and 200 request ids/,
+	'sc_incr_once: the 200 request ids were saved beside their increments');
+$node->safe_psql('postgres', $once);
+is($node->safe_psql('postgres', q{SELECT sc_sum('once', 5)}), '200',
+	'the same 200 ids sent again after the restart count nothing more');
+$node->safe_psql('postgres', q{ROLLBACK PREPARED 'lock'});
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) FROM slotted_counter.requests WHERE request_id LIKE 'req-%'}, '200'),
+	'once the lock is gone, the flush writes the ids with their increments');
+$node->restart;
+$node->safe_psql('postgres', $once);
+is($node->safe_psql('postgres', q{SELECT sc_sum('once', 5)}), '200',
+	'and after another restart the ids still count once');
+
 $node->stop;
 done_testing();
