@@ -113,6 +113,26 @@ SELECT r, sc_has_privilege(r, 'c', 'SELECT') AS "select", sc_has_privilege(r, 'c
 FROM unnest(ARRAY['sc_owner', 'sc_reader', 'sc_writer', 'sc_nobody', 'public', current_user]) r;
 SET ROLE sc_reader;
 SELECT sc_has_privilege('c', 'select'), sc_has_privilege('c', 'update');
+-- about another role: only its members and the counter's owner may ask (PUBLIC: anyone)
+SELECT sc_has_privilege('sc_reader', 'c', 'SELECT') AS own, sc_has_privilege('public', 'c', 'SELECT') AS public;
+SELECT sc_has_privilege('sc_owner', 'c', 'SELECT');
+RESET ROLE;
+SET ROLE sc_owner;
+SELECT sc_has_privilege('sc_reader', 'c', 'SELECT') AS asked_by_the_owner;
+RESET ROLE;
+-- integer::slotted_counter names only a counter the role holds a privilege on
+SET ROLE sc_reader;
+SELECT (SELECT id FROM slotted_counter.counters WHERE name = 'c')::slotted_counter AS readable;
+RESET ROLE;
+SELECT set_config('sc.c_id', id::text, false) IS NOT NULL AS noted FROM slotted_counter.counters WHERE name = 'c';
+SET ROLE sc_nobody;
+DO $$
+BEGIN
+  PERFORM current_setting('sc.c_id')::integer::slotted_counter;
+EXCEPTION WHEN undefined_object THEN
+  RAISE NOTICE 'the id of a counter sc_nobody may not use names no counter: %', SQLSTATE;
+END
+$$;
 RESET ROLE;
 -- bad input: 22023 for an unknown privilege, 42704 for an unknown role or counter, NULL is NULL
 SELECT sc_grant('c', 'DELETE', 'sc_reader');

@@ -11,6 +11,7 @@
 // (slotted_counter_in/out/recv/send) stay for objects not yet updated.
 #include "catalog.hpp"
 #include "counter_ref.hpp"
+#include "privileges.hpp"
 #include "shmem.hpp"
 
 extern "C" {
@@ -42,10 +43,14 @@ Datum slotted_counter_name_recv(PG_FUNCTION_ARGS) {
   PG_RETURN_TEXT_P(cstring_to_text_with_len(name, len));
 }
 
-// integer::slotted_counter: the counter with that id (42704 if none).
+// integer::slotted_counter: the counter with that id. 42704 if none, and for a counter the role
+// holds no privilege on: its name is as hidden as its row in slotted_counter.counters.
 Datum slotted_counter_of_id(PG_FUNCTION_ARGS) {
   RequireShared();
-  const CounterDef* def = GetCounter(PG_GETARG_INT32(0));
+  int32 id = PG_GETARG_INT32(0);
+  const CounterDef* def = FindCounter(id);
+  if (def == nullptr || !(HasPrivileges(def, kSelect) || HasPrivileges(def, kUpdate)))
+    ReportUnknownCounter(psprintf("%d", id));
   PG_RETURN_TEXT_P(cstring_to_text(def->name));
 }
 

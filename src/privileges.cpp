@@ -239,12 +239,20 @@ Datum HasPrivilege(PG_FUNCTION_ARGS) {
   PG_RETURN_BOOL((CurrentPrivileges(def) & mask) != 0);
 }
 
+// About another role: only its members, and the counter's owner (who knows its grants), may ask.
+// Anyone may ask about PUBLIC, whose grants are every role's own.
 template <Abi abi>
 Datum HasPrivilegeOfRole(PG_FUNCTION_ARGS) {
   RequireShared();
-  Oid role = RoleArgument(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+  const char* role_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  Oid role = RoleArgument(role_name);
   const CounterDef* def = CounterArgument<abi>(fcinfo, 1, 0);
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(2)), false);
+  if (OidIsValid(role) && !has_privs_of_role(GetUserId(), role) && !HasPrivileges(def, kOwn))
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("permission denied to examine the privileges of role \"%s\" on "
+                           "counter \"%s\"", role_name, def->name),
+                    errdetail("Only members of the role and the owner of the counter may.")));
   PG_RETURN_BOOL((PrivilegesOf(*def, role) & mask) != 0);
 }
 
