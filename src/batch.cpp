@@ -82,7 +82,7 @@ void ReleaseBatch() {
   if (batch_holding)
     for (uint32 p = 0; p < kPartitions; p++)
       if (batch_holds[p]) {
-        pg_atomic_fetch_sub_u32(&shared->through_holds[p], 1);
+        pg_atomic_fetch_sub_u32(ThroughHold(MyDatabaseId, p), 1);
         batch_holds[p] = false;
       }
   batch_holding = false;
@@ -136,7 +136,7 @@ void HoldPartitions(const CounterDef& def, int64 bucket, const ThroughKey* throu
           pinned[through[j].occurrence] = true;
         }
         if (!loading) {
-          pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
+          pg_atomic_fetch_add_u32(ThroughHold(MyDatabaseId, p), 1);
           batch_holds[p] = true;
         }
       });

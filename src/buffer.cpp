@@ -167,6 +167,10 @@ constexpr uint32 kSweepLimit = 1024;
 // How long a commit waits for a free entry before it fails.
 constexpr int kRoomWaitMs = 10000;
 
+// How long after a database under its share found no room the databases over theirs take no
+// clean entry of their own (SharedState::room_wanted_at).
+constexpr int64 kRoomWantedMs = 100;
+
 // Whether the deltas committed into a transactional entry are all in the values table (so that
 // the entry may leave the buffer); always true for a buffered one. Under the entry's partition
 // lock, exclusive.
@@ -175,6 +179,15 @@ bool DeltasFolded(const Entry& e) {
   if (epoch == 0) return true;
   DatabaseSlot* slot = FindSlot(e.id.db);
   return slot != nullptr && Folded(slot, e.id.counter, epoch);
+}
+
+// No entry was to be had: the databases over their fair share are asked to flush now rather than
+// at the end of their interval, so that their entries turn clean, and evictable, sooner.
+void AskCrowdingFlushers() {
+  uint32 crowding[kOccupancyCells];
+  int n = shared->table->OverShare(MyDatabaseId, crowding, int(kOccupancyCells));
+  for (int i = 0; i < n; i++)
+    if (DatabaseSlot* slot = FindSlot(crowding[i])) AskForFlush(slot);
 }
 
 // Removes an entry this backend linked as kLoading and did not finish loading.
@@ -192,14 +205,24 @@ pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transact
   auto table = Table();
   uint64 epoch = CachedCatalogEpoch();
   uint64 evicted = 0;
-  uint32 index = table.TakeFreeOrClean(kSweepLimit, DeltasFolded, &evicted);
+  // A database over its share leaves the clean entries it has to one that wanted room lately.
+  TimestampTz now = GetCurrentTimestamp();
+  bool wanted = now - TimestampTz(pg_atomic_read_u64(&shared->room_wanted_at)) <
+                    kRoomWantedMs * 1000 &&
+                table.table().OverItsShare(MyDatabaseId);
+  uint32 index = table.TakeFreeOrClean(MyDatabaseId, wanted, kSweepLimit, DeltasFolded, &evicted);
   if (evicted > 0) pg_atomic_fetch_add_u64(&shared->evictions, evicted);
-  if (index == kNil) return LoadResult::kNoRoom;
+  if (index == kNil) {
+    if (!wanted && !table.table().OverItsShare(MyDatabaseId))
+      pg_atomic_write_u64(&shared->room_wanted_at, uint64(now));
+    AskCrowdingFlushers();
+    return LoadResult::kNoRoom;
+  }
   Loading loading;
   // Not while a write-through of the key is pending or a batch holds its partition (shmem.hpp).
   LoadStart start = table.BeginLoad(index, k, hash, [&] {
     if (WriteThroughPendingFor(k) ||
-        pg_atomic_read_u32(&shared->through_holds[CounterTable::PartitionOf(hash)]) != 0)
+        pg_atomic_read_u32(ThroughHold(k.db, CounterTable::PartitionOf(hash))) != 0)
       return LoadStart::kRetry;
     return pg_atomic_read_u64(&shared->catalog_epoch) != epoch ? LoadStart::kStale
                                                                : LoadStart::kLinked;
@@ -684,11 +707,11 @@ void BufferSettle(const Reservation& r, bool committed) {
 void HoldForExpiry(uint32 p, const CounterKey* keys, const uint32* hashes, int n,
                    bool* expirable) {
   Table().UnlinkForExpiry(p, keys, hashes, n, expirable, DeltasFolded, [p] {
-    pg_atomic_fetch_add_u32(&shared->through_holds[p], 1);
+    pg_atomic_fetch_add_u32(ThroughHold(MyDatabaseId, p), 1);
   });
 }
 
-void ReleaseExpiryHold(uint32 p) { pg_atomic_fetch_sub_u32(&shared->through_holds[p], 1); }
+void ReleaseExpiryHold(uint32 p) { pg_atomic_fetch_sub_u32(ThroughHold(MyDatabaseId, p), 1); }
 
 void PurgeCounter(Oid db, int32 counter) {
   ForgetRequestIds(shared->request_ids, db, counter);

@@ -30,6 +30,13 @@
 //     mistaken for the one read); an allocated entry belongs to its allocator until linked.
 //   - generation changes each time a slot returns to the free list, so code that remembered
 //     (index, generation) across a lock release can tell whether it still has the same entry.
+//   - Occupancy: how many linked entries each database has, in kOccupancyCells cells of
+//     (db << 32 | count), changed with a compare-and-swap by Link, Unlink and RemoveIf (so a cell
+//     changes hands only while its count is 0, and a count never lands in another database's
+//     cell). A database beyond the cells is not counted. A load's clock sweep evicts clean
+//     entries of its own database, and of databases holding more than their fair share
+//     (capacity / databases with entries): one database's dirty flood keeps no other from its
+//     share of the buffer (protocol.hpp: TakeFreeOrClean).
 #pragma once
 
 #include <atomic>
@@ -43,6 +50,7 @@ namespace sc {
 constexpr int64_t kNoBucket = INT64_MIN;
 constexpr uint32_t kNil = UINT32_MAX;
 constexpr uint32_t kPartitions = 128;
+constexpr uint32_t kOccupancyCells = 64;
 
 struct CounterKey {
   uint32_t db;       // database oid
@@ -167,10 +175,19 @@ class CounterTable {
 
   // The next entry the clock sweep looks at.
   uint32_t ClockNext() noexcept;
+
+  // How many linked entries database db has (0 if it has none, or is beyond the cells).
+  uint32_t OccupancyOf(uint32_t db) const noexcept;
+  // The databases other than db that hold more than their fair share of the entries: capacity /
+  // the number of databases with entries, db counted among them; at most max written to out,
+  // returns how many. A load of db may evict their clean entries (and its own).
+  int OverShare(uint32_t db, uint32_t* out, int max) const noexcept;
+  // Whether db holds more than its fair share.
+  bool OverItsShare(uint32_t db) const noexcept;
   // Clock-sweep test, under the entry's exclusive partition lock: a recently used entry gets a
-  // second chance; otherwise true if the entry is resident, clean, not being flushed and not
-  // pinned.
-  static bool AgeAndTestEvictable(Entry& e) noexcept;
+  // second chance (unless second_chance is false: an entry of a database over its share);
+  // otherwise true if the entry is resident, clean, not being flushed and not pinned.
+  static bool AgeAndTestEvictable(Entry& e, bool second_chance = true) noexcept;
 
   // Calls fn(index, entry) for every linked entry of partition p; the caller holds its lock.
   template <typename Fn>
@@ -194,6 +211,7 @@ class CounterTable {
            i = link->load(std::memory_order_relaxed)) {
         if (pred(es[i])) {
           link->store(es[i].next.load(std::memory_order_relaxed), std::memory_order_release);
+          CountLinked(es[i].id.db, -1);
           Release(i);
           removed++;
         } else {
@@ -253,8 +271,12 @@ class CounterTable {
                                                           HeadsOffset());
   }
 
+  // Adds delta to db's occupancy, taking a cell whose count is 0 for a database not counted yet.
+  void CountLinked(uint32_t db, int delta) noexcept;
+
   uint32_t capacity_;
   uint32_t nbuckets_;                 // a power of two, a multiple of kPartitions
+  std::atomic<uint64_t> occupancy_[kOccupancyCells];  // (db << 32) | linked entries
   std::atomic<uint64_t> free_head_;   // (tag << 32) | index
   std::atomic<uint64_t> clock_hand_;
   std::atomic<uint64_t> used_;

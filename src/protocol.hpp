@@ -268,12 +268,26 @@ class Protocol {
   // ---- take: a free entry or an evicted clean one --------------------------------------------
 
   // A free entry (kOwned), or a clean one the clock sweep evicted, looking at up to sweep_limit
-  // entries; kNil if none. may_evict(entry) is asked last, under the victim's exclusive lock.
-  // *evicted counts the evictions.
+  // entries; kNil if none. The entry is for database db: the sweep evicts only entries of db and
+  // of databases over their fair share (CounterTable::OverShare), whose read is a snapshot, so
+  // that no database's flood takes another's share of the buffer. yield: db is over its share
+  // and another database wants room, so db takes a free entry or none, leaving its clean entries
+  // to the others. may_evict(entry) is asked last, under the victim's exclusive lock. *evicted
+  // counts the evictions.
   template <typename MayEvict>
-  uint32_t TakeFreeOrClean(uint32_t sweep_limit, MayEvict&& may_evict, uint64_t* evicted) noexcept {
+  uint32_t TakeFreeOrClean(uint32_t db, bool yield, uint32_t sweep_limit, MayEvict&& may_evict,
+                           uint64_t* evicted) noexcept {
     uint32_t index = t_.Allocate();
-    if (index != kNil) return index;
+    if (index != kNil || yield) return index;
+    uint32_t crowding[kOccupancyCells];
+    int ncrowding = t_.OverShare(db, crowding, int(kOccupancyCells));
+    // An entry of db itself gets the clock's second chance; one of a database over its share does
+    // not (its flood keeps touching its entries); others are not db's to take.
+    auto crowds = [&](const Entry& e) {
+      for (int c = 0; c < ncrowding; c++)
+        if (crowding[c] == e.id.db) return true;
+      return false;
+    };
     uint32_t limit = sweep_limit < t_.capacity() ? sweep_limit : t_.capacity();
     for (uint32_t n = 0; n < limit; n++) {
       uint32_t i = t_.ClockNext();
@@ -281,8 +295,12 @@ class Protocol {
       if (e.state.load(std::memory_order_relaxed) != kResident) continue;
       uint32_t p = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
       if (!locks_.TryExclusive(p)) continue;
-      bool evict = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p &&
-                   CounterTable::AgeAndTestEvictable(e) && may_evict(static_cast<const Entry&>(e));
+      bool evict = false;
+      if (CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p) {
+        bool own = e.id.db == db;
+        evict = (own || crowds(e)) && CounterTable::AgeAndTestEvictable(e, own) &&
+                may_evict(static_cast<const Entry&>(e));
+      }
       if (evict) t_.Unlink(i);
       locks_.Release(p);
       if (evict) {

@@ -60,7 +60,9 @@ bool CreateSharedState() {
     pg_atomic_init_u64(&s->catalog_epoch, 1);
     pg_atomic_init_u32(&s->write_throughs_pending, 0);
     pg_atomic_init_u64(&s->evictions, 0);
-    for (pg_atomic_uint32& hold : s->through_holds) pg_atomic_init_u32(&hold, 0);
+    pg_atomic_init_u64(&s->room_wanted_at, 0);
+    for (auto& group : s->through_holds)
+      for (pg_atomic_uint32& hold : group) pg_atomic_init_u32(&hold, 0);
     pg_atomic_init_u32(&s->batch_pins_used, 0);
     SpinLockInit(&s->bucket_drops_mutex);
     for (BucketDrop& drop : s->bucket_drops) drop = BucketDrop{InvalidOid, 0, 0, 0};

@@ -27,8 +27,11 @@
 //     instead.) So a stored value is never read while a write-through of the same key is changing
 //     it. The flusher of the request's database serves it, and answers after its transaction
 //     ended.
-//   - through_holds[p]: how many batches being written through (WriteThroughRequest::nbatch) have
-//     keys in partition p, plus 1 while a flusher deletes the rows of expired keys of p
+//   - through_holds (ThroughHold(db, p)): how many batches of database db being written through
+//     (WriteThroughRequest::nbatch) have keys in partition p, plus 1 while db's flusher deletes
+//     the rows of expired keys of p. Databases share these counters by a hash of their OID
+//     (kHoldGroups groups), so one database's batches hold off loads of few others (a hold only
+//     delays a load; it is never wrong to wait for one)
 //     (retention.cpp). Raised under p's lock EXCLUSIVE after checking that none of those keys
 //     is resident (an expiry removes the clean entries of its keys first, under the same lock);
 //     while it is nonzero no key of p is loaded (loaders check it under the same lock). So no
@@ -192,6 +195,9 @@ struct RequestIdTable;
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
 constexpr uint32 kLayoutVersion = 9;
 
+// Groups of databases sharing the counters of through_holds.
+constexpr uint32 kHoldGroups = 16;
+
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
   uint64 layout_size;             // SharedStateSize() then
@@ -206,8 +212,12 @@ struct SharedState {
   DatabaseSlot* slots;            // max_databases
   WriteThroughRequest* requests;  // max_requests
   CounterTable* table;
-  pg_atomic_uint32 through_holds[kPartitions];
+  pg_atomic_uint32 through_holds[kHoldGroups][kPartitions];  // ThroughHold()
   pg_atomic_uint32 batch_pins_used;  // entries pinned by buffered batches (buffer.cpp)
+  // When a database under its fair share of the buffer last found no entry to take (a
+  // TimestampTz): for kRoomWantedMs after, databases over their share take no clean entry of
+  // their own (buffer.cpp: LoadEntry). Written and read with plain atomic stores and loads.
+  pg_atomic_uint64 room_wanted_at;
   slock_t bucket_drops_mutex;
   BucketDrop bucket_drops[kMaxBucketDrops];
   // The request ids of buffered sc_incr_once calls waiting for their flush (the protocol:
@@ -230,6 +240,11 @@ extern SharedState* shared;
 void RequestSharedState();
 // True if this call created it (rather than found it).
 bool CreateSharedState();
+
+// The hold of database db on partition p against loads (SharedState::through_holds).
+inline pg_atomic_uint32* ThroughHold(Oid db, uint32 p) {
+  return &shared->through_holds[MixBits(db) % kHoldGroups][p];
+}
 
 // The slot of database db, read without a lock (slots change hands only when a database stops
 // using the extension); nullptr if it has none.

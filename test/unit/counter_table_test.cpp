@@ -548,6 +548,68 @@ TEST(CounterTablePartitions, RemoveIfWithinOneLongChain) {
 // ---------------------------------------------------------------------------------------------
 // Clock
 
+// ---------------------------------------------------------------------------------------------
+// Occupancy: linked entries per database, and who is over a fair share.
+
+TEST(CounterTableOccupancy, LinkUnlinkAndRemoveIfCountPerDatabase) {
+  TableBuffer m(64);
+  CounterTable* t = &*m;
+  std::vector<uint32_t> a, b;
+  for (int64_t k = 0; k < 10; k++) a.push_back(Insert(*t, Key(k, 1)));
+  for (int64_t k = 0; k < 4; k++) b.push_back(Insert(*t, Key(k, 2)));
+  EXPECT_EQ(t->OccupancyOf(1), 10u);
+  EXPECT_EQ(t->OccupancyOf(2), 4u);
+  EXPECT_EQ(t->OccupancyOf(3), 0u);
+  t->Unlink(a[0]);
+  t->Unlink(a[0]);  // not linked any more: counts nothing
+  EXPECT_EQ(t->OccupancyOf(1), 9u);
+  uint32_t removed = 0;
+  for (uint32_t p = 0; p < kPartitions; p++)
+    removed += t->RemoveIf(p, [](const Entry& e) { return e.id.db == 2; });
+  EXPECT_EQ(removed, 4u);
+  EXPECT_EQ(t->OccupancyOf(2), 0u);
+  EXPECT_EQ(t->OccupancyOf(1), 9u);
+}
+
+TEST(CounterTableOccupancy, ACellIsReusedOnceItsDatabaseHasNoEntryAndExtrasAreNotCounted) {
+  TableBuffer m(1024);
+  CounterTable* t = &*m;
+  // More databases than cells: each of the first kOccupancyCells is counted, the rest not.
+  std::vector<uint32_t> idx;
+  for (uint32_t db = 1; db <= sc::kOccupancyCells + 5; db++) idx.push_back(Insert(*t, Key(0, db)));
+  for (uint32_t db = 1; db <= sc::kOccupancyCells; db++) EXPECT_EQ(t->OccupancyOf(db), 1u) << db;
+  EXPECT_EQ(t->OccupancyOf(sc::kOccupancyCells + 1), 0u);
+  // Database 1 leaves: its cell goes to the next database that links an entry.
+  t->Unlink(idx[0]);
+  EXPECT_EQ(t->OccupancyOf(1), 0u);
+  uint32_t late = Insert(*t, Key(1, 1000));
+  EXPECT_EQ(t->OccupancyOf(1000), 1u);
+  t->Unlink(late);
+  EXPECT_EQ(t->OccupancyOf(1000), 0u);
+  // An entry linked while its database was not counted is not subtracted from another's cell.
+  t->Unlink(idx[sc::kOccupancyCells]);
+  for (uint32_t db = 2; db <= sc::kOccupancyCells; db++) EXPECT_EQ(t->OccupancyOf(db), 1u) << db;
+}
+
+TEST(CounterTableOccupancy, OverShareNamesTheDatabasesAboveCapacityOverDatabases) {
+  TableBuffer m(12);
+  CounterTable* t = &*m;
+  for (int64_t k = 0; k < 8; k++) Insert(*t, Key(k, 1));
+  for (int64_t k = 0; k < 3; k++) Insert(*t, Key(k, 2));
+  uint32_t out[sc::kOccupancyCells];
+  // 1 and 2 hold entries: a share is 12 / 2 = 6.
+  ASSERT_EQ(t->OverShare(2, out, int(sc::kOccupancyCells)), 1);
+  EXPECT_EQ(out[0], 1u);
+  EXPECT_EQ(t->OverShare(1, out, int(sc::kOccupancyCells)), 0) << "never itself";
+  // A third database without entries counts itself in: a share is 12 / 3 = 4.
+  ASSERT_EQ(t->OverShare(3, out, int(sc::kOccupancyCells)), 1);
+  EXPECT_EQ(out[0], 1u);
+  // Alone, a database's share is the whole table.
+  TableBuffer m2(12);
+  for (int64_t k = 0; k < 12; k++) Insert(*m2, Key(k, 1));
+  EXPECT_EQ(m2->OverShare(1, out, int(sc::kOccupancyCells)), 0);
+}
+
 TEST(CounterTableClock, EveryCapacityConsecutiveCallsVisitEachEntryOnce) {
   for (uint32_t cap : {1u, 3u, 10u, 129u}) {
     TableBuffer t(cap);

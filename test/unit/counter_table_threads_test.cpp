@@ -333,7 +333,8 @@ TEST(PartitionLock, AWriterFlagLeftByAnErrorIsClearedByTheNextReader) {
 // Loads k as a resident, clean entry with the given value (single-threaded setup).
 void LoadResident(Proto& p, const CounterKey& k, int64_t value) {
   uint64_t evicted = 0;
-  uint32_t index = p.TakeFreeOrClean(1024, [](const Entry&) { return true; }, &evicted);
+  uint32_t index =
+      p.TakeFreeOrClean(k.db, false, 1024, [](const Entry&) { return true; }, &evicted);
   Loading loading;
   uint32_t h = sc::HashCounterKey(k);
   if (index == kNil ||
@@ -722,7 +723,7 @@ class ServerRun {
   void Load(const CounterKey& k, uint32_t h, WorkerStats& st) {
     uint64_t evicted = 0;
     uint32_t index = p_.TakeFreeOrClean(
-        1024, [&](const Entry& e) { return CheckStored(e, st, "evicting"); }, &evicted);
+        k.db, false, 1024, [&](const Entry& e) { return CheckStored(e, st, "evicting"); }, &evicted);
     st.evictions += evicted;
     if (index == kNil) {
       st.no_room++;
@@ -901,6 +902,8 @@ void RunServer(const RunParams& prm) {
   }
   EXPECT_EQ(t.used(), resident) << "entries allocated but not linked (leaked)";
   EXPECT_LE(t.used(), uint64_t(prm.capacity));
+  EXPECT_EQ(uint64_t(t.OccupancyOf(kDb)), resident)
+      << "the database's occupancy drifted from its linked entries (loads, evictions, purges)";
 
   // The interesting paths really ran, otherwise the counts above prove little.
   EXPECT_GT(total.evictions, uint64_t(prm.capacity)) << "eviction path barely exercised";

@@ -31,7 +31,8 @@ class ProtocolTest : public ::testing::Test {
   // Loads k with the given stored value through the protocol (take, begin, finish).
   uint32_t Load(const CounterKey& k, int64_t stored = 0) {
     uint64_t evicted = 0;
-    uint32_t index = p_.TakeFreeOrClean(1024, [](const Entry&) { return true; }, &evicted);
+    uint32_t index =
+        p_.TakeFreeOrClean(k.db, false, 1024, [](const Entry&) { return true; }, &evicted);
     if (index == kNil) return kNil;
     Loading loading;
     if (p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading) !=
@@ -44,7 +45,8 @@ class ProtocolTest : public ::testing::Test {
   // Takes an entry and links it for k as loading (BeginLoad); the load is not finished.
   Loading StartLoad(const CounterKey& k) {
     uint64_t evicted = 0;
-    uint32_t index = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &evicted);
+    uint32_t index =
+        p_.TakeFreeOrClean(k.db, false, 8, [](const Entry&) { return true; }, &evicted);
     Loading loading{kNil, 0, 0};
     EXPECT_EQ(p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading),
               LoadStart::kLinked);
@@ -201,9 +203,10 @@ class SmallTable : public ProtocolTest {
     for (uint32_t i = 0; i < 4; i++) t().at(i).usage.store(0);
   }
   int FindKeyIn(int64_t key) { return t().Find(Key(key), H(Key(key))) != kNil ? 1 : 0; }
-  uint32_t Take(uint32_t limit = 1024, bool allow = true, uint64_t* evicted = nullptr) {
+  uint32_t Take(uint32_t limit = 1024, bool allow = true, uint64_t* evicted = nullptr,
+                uint32_t db = Key(0).db, bool yield = false) {
     uint64_t ignored = 0;
-    return p_.TakeFreeOrClean(limit, [allow](const Entry&) { return allow; },
+    return p_.TakeFreeOrClean(db, yield, limit, [allow](const Entry&) { return allow; },
                               evicted ? evicted : &ignored);
   }
 };
@@ -264,6 +267,59 @@ TEST_F(SmallTable, DirtyPinnedClaimedOrLoadingEntriesAreNotEvicted) {
   EXPECT_NE(Take(16), kNil);
 }
 
+// Fair shares: with two databases in the 4-entry table, each one's share is 2 entries.
+TEST_F(SmallTable, ANewDatabaseEvictsTheCleanEntriesOfOneOverItsShare) {
+  Fill();  // database 7 holds all 4, clean
+  EXPECT_EQ(t().OccupancyOf(7), 4u);
+  uint32_t i = Take(16, true, nullptr, /*db=*/8);
+  ASSERT_NE(i, kNil) << "database 8 has no entry: 7 (4 of 4) is over its share of 2";
+  EXPECT_EQ(t().OccupancyOf(7), 3u);
+}
+
+TEST_F(SmallTable, ADatabaseOverItsShareEvictsOnlyItsOwnEntries) {
+  Fill();
+  // Database 8 takes its share (2 entries) from 7's clean ones, and keeps them clean.
+  for (int64_t key = 100; key < 102; key++) ASSERT_NE(Load(Key(key, 8)), kNil);
+  EXPECT_EQ(t().OccupancyOf(7), 2u);
+  EXPECT_EQ(t().OccupancyOf(8), 2u);
+  for (uint32_t i = 0; i < 4; i++) {
+    t().at(i).usage.store(0);
+    if (t().at(i).id.db == 7) t().at(i).value.store(1);  // 7's entries are dirty: its flood
+  }
+  EXPECT_EQ(Take(16, true, nullptr, /*db=*/7), kNil)
+      << "7 is not under its share: 8's clean entries are not its to take";
+  EXPECT_EQ(t().OccupancyOf(8), 2u);
+  uint32_t i = Take(16, true, nullptr, /*db=*/8);
+  ASSERT_NE(i, kNil) << "8 recycles its own clean entries";
+  EXPECT_EQ(t().OccupancyOf(8), 1u);
+}
+
+TEST_F(SmallTable, EntriesOfADatabaseOverItsShareGetNoSecondChance) {
+  Fill();
+  for (uint32_t i = 0; i < 4; i++) t().at(i).usage.store(1);  // 7 keeps touching them
+  EXPECT_NE(Take(4, true, nullptr, /*db=*/8), kNil)
+      << "8 evicts a recently used entry of 7 (4 of 4, over its share) in one pass";
+  for (uint32_t i = 0; i < 4; i++) t().at(i).usage.store(1);
+  EXPECT_EQ(Take(3, true, nullptr, /*db=*/7), kNil) << "7's own entries still get theirs";
+}
+
+TEST_F(SmallTable, ADatabaseThatYieldsTakesOnlyFreeEntries) {
+  Fill();
+  for (int64_t key = 100; key < 101; key++) ASSERT_NE(Load(Key(key, 8)), kNil);
+  for (uint32_t i = 0; i < 4; i++) t().at(i).usage.store(0);
+  EXPECT_TRUE(t().OverItsShare(7));
+  EXPECT_FALSE(t().OverItsShare(8));
+  EXPECT_EQ(Take(16, true, nullptr, /*db=*/7, /*yield=*/true), kNil)
+      << "yielding, 7 leaves its clean entries to others";
+  EXPECT_NE(Take(16, true, nullptr, /*db=*/8), kNil) << "which 8 takes";
+  EXPECT_NE(Take(16, true, nullptr, /*db=*/7), kNil) << "not yielding, 7 evicts its own";
+}
+
+TEST_F(SmallTable, ADatabaseAloneUsesTheWholeTable) {
+  Fill();
+  EXPECT_NE(Take(16, true, nullptr, /*db=*/7), kNil) << "alone, 7's share is every entry";
+}
+
 TEST_F(SmallTable, TheCallersVetoKeepsAnEntry) {
   Fill();
   EXPECT_EQ(Take(16, false), kNil);
@@ -300,7 +356,8 @@ TEST_F(SmallTable, AnEntryMovedToAnotherPartitionBeforeTheLockIsLeftAlone) {
   };
   log_.refuse_try.clear();
   uint64_t evicted = 0;
-  uint32_t i = p_.TakeFreeOrClean(1, [](const Entry&) { return true; }, &evicted);
+  uint32_t i =
+      p_.TakeFreeOrClean(Key(0).db, false, 1, [](const Entry&) { return true; }, &evicted);
   EXPECT_TRUE(moved);
   EXPECT_EQ(i, kNil);
   EXPECT_EQ(evicted, 0u);
@@ -322,7 +379,7 @@ TEST_F(SmallTable, AnEvictedSlotComesBackWithANewGeneration) {
 TEST_F(ProtocolTest, LoadLinksLoadingUnderTheExclusiveLockThenResidentAndClean) {
   CounterKey k = Key(5);
   uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  uint32_t i = p_.TakeFreeOrClean(Key(0).db, false, 8, [](const Entry&) { return true; }, &ev);
   log_.events.clear();
   bool linked_before = true;
   uint32_t state_at_release = 99;
@@ -353,7 +410,7 @@ TEST_F(ProtocolTest, ASecondLoaderOfALinkedKeyRetriesAndGivesItsEntryBack) {
   CounterKey k = Key(5);
   Load(k, 1);
   uint64_t ev = 0;
-  uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  uint32_t i = p_.TakeFreeOrClean(Key(0).db, false, 8, [](const Entry&) { return true; }, &ev);
   ASSERT_EQ(t().used(), 2u);
   bool asked = false;
   Loading loading;
@@ -367,7 +424,7 @@ TEST_F(ProtocolTest, ARefusedLoadLinksNothingAndGivesItsEntryBack) {
   for (LoadStart refusal : {LoadStart::kRetry, LoadStart::kStale}) {
     CounterKey k = Key(5);
     uint64_t ev = 0;
-    uint32_t i = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+    uint32_t i = p_.TakeFreeOrClean(Key(0).db, false, 8, [](const Entry&) { return true; }, &ev);
     bool under_lock = false;
     Loading loading;
     EXPECT_EQ(p_.BeginLoad(i, k, H(k),
@@ -423,7 +480,7 @@ TEST_F(ProtocolTest, AnAbandonOfARecycledSlotLeavesItsNewLoad) {
   ASSERT_FALSE(p_.FinishLoad(loading, 0, [] { return true; }));  // removed (stale)
   // The slot is taken again, by another load of another key, which is still loading.
   uint64_t ev = 0;
-  uint32_t j = p_.TakeFreeOrClean(8, [](const Entry&) { return true; }, &ev);
+  uint32_t j = p_.TakeFreeOrClean(Key(0).db, false, 8, [](const Entry&) { return true; }, &ev);
   ASSERT_EQ(j, i);
   Loading second;
   ASSERT_EQ(p_.BeginLoad(j, other, H(other), [] { return LoadStart::kLinked; }, &second),
