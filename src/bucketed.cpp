@@ -72,7 +72,7 @@ SPIPlanPtr PlanFor(Read read, bool transactional, bool some_keys) {
     case Read::kTop:
       sql = psprintf(
           "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 FROM (%s) x GROUP BY key "
-          "ORDER BY 2 DESC, key LIMIT $10",
+          "HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY 2 DESC, key LIMIT $10",
           rows);
       break;
   }

@@ -533,18 +533,20 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
   FinishSpi(spi);
 }
 
-// [transactional]: the n largest stored values of the counter; those of resident keys are left
-// out afterwards (a key's stored value is stale while it is resident).
+// [transactional]: the n largest stored values of the counter other than 0 (a key that reads 0
+// is not ranked, as sc_series leaves out such buckets); those of resident keys are left out
+// afterwards (a key's stored value is stale while it is resident).
 SPIPlanPtr plan_top_stored[2] = {nullptr, nullptr};
 
 const char* const kTopStoredSql[2] = {
     "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-    "AND bucket IS NULL ORDER BY value DESC, key LIMIT $2",
+    "AND bucket IS NULL AND value OPERATOR(pg_catalog.<>) 0 ORDER BY value DESC, key LIMIT $2",
     "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 AS value FROM ("
     "SELECT key, value AS v FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
     "AND bucket IS NULL UNION ALL SELECT key, delta FROM slotted_counter.deltas "
     "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) s "
-    "GROUP BY key ORDER BY 2 DESC, key LIMIT $2"};
+    "GROUP BY key HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY 2 DESC, key "
+    "LIMIT $2"};
 
 int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
@@ -592,8 +594,11 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
   // The result outlives the session: in the caller's context (SPI_finish frees SPI's).
   auto* all = static_cast<KeyValue*>(MemoryContextAllocHuge(
       spi.caller, sizeof(KeyValue) * (nresident + Min(nstored, n) + extra + 1)));
-  memcpy(all, resident, sizeof(KeyValue) * nresident);
-  int64 count = nresident;
+  // A resident key that reads 0 is not ranked, but its stored row is stale: it stays in
+  // resident_keys, which leaves that row out below.
+  int64 count = 0;
+  for (int64 i = 0; i < nresident; i++)
+    if (resident[i].value != 0) all[count++] = resident[i];
   for (int64 j = 0, taken = 0; j < nstored && taken < n; j++) {
     if ((j & 4095) == 0) CHECK_FOR_INTERRUPTS();
     bool isnull;

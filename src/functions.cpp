@@ -499,6 +499,11 @@ Datum Top(PG_FUNCTION_ARGS) {
       if (!CheckedAdd(found->value, pending_deltas[p], &found->value))
         ReportValueOutOfRange(def.name, nullptr);
     }
+    // A key this transaction brought to 0 is not ranked.
+    int64 kept = 0;
+    for (int64 i = 0; i < count; i++)
+      if (candidates[i].value != 0) candidates[kept++] = candidates[i];
+    count = kept;
   }
   EmitRows(fcinfo, candidates, SelectTop(candidates, count, n));
   return (Datum)0;
