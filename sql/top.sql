@@ -28,6 +28,24 @@ SELECT sc_incr('score', 1, 10), sc_incr('score', 3, -8), sc_incr('score', 4, 6);
 SELECT * FROM sc_top('score', 3);
 ROLLBACK;
 SELECT * FROM sc_top('score', 3);
+-- a key that reads 0 is not ranked: one only read, one whose increment was rolled back, one a
+-- transaction brings back to 0, a bucketed key with no bucket in range
+SELECT sc_create('zeros'), sc_create('zeros_h', 'transactional', '1 hour');
+SELECT sc_incr('zeros', 1, 5), sc_sum('zeros', 42);
+BEGIN;
+SELECT sc_incr('zeros', 43, 2);
+ROLLBACK;
+SELECT * FROM sc_top('zeros', 10);
+BEGIN;
+SELECT sc_incr('zeros', 1, -5), sc_incr('zeros', 44, 1);
+SELECT * FROM sc_top('zeros', 10);
+ROLLBACK;
+SELECT sc_incr('zeros_h', 1, 4, '2026-01-01 10:00+00'), sc_incr('zeros_h', 2, 3, '2026-01-01 11:00+00');
+BEGIN;
+SELECT sc_incr('zeros_h', 3, 9, '2026-01-01 10:00+00');
+ROLLBACK;
+SELECT * FROM sc_top('zeros_h', 10, '2026-01-01 10:00+00', '2026-01-01 11:00+00');
+SELECT sc_drop('zeros'), sc_drop('zeros_h');
 -- bad input: NULL 22004, negative n 22023, a time range on an unbucketed counter 22023
 SELECT * FROM sc_top('score', NULL);
 \echo :LAST_ERROR_SQLSTATE
