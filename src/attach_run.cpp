@@ -18,9 +18,12 @@
 // swallows the cancel is ended with the process a second later, and the next attacher records
 // that run as failed.
 //
-// One process runs the due attachments of one table owner (the first due one's) and hands the rest
-// over to a new attacher: what an owner's code leaves in its session (session advisory locks, the
-// random seed) ends with the process instead of reaching another owner's code. A run whose
+// One process runs the due attachments of one table owner and hands the rest over to a new
+// attacher: what an owner's code leaves in its session (session advisory locks, the random seed)
+// ends with the process instead of reaching another owner's code. Owners take turns, one run
+// each: the owner whose attachments ran least recently goes first, and a process hands over after
+// each run as long as another owner has one due, so one owner's slow attachments delay another's
+// by one run (at most slotted_counter.attach_timeout), however many they are. A run whose
 // attachment row is locked (its sc_attach, sc_detach or sc_drop has not committed) is skipped and
 // stays due: the attacher never waits for a user's transaction.
 //
@@ -169,9 +172,10 @@ void End() {
 }
 
 // The attachments of this database due at `round`, in their own transaction, in
-// TopMemoryContext: those
-// that did not fail last time first, then the longest waiting, so that an attachment whose runs
-// fail or end with their process (every round, perhaps) delays no other.
+// TopMemoryContext: by owner, the owner whose attachments ran least recently first (the turns of
+// owners); within an owner's, those that did not fail last time first, then the longest waiting,
+// so that an attachment whose runs fail or end with their process (every round, perhaps) delays
+// none of its owner's others.
 DueAttachment* ReadDue(TimestampTz round, int* count) {
   Begin();
   // Attachments of counters that no longer exist (an sc_attach that raced an sc_drop in an older
@@ -184,13 +188,15 @@ DueAttachment* ReadDue(TimestampTz round, int* count) {
   Oid type = TIMESTAMPTZOID;
   Datum arg = TimestampTzGetDatum(round);
   rc = SPI_execute_with_args(
-      "SELECT a.counter, a.target::pg_catalog.oid, a.key_column, a.value_column, a.role, "
-      "a.last_run, c.relowner FROM slotted_counter.attachments a "
-      "LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.target "
-      "WHERE COALESCE(a.last_attempt, '-infinity'::pg_catalog.timestamptz) "
-      "OPERATOR(pg_catalog.+) a.every OPERATOR(pg_catalog.<=) $1 "
-      "ORDER BY a.failures OPERATOR(pg_catalog.>) 0, a.last_attempt NULLS FIRST, a.counter, "
-      "a.target::pg_catalog.oid",
+      "SELECT * FROM (SELECT a.counter, a.target::pg_catalog.oid, a.key_column, a.value_column, "
+      "a.role, a.last_run, c.relowner, a.every, a.last_attempt, a.failures, "
+      "pg_catalog.max(a.last_attempt) OVER (PARTITION BY c.relowner) AS turn "
+      "FROM slotted_counter.attachments a "
+      "LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.target) d "
+      "WHERE COALESCE(d.last_attempt, '-infinity'::pg_catalog.timestamptz) "
+      "OPERATOR(pg_catalog.+) d.every OPERATOR(pg_catalog.<=) $1 "
+      "ORDER BY d.turn NULLS FIRST, d.relowner, d.failures OPERATOR(pg_catalog.>) 0, "
+      "d.last_attempt NULLS FIRST, d.counter, d.target",
       1, &type, &arg, nullptr, true, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.attachments failed: %d", rc);
   *count = int(SPI_processed);
@@ -505,10 +511,11 @@ void slotted_counter_attacher_main(Datum arg) {
   DueAttachment* due = ReadDue(round, &count);
   // This process's identity: the owner of the table of the first attachment that runs (one whose
   // row is locked runs no code and chooses nothing, else it could make every successor hand over
-  // again while the lock lasts; a gone table's attachment fails before any code runs).
+  // again while the lock lasts; a gone table's attachment fails before any code runs). After each
+  // run, the turn goes to the next owner if one has an attachment due (ReadDue: owners in turn).
   Oid owner = InvalidOid;
   bool others = false;
-  for (int i = 0; i < count; i++) {
+  for (int i = 0; i < count && !(others && OidIsValid(owner)); i++) {
     CHECK_FOR_INTERRUPTS();
     if (OidIsValid(owner) && OidIsValid(due[i].owner) && due[i].owner != owner) {
       others = true;
@@ -516,10 +523,13 @@ void slotted_counter_attacher_main(Datum arg) {
     }
     Oid as = OidIsValid(owner) ? owner : due[i].owner;
     Outcome outcome = Run(due[i], as);
-    if (outcome == Outcome::kOtherOwner)
+    if (outcome == Outcome::kOtherOwner) {
       others = true;
-    else if (outcome == Outcome::kRan)
+    } else if (outcome == Outcome::kRan) {
       owner = as;
+      for (int j = i + 1; j < count && !others; j++)
+        others = OidIsValid(due[j].owner) && due[j].owner != owner;
+    }
   }
   pgstat_report_activity(STATE_IDLE, nullptr);
   if (others) HandOver(db, round);
