@@ -9,8 +9,11 @@ SELECT reloptions FROM pg_class WHERE oid = 'slotted_counter.totals'::regclass;
 -- Flushes and waits (10 s at most) until every attachment due at the call has had a run after it.
 CREATE FUNCTION attached() RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-  since timestamptz := clock_timestamp();
+  since timestamptz;
 BEGIN
+  -- From after a flush of everything counted so far: a run that starts later sees it.
+  PERFORM sc_rollup();
+  since := clock_timestamp();
   FOR i IN 1..500 LOOP
     PERFORM sc_rollup();
     IF NOT EXISTS (SELECT FROM slotted_counter.attachments

@@ -27,11 +27,13 @@ sub preloaded_node
 }
 
 # wait_attached(NODE, DB): flushes, and waits until every attachment that was due has had a run
-# since (attachments run in a worker of their own, after a flush). True if they did in time.
+# since (attachments run in a worker of their own, after a flush), which saw everything counted
+# before the call. True if they did in time.
 sub wait_attached
 {
 	my ($node, $db) = @_;
-	my $since = $node->safe_psql($db, 'SELECT clock_timestamp()');
+	my $since = $node->safe_psql($db, 'SELECT sc_rollup() >= 0; SELECT clock_timestamp()');
+	$since = (split /\n/, $since)[-1];
 	return $node->poll_query_until($db, qq{
 SELECT sc_rollup() >= 0 AND NOT EXISTS (SELECT FROM slotted_counter.attachments
   WHERE coalesce(last_attempt, '-infinity') + every <= '$since'::timestamptz)});
