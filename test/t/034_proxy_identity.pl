@@ -174,8 +174,12 @@ like( outcome('postgres',
 		'SELECT sc_proxy_configure(ARRAY[' . node_string($data[0], ' user=postgres') . ', ' . node_string($data[1]) . '])'),
 	qr/^42501: option "p0" of server "slotted_counter_proxy" names a user/,
 	'a node string that names a user is refused: 42501');
+like( outcome('postgres',
+		q{SELECT sc_proxy_configure(ARRAY['postgresql://postgres@localhost/postgres', } . node_string($data[1]) . '])'),
+	qr/^42501: option "p0" of server "slotted_counter_proxy" names a user/,
+	'... and so is a URI (it can name a user that PL/Proxy cannot replace)');
 is( $router->safe_psql('postgres',
-		q{SELECT count(*) FROM slotted_counter_proxy.nodes WHERE connstr LIKE '%user=%'}),
+		q{SELECT count(*) FROM slotted_counter_proxy.nodes WHERE connstr LIKE '%user=%' OR connstr LIKE 'postgres%'}),
 	'0', '... and the router keeps its nodes');
 is(outcome('mallory', q{SELECT sc_incr('mallory_own', 1)}),
 	'ok', 'mallory\'s mapping without a user routes her calls again');
