@@ -12,6 +12,12 @@
 -- A call through the router is a statement on its node, committed there at once (PL/Proxy has
 -- no two-phase commit); the router refuses transactional writes inside a transaction block
 -- unless slotted_counter_proxy.allow_transaction_block is on (src/slotted_counter_proxy.cpp).
+--
+-- A role reaches the data nodes as itself only: every PL/Proxy function below takes its cluster
+-- from slotted_counter_proxy.cluster() (or its RUN ON function calls it first), which refuses a
+-- user mapping or node string that would connect as another role; an event trigger refuses such
+-- mappings when they are made. The router's catalog (slotted_counter_proxy.counters) is written
+-- only by slotted_counter_proxy.record_counter, for a role that owns the counter on the nodes.
 
 \echo Use "CREATE EXTENSION slotted_counter_proxy" to load this file. \quit
 
@@ -34,34 +40,49 @@ CREATE TABLE slotted_counter_proxy.nodes (
 );
 
 -- The counters the router routes: what a call needs to know before it picks a node. The
--- definition itself (bucket, retention, values, privileges) lives on every data node.
--- A role writes only the rows of counters it owns (as on the nodes, a member of the owner acts as
--- the owner), so that nobody can flip another's counter between spread and not.
+-- definition itself (bucket, retention, values, privileges) lives on every data node. Written only
+-- by slotted_counter_proxy.record_counter, for a role that owns the counter on the data nodes (as
+-- on the nodes, a role with the owner's privileges acts as the owner): nobody can squat a name or
+-- flip another's counter between spread and not.
 CREATE TABLE slotted_counter_proxy.counters (
     name       text        PRIMARY KEY,
     durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
     spread     boolean     NOT NULL,
-    owner      regrole     NOT NULL DEFAULT current_user::regrole,
+    owner      regrole     NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 );
-ALTER TABLE slotted_counter_proxy.counters ENABLE ROW LEVEL SECURITY;
-CREATE POLICY readable ON slotted_counter_proxy.counters FOR SELECT USING (true);
-CREATE POLICY created ON slotted_counter_proxy.counters FOR INSERT
-    WITH CHECK (pg_catalog.pg_has_role(owner, 'MEMBER'));
-CREATE POLICY dropped ON slotted_counter_proxy.counters FOR DELETE
-    USING (pg_catalog.pg_has_role(owner, 'MEMBER'));
-CREATE POLICY given_away ON slotted_counter_proxy.counters FOR UPDATE
-    USING (pg_catalog.pg_has_role(owner, 'MEMBER')) WITH CHECK (true);
 GRANT USAGE ON SCHEMA slotted_counter_proxy TO PUBLIC;
-GRANT SELECT ON slotted_counter_proxy.nodes TO PUBLIC;
-GRANT SELECT, INSERT, DELETE ON slotted_counter_proxy.counters TO PUBLIC;
-GRANT UPDATE (owner) ON slotted_counter_proxy.counters TO PUBLIC;
+GRANT SELECT ON slotted_counter_proxy.nodes, slotted_counter_proxy.counters TO PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.nodes', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.counters', '');
 
 CREATE FUNCTION slotted_counter_proxy.check_autocommit(counter text) RETURNS void
     AS 'MODULE_PATHNAME', 'sc_proxy_check_autocommit' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Identity. A role reaches the data nodes as itself only (src/slotted_counter_proxy.cpp).
+
+-- The CLUSTER of every PL/Proxy function below, evaluated before PL/Proxy connects: 42501 unless
+-- the caller's user mapping (its own, or PUBLIC's) and the server's options would connect as the
+-- caller. The hot calls (sc_incr, sc_incr_once, sc_incr_bounded, sc_sum, sc_series) name the
+-- cluster as a constant instead, and their RUN ON functions (write_hash, read_hashes), which
+-- PL/Proxy also evaluates before it connects, call cluster() first: that saves a query per call.
+CREATE FUNCTION slotted_counter_proxy.cluster() RETURNS text
+    AS 'MODULE_PATHNAME', 'sc_proxy_cluster' LANGUAGE C STABLE;
+
+-- 42501 if the server's options or any user mapping on it would let a role reach the nodes as
+-- another; sc_proxy_configure runs it.
+CREATE FUNCTION slotted_counter_proxy.check_configuration() RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_proxy_check_configuration' LANGUAGE C STABLE;
+REVOKE EXECUTE ON FUNCTION slotted_counter_proxy.check_configuration() FROM PUBLIC;
+
+-- A user mapping on the router's server may name its own role (PUBLIC's: none) and a password.
+CREATE FUNCTION slotted_counter_proxy.check_user_mapping() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'sc_proxy_check_user_mapping' LANGUAGE C;
+CREATE EVENT TRIGGER slotted_counter_proxy_user_mapping ON ddl_command_end
+    WHEN TAG IN ('CREATE USER MAPPING', 'ALTER USER MAPPING')
+    EXECUTE FUNCTION slotted_counter_proxy.check_user_mapping();
 
 -- ---------------------------------------------------------------------------------------------
 -- Routing. PL/Proxy evaluates the RUN ON function of a call and sends the call to node
@@ -97,6 +118,7 @@ CREATE FUNCTION slotted_counter_proxy.write_hash(counter text, key bigint,
     RETURNS integer
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
     c record;
 BEGIN
     -- One look-up on the path of every write (counter_of's checks, inline).
@@ -123,6 +145,7 @@ CREATE FUNCTION slotted_counter_proxy.read_hashes(counter text, key bigint)
     RETURNS SETOF integer
     LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
     c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
 BEGIN
     IF key IS NULL THEN
@@ -190,7 +213,7 @@ CREATE FUNCTION slotted_counter_proxy.node_incr_batch(counter text, hashes integ
                                                       positions integer[], keys bigint[],
                                                       deltas bigint[])
     RETURNS TABLE(pos integer, value bigint) AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     SPLIT hashes, positions, keys, deltas;
     RUN ON hashes;
     SELECT p AS pos, v AS value
@@ -201,7 +224,7 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION slotted_counter_proxy.node_set(counter text, key bigint, hashes integer[],
                                                vals bigint[], at timestamptz)
     RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     SPLIT hashes, vals;
     RUN ON hashes;
     SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
@@ -234,7 +257,7 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION slotted_counter_proxy.node_sum_keys(counter text, hashes integer[],
                                                     keys bigint[])
     RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     SPLIT hashes, keys;
     RUN ON hashes;
     SELECT sc_sum_keys(counter, keys);
@@ -243,7 +266,7 @@ $$ LANGUAGE plproxy;
 -- Every key of a group to every node (a spread counter).
 CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all(counter text, keys bigint[])
     RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT sc_sum_keys(counter, keys);
 $$ LANGUAGE plproxy;
@@ -251,13 +274,13 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n integer, since timestamptz,
                                                until timestamptz)
     RETURNS TABLE(key bigint, value bigint) AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT key, value FROM sc_top(counter, n, since, until);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_rollup() RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT sc_rollup();
 $$ LANGUAGE plproxy;
@@ -265,35 +288,45 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION slotted_counter_proxy.node_create(name text, durability text, bucket interval,
                                                   retain interval)
     RETURNS SETOF text AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT sc_create(name, durability, bucket, retain, if_not_exists => true)::text;
 $$ LANGUAGE plproxy;
 
--- How each node defines a counter (no row where it does not exist).
-CREATE FUNCTION slotted_counter_proxy.node_definition(counter_name text)
-    RETURNS TABLE(durability text, bucket interval, retain interval) AS $$
-    CLUSTER 'slotted_counter_proxy';
+-- How each node defines a counter, one row per node, as the caller sees it: a node shows a
+-- counter's row only to the roles that may read it (its owner among them), so "not defined" is
+-- also what a role that may not read it sees. owned: the caller has the owner's privileges there.
+CREATE FUNCTION slotted_counter_proxy.node_counter(counter_name text)
+    RETURNS TABLE(defined boolean, durability text, bucket interval, retain interval,
+                  owner text, owned boolean) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT durability, bucket, retain FROM slotted_counter.counters WHERE name = counter_name;
+    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain, c.owner::text AS owner,
+           c.name IS NOT NULL
+           AND coalesce(pg_catalog.pg_has_role(r.oid, 'USAGE'),
+                        (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user))
+               AS owned
+      FROM (SELECT) AS one
+      LEFT JOIN slotted_counter.counters c ON c.name = counter_name
+      LEFT JOIN pg_catalog.pg_roles r ON r.rolname = c.owner;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_drop(name text) RETURNS SETOF text AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT sc_drop(name, if_exists => true)::text;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_drop_buckets(counter text, before timestamptz)
     RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT sc_drop_buckets(counter, before);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_alter_retention(counter text, retain interval)
     RETURNS SETOF text AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT sc_alter_retention(counter, retain)::text;
 $$ LANGUAGE plproxy;
@@ -301,7 +334,7 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION slotted_counter_proxy.node_grant(counter text, privileges text, role text,
                                                  is_revoke boolean)
     RETURNS SETOF text AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT CASE WHEN is_revoke THEN sc_revoke(counter, privileges, role)::text
                 ELSE sc_grant(counter, privileges, role)::text END;
@@ -309,7 +342,7 @@ $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_alter_owner(counter text, role text)
     RETURNS SETOF text AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT sc_alter_owner(counter, role)::text;
 $$ LANGUAGE plproxy;
@@ -318,7 +351,7 @@ $$ LANGUAGE plproxy;
 -- counters it defines.
 CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
     RETURNS TABLE(node text, version text, defined bigint) AS $$
-    CLUSTER 'slotted_counter_proxy';
+    CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT format('database %s on port %s', current_database(), current_setting('port')) AS node,
            (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter')
@@ -330,6 +363,62 @@ CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
            NULL AS version, 0 AS defined
      WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter');
 $$ LANGUAGE plproxy;
+
+-- ---------------------------------------------------------------------------------------------
+-- The router's catalog. sc_create, sc_drop and sc_alter_owner record their change with
+-- record_counter, which asks the nodes as the caller (verified_owner) and only then writes the row
+-- as the catalog's owner (src/slotted_counter_proxy.cpp).
+
+-- Whether the caller may record change ('create', 'drop' or 'owner') of counter, as the data nodes
+-- answer the caller: 42501 unless
+--   create, owner: every node defines the counter, the same way, and the caller has its owner's
+--                  privileges on every node;
+--   drop:          wherever the caller sees the counter it has the owner's privileges, and either
+--                  it sees it on every node or the router's row is the caller's (a counter already
+--                  dropped from the nodes, or one it may not read, looks the same).
+-- Returns the nodes' durability and owner.
+CREATE FUNCTION slotted_counter_proxy.verified_owner(counter text, change text,
+                                                     OUT durability text, OUT owner text)
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n record;
+    mine boolean;
+BEGIN
+    IF change <> 'create' THEN
+        mine := pg_has_role((slotted_counter_proxy.counter_of(counter)).owner, 'USAGE');
+    END IF;
+    SELECT count(*) AS nodes, count(*) FILTER (WHERE d.defined) AS defined,
+           count(*) FILTER (WHERE d.owned) AS owned,
+           count(DISTINCT (d.durability, d.owner)) AS kinds,
+           min(d.durability) AS durability, min(d.owner) AS owner
+      INTO n FROM slotted_counter_proxy.node_counter(counter) AS d;
+    IF change = 'drop' THEN
+        IF n.owned = n.defined AND (n.owned = n.nodes OR mine) THEN
+            RETURN;
+        END IF;
+    ELSIF n.owned = n.nodes THEN
+        IF n.kinds > 1 THEN
+            RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', counter
+                USING ERRCODE = 'duplicate_object',
+                      HINT = 'It was created on a node directly; drop it there or here.';
+        END IF;
+        durability := n.durability;
+        owner := n.owner;
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'must be owner of counter "%" on every data node', counter
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'The router records a counter only for a role that owns it on the data nodes.';
+END
+$$;
+
+-- Records change of counter in slotted_counter_proxy.counters once verified_owner allowed it:
+-- create (the nodes' durability and owner, with spread), drop, or owner (to new_owner).
+CREATE FUNCTION slotted_counter_proxy.record_counter(counter text, change text,
+                                                     spread boolean DEFAULT NULL,
+                                                     new_owner text DEFAULT NULL)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_proxy_record_counter' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 -- ---------------------------------------------------------------------------------------------
 -- Configuration
@@ -399,6 +488,8 @@ BEGIN
         END LOOP;
         EXECUTE format('ALTER SERVER slotted_counter_proxy OPTIONS (%s)', substr(opts, 3));
     END IF;
+    -- Neither a node string nor a user mapping may make a role reach the nodes as another.
+    PERFORM slotted_counter_proxy.check_configuration();
 
     -- Every node must run slotted_counter and define every counter the router routes: a node
     -- string that now reaches another database (an empty one, say) would lose its keys.
@@ -428,7 +519,6 @@ CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     wanted record;
-    r record;
 BEGIN
     IF NOT EXISTS (SELECT FROM slotted_counter_proxy.nodes) THEN
         RAISE EXCEPTION 'the router has no data nodes'
@@ -449,23 +539,22 @@ BEGIN
         RAISE EXCEPTION 'counter "%" already exists', name USING ERRCODE = 'duplicate_object';
     END IF;
     -- Every node validates and creates it (an earlier attempt cut short may have created it on
-    -- some); then every node must define it the same way.
+    -- some); the router records it for its owner only; then every node must define it as asked.
     PERFORM slotted_counter_proxy.node_create(name, durability, bucket, retain);
-    FOR r IN SELECT DISTINCT * FROM slotted_counter_proxy.node_definition(name) LOOP
-        IF wanted IS NOT NULL THEN
-            RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', name
-                USING ERRCODE = 'duplicate_object',
-                      HINT = 'It was created on a node directly; drop it there or here.';
-        END IF;
-        wanted := r;
-    END LOOP;
+    PERFORM slotted_counter_proxy.record_counter(name, 'create', spread);
+    SELECT count(DISTINCT (d.durability, d.bucket, d.retain)) AS kinds,
+           min(d.durability) AS durability, min(d.bucket) AS bucket, min(d.retain) AS retain
+      INTO wanted FROM slotted_counter_proxy.node_counter(name) AS d;
+    IF wanted.kinds > 1 THEN
+        RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'It was created on a node directly; drop it there or here.';
+    END IF;
     IF wanted.durability IS DISTINCT FROM coalesce(durability, 'transactional')
        OR wanted.bucket IS DISTINCT FROM bucket OR wanted.retain IS DISTINCT FROM retain THEN
         RAISE EXCEPTION 'counter "%" already exists on the data nodes with another definition', name
             USING ERRCODE = 'duplicate_object';
     END IF;
-    INSERT INTO slotted_counter_proxy.counters (name, durability, spread)
-        VALUES (name, wanted.durability, spread);
     RETURN name;
 END
 $$;
@@ -483,10 +572,10 @@ BEGIN
         END IF;
         RAISE EXCEPTION 'counter "%" does not exist', counter USING ERRCODE = 'undefined_object';
     END IF;
-    -- The nodes check the owner; the router's row goes last, so that a drop cut short by a node
-    -- that is down can be repeated.
+    -- The row goes in this transaction, the nodes' counter next (each node checks the owner): a
+    -- drop cut short by a node that is down keeps the row, and can be repeated.
+    PERFORM slotted_counter_proxy.record_counter(counter, 'drop');
     PERFORM slotted_counter_proxy.node_drop(counter);
-    DELETE FROM slotted_counter_proxy.counters WHERE name = counter;
 END
 $$;
 
@@ -511,9 +600,8 @@ $$;
 CREATE FUNCTION sc_alter_owner(counter text, role text) RETURNS void
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    PERFORM slotted_counter_proxy.counter_of(counter);
+    PERFORM slotted_counter_proxy.record_counter(counter, 'owner', new_owner => role);
     PERFORM slotted_counter_proxy.node_alter_owner(counter, role);
-    UPDATE slotted_counter_proxy.counters SET owner = role::regrole WHERE name = counter;
 END
 $$;
 
