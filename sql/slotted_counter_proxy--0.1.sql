@@ -600,8 +600,10 @@ $$;
 CREATE FUNCTION sc_alter_owner(counter text, role text) RETURNS void
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    PERFORM slotted_counter_proxy.record_counter(counter, 'owner', new_owner => role);
+    -- The nodes first (they check the giver may give it, and to whom); then the router records
+    -- the owner they name. If the recording fails, calling again records it.
     PERFORM slotted_counter_proxy.node_alter_owner(counter, role);
+    PERFORM slotted_counter_proxy.record_counter(counter, 'owner', new_owner => role);
 END
 $$;
 

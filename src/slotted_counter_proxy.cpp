@@ -361,8 +361,13 @@ extern "C" Datum sc_proxy_record_counter(PG_FUNCTION_ARGS) {
     args[2] = PG_GETARG_DATUM(2);
     args[3] = CStringGetTextDatum(node_owner);
   } else if (owner) {
+    // The owner the nodes name: the caller's new_owner only confirms it.
+    if (strcmp(new_owner, node_owner) != 0)
+      ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                      errmsg("counter \"%s\" is owned by \"%s\" on the data nodes, not by \"%s\"",
+                             counter, node_owner, new_owner)));
     sql = "UPDATE slotted_counter_proxy.counters SET owner = $2::regrole WHERE name = $1";
-    args[1] = CStringGetTextDatum(new_owner);
+    args[1] = CStringGetTextDatum(node_owner);
   } else {
     sql = "DELETE FROM slotted_counter_proxy.counters WHERE name = $1";
   }

@@ -236,6 +236,9 @@ is( $router->safe_psql('postgres',
 	'views alice false', '... and the catalog is unchanged');
 is(outcome('alice', q{SELECT sc_create('later', 'buffered')}),
 	'ok', 'alice creates the name mallory tried to take');
+like(outcome('alice', q{SELECT slotted_counter_proxy.record_counter('later', 'owner', new_owner => 'mallory')}),
+	qr/^42501: counter "later" is owned by "alice" on the data nodes, not by "mallory"/,
+	'the owner recorded is the one the nodes name, not one the caller makes up');
 
 # A second router over the same nodes (database router2): even a role that may read the counter
 # on the nodes cannot register it there.
