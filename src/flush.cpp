@@ -410,6 +410,56 @@ pg_noinline uint32 TakeFoldEpoch(DatabaseSlot* slot) {
 
 namespace {
 
+// Rows this flusher added to totals since it last analyzed the table (at most: a folded row may
+// have had its row already), and how many rows the table had then.
+int64 rows_added_since_analyze = 0;
+double rows_at_analyze = 0;
+
+// Analyzes totals once a flusher has added half as many rows as it had when last analyzed (and
+// at least 1,000): the plans of the flush's statements (and of reads) rely on its size, and a
+// table that grew from a few rows to thousands in seconds, faster than autovacuum analyzes it,
+// made a flush join every row of it to every key of a batch. After a committed flush; an error is
+// logged, and the flush stays committed.
+void AnalyzeIfGrown(int64 added) {
+  rows_added_since_analyze += added;
+  if (rows_added_since_analyze < 1000 || rows_added_since_analyze < rows_at_analyze / 2) return;
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    SPI_connect();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    if (SPI_execute("ANALYZE slotted_counter.totals", false, 0) != SPI_OK_UTILITY)
+      elog(ERROR, "ANALYZE slotted_counter.totals failed");
+    if (SPI_execute("SELECT reltuples FROM pg_catalog.pg_class WHERE oid OPERATOR(pg_catalog.=) "
+                    "'slotted_counter.totals'::pg_catalog.regclass",
+                    true, 1) == SPI_OK_SELECT &&
+        SPI_processed == 1) {
+      bool isnull;
+      rows_at_analyze = double(DatumGetFloat4(
+          SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)));
+    }
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    rows_added_since_analyze = 0;
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    ErrorData* error = CopyErrorData();
+    FlushErrorState();
+    AbortCurrentTransaction();
+    ereport(LOG, (errcode(error->sqlerrcode),
+                  errmsg("slotted_counter could not analyze slotted_counter.totals: %s",
+                         error->message)));
+    FreeErrorData(error);
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+}
+
 // The request ids a flush took, written with the increments it writes (an id known before, whose
 // row's time was past the window then, takes the row over).
 SPIPlanPtr plan_request_ids = nullptr;
@@ -481,12 +531,13 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   FlushItem* items = CollectDirty(db, slot, ids, nids, &n);
   LWLockRelease(request_ids->apply_lock);
   int64 folded = 0;
+  int64 with_rows = 0;
   PG_TRY();
   {
     std::sort(items, items + n, ItemOrder);
-    int64 with_rows = std::partition_point(items, items + n,
-                                           [](const FlushItem& item) { return !item.fresh; }) -
-                      items;
+    with_rows = std::partition_point(items, items + n,
+                                     [](const FlushItem& item) { return !item.fresh; }) -
+                items;
     WriteExpecting(items, with_rows, Write::kUpdate, ERRCODE_NO_DATA_FOUND);
     WriteExpecting(items + with_rows, n - with_rows, Write::kInsert, ERRCODE_UNIQUE_VIOLATION);
     folded = FoldDeltas(ids, nids);
@@ -507,6 +558,7 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   // counters this flush skipped.
   if (slot != nullptr) PublishFold(slot, epoch, skipped, nskipped);
   ReportStatistics();
+  AnalyzeIfGrown(n - with_rows + folded);
   return n + folded;
 }
 

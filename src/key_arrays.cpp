@@ -8,7 +8,7 @@ namespace sc {
 
 SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql) {
   static const Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
-  return KeptPlan(plan, sql, 4, types);
+  return KeptPlan(plan, sql, 4, types, true);
 }
 
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,

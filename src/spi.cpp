@@ -23,9 +23,11 @@ void FinishSpi(const SpiSession& session) {
   SetUserIdAndSecContext(session.user, session.security_context);
 }
 
-SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types) {
+SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types,
+                    bool custom_plans) {
   if (*plan == nullptr) {
-    SPIPlanPtr prepared = SPI_prepare(sql, nargs, const_cast<Oid*>(types));
+    SPIPlanPtr prepared = SPI_prepare_cursor(sql, nargs, const_cast<Oid*>(types),
+                                             custom_plans ? CURSOR_OPT_CUSTOM_PLAN : 0);
     if (prepared == nullptr)
       elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(prepared);

@@ -193,7 +193,7 @@ bool WriteBatchThrough(WriteThroughRequest* r) {
   auto* items = static_cast<ThroughItem*>(dsm_segment_address(segment));
   int m = r->nbatch;
   static const Oid types[4] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
-  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 4, types);
+  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 4, types, true);
   Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
   Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
   bool done = true;
