@@ -415,13 +415,9 @@ namespace {
 int64 rows_added_since_analyze = 0;
 double rows_at_analyze = 0;
 
-// Analyzes totals once a flusher has added half as many rows as it had when last analyzed (and
-// at least 1,000): the plans of the flush's statements (and of reads) rely on its size, and a
-// table that grew from a few rows to thousands in seconds, faster than autovacuum analyzes it,
-// made a flush join every row of it to every key of a batch. After a committed flush; an error is
-// logged, and the flush stays committed.
-void AnalyzeIfGrown(int64 added) {
-  rows_added_since_analyze += added;
+}  // namespace
+
+void AnalyzeIfGrown() {
   if (rows_added_since_analyze < 1000 || rows_added_since_analyze < rows_at_analyze / 2) return;
   MemoryContext context = CurrentMemoryContext;
   PG_TRY();
@@ -459,6 +455,8 @@ void AnalyzeIfGrown(int64 added) {
   PG_END_TRY();
   MemoryContextSwitchTo(context);
 }
+
+namespace {
 
 // The request ids a flush took, written with the increments it writes (an id known before, whose
 // row's time was past the window then, takes the row over).
@@ -558,7 +556,7 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   // counters this flush skipped.
   if (slot != nullptr) PublishFold(slot, epoch, skipped, nskipped);
   ReportStatistics();
-  AnalyzeIfGrown(n - with_rows + folded);
+  rows_added_since_analyze += n - with_rows + folded;
   return n + folded;
 }
 

@@ -10,6 +10,13 @@ namespace sc {
 // there is none). Must run in db's flusher, outside a transaction; may throw (ereport).
 int64 FlushDatabase(Oid db, TimestampTz* attachments_due);
 
+// Analyzes totals once this flusher has added half as many rows as it had when last analyzed
+// (and at least 1,000): the plans of the flush's statements (and of reads) rely on its size, and a
+// table that grew from a few rows to thousands in seconds, faster than autovacuum analyzes it,
+// made a flush join every row of it to every key of a batch. In the flusher, after a flush was
+// answered, outside a transaction; an error is logged.
+void AnalyzeIfGrown();
+
 // After a flusher transaction failed (and was aborted): it no longer writes totals.
 void AbandonTotalsWrite();
 

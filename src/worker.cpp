@@ -391,6 +391,7 @@ void slotted_counter_flusher_main(Datum arg) {
       }
       ok = FlushAndRecord(db) && ok;
       last_flush = now;
+      AnalyzeIfGrown();
     }
     failing = !ok;
 
