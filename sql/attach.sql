@@ -101,7 +101,9 @@ SELECT sc_incr('post_views', 1, 100), sc_incr('reader_views', 1, 100);
 SELECT attached();
 SELECT id, views FROM posts WHERE id = 1;
 SELECT views FROM mirror;
-SELECT counter::slotted_counter, target, failures, last_error FROM slotted_counter.attachments
+-- (failing, not how many times: every flush retries an attachment due every '0', so a periodic
+-- flush between two statements counts one more failure)
+SELECT counter::slotted_counter, target, failures > 0 AS failing, last_error FROM slotted_counter.attachments
   ORDER BY target::regclass::text, counter;
 SELECT attach_errors > 0 AS counted FROM slotted_counter.stats WHERE datname = current_database();
 -- given the privilege back, the next run writes what changed meanwhile and clears the failure
@@ -113,7 +115,7 @@ SELECT target, failures, last_error FROM slotted_counter.attachments WHERE targe
 ALTER TABLE mirror RENAME COLUMN views TO old_views;
 SELECT sc_incr('reader_views', 1, 1);
 SELECT attached();
-SELECT target, failures, last_error FROM slotted_counter.attachments WHERE target = 'mirror'::regclass;
+SELECT target, failures > 0 AS failing, last_error FROM slotted_counter.attachments WHERE target = 'mirror'::regclass;
 ALTER TABLE mirror RENAME COLUMN old_views TO views;
 SELECT attached();
 SELECT views, (SELECT failures FROM slotted_counter.attachments WHERE target = 'mirror'::regclass)
