@@ -7,7 +7,7 @@
 # a temporary instance.
 # Then the memory checks (test/memcheck/): the same pg_regress, isolation and load-reading TAP
 # tests against an assert-enabled PostgreSQL 15 that test/memcheck/build_cassert.sh builds once
-# (about 3 minutes on 2 cores) from Debian's source into the cache /var/cache/slotted_counter
+# (2 to 7 minutes on 2 cores) from Debian's source into the cache /var/cache/slotted_counter
 # (SC_CASSERT_CACHE overrides it), and a subset of pg_regress with that server under Valgrind.
 # Works as root or as a sudo user, with no standard input. Exits non-zero if anything failed.
 set -euo pipefail

@@ -14,7 +14,7 @@
 # The cache: /var/cache/slotted_counter/pg15-cassert-<source version>-<hash of this recipe>
 # (SC_CASSERT_CACHE overrides the parent directory), reused when present. It is built in a
 # temporary directory beside it and renamed into place only when complete, under a lock, so an
-# interrupted or concurrent build is never taken as done. About 3 minutes on 2 cores.
+# interrupted or concurrent build is never taken as done. 2 to 7 minutes on 2 cores, with load.
 #
 # Debian's own source is used (apt-get source, from a deb-src entry this script adds in a file of
 # its own under /etc/apt/sources.list.d/), without its patches: they change only the installation
