@@ -80,12 +80,31 @@ memcheck_server_logs() {
   return 1
 }
 
+# Stops, at once, any server of the tree copy still running: pg_regress gives up on a server
+# that does not stop (under Valgrind a fast shutdown that came during crash recovery once never
+# finished), and the run must not leave one behind.
+# (A stale postmaster.pid is left alone: its pid may be another process's by now.)
+memcheck_stop_servers() {
+  local pid_file data pid
+  find "$memcheck/tree" -name postmaster.pid -print | while read -r pid_file; do
+    data=$(dirname "$pid_file")
+    pid=$(head -n 1 "$pid_file")
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$data"; then
+      echo "stopping the server that was left running in $data"
+      "${run[@]}" "$memcheck/pg/bin/pg_ctl" -D "$data" stop -m immediate -t 60 || true
+    fi
+  done
+}
+
 memcheck_cassert() {
   memcheck_prepare || return 1
   local failed=0
   memcheck_check "$memcheck/pg" ISOLATION= TAP_TESTS= || failed=1
+  memcheck_stop_servers
   memcheck_check "$memcheck/pg" REGRESS= TAP_TESTS= || failed=1
+  memcheck_stop_servers
   memcheck_check "$memcheck/pg" REGRESS= ISOLATION= PROVE_TESTS="$memcheck_tap" || failed=1
+  memcheck_stop_servers
   memcheck_server_logs "$memcheck/tree" || failed=1
   return "$failed"
 }
@@ -102,6 +121,7 @@ memcheck_valgrind() {
   memcheck_check "$memcheck/pg-valgrind" ISOLATION= TAP_TESTS= REGRESS="$memcheck_valgrind_regress" \
     REGRESS_OPTS="--temp-instance=tmp_check_valgrind --temp-config=test/memcheck/valgrind.conf \
 --load-extension=slotted_counter --outputdir=output_valgrind" || failed=1
+  memcheck_stop_servers
   memcheck_server_logs "$memcheck/tree/output_valgrind" || failed=1
   local reports
   reports=$(find "$memcheck/valgrind-logs" -type f -size +0 | sort)
