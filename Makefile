@@ -58,11 +58,11 @@ PG_CXXFLAGS = $(SC_CXXFLAGS)
 SHLIB_LINK = -lstdc++ -Wl,-Bsymbolic
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
-REGRESS = setup type api errors buffer transactional batch set bounded retention once top attach \
-	buckets privileges placeholders upgrade
+REGRESS = setup type api errors buffer transactional batch set bounded retention once top top_scale \
+	attach buckets privileges placeholders upgrade
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
-	bucket_drop revoke drop_extension update_in_flight bounded_concurrent once_concurrent
+	bucket_drop revoke drop_extension update_in_flight bounded_concurrent once_concurrent top_concurrent
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1

@@ -27,7 +27,8 @@ inline const text* NameArgument(Datum datum) {
 // The counter named by argument n, which the current role may use as `need` says (42704 if there
 // is none, 42501 if it may not).
 template <Abi abi>
-pg_always_inline const CounterDef* CounterArgument(FunctionCallInfo fcinfo, int n, uint32 need) {
+pg_attribute_always_inline const CounterDef* CounterArgument(FunctionCallInfo fcinfo, int n,
+                                                             uint32 need) {
   if constexpr (abi == Abi::kId)
     return GetCounter(PG_GETARG_INT32(n), need);
   else

@@ -143,8 +143,10 @@ int32* LockLiveCounters(int* count, int32** skipped_ids, int* nskipped) {
       false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
   int n = int(SPI_processed);
-  auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
-  auto* skipped = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
+  // In the work context: the skipped ids are published after the transaction (and SPI's memory)
+  // ended.
+  auto* ids = static_cast<int32*>(MemoryContextAlloc(work_context, sizeof(int32) * (n + 1)));
+  auto* skipped = static_cast<int32*>(MemoryContextAlloc(work_context, sizeof(int32) * (n + 1)));
   *count = *nskipped = 0;
   for (int i = 0; i < n; i++) {
     bool isnull;

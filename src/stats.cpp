@@ -42,9 +42,16 @@ int64 DirtyEntries(Oid db) {
 void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
   Datum values[17];
   bool nulls[17] = {false};
-  char* datname = get_database_name(db);
-  if (datname == nullptr) nulls[0] = true;
-  else values[0] = CStringGetDatum(datname);
+  // datname is of type name, NAMEDATALEN bytes that the tuple copies whole: from a NameData, not
+  // from the shorter C string (the copy would read past its end).
+  NameData datname;
+  char* name = get_database_name(db);
+  if (name == nullptr) {
+    nulls[0] = true;
+  } else {
+    namestrcpy(&datname, name);
+    values[0] = NameGetDatum(&datname);
+  }
   values[1] = Int64GetDatum(shared->table->capacity());
   values[2] = Int64GetDatum(int64(shared->table->used()));
   values[3] = Int64GetDatum(DirtyEntries(db));

@@ -231,8 +231,8 @@ namespace {
 // The increment, with bounds or (kBounded false: nothing of them compiled in, the common case)
 // without.
 template <bool kBounded>
-pg_always_inline bool AddPending(const CounterDef& def, int64 key, int64 bucket, int64 delta,
-                                 Bounds bounds, int64* result) {
+pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int64 bucket,
+                                           int64 delta, Bounds bounds, int64* result) {
   int64 committed = BufferRead(def, key, bucket, true);
   if (totals == nullptr) MakeTables();
   any_pending = true;

@@ -5,6 +5,10 @@
 # with the library preloaded), and the unit tests of the C++ core.
 # Then the client suite (test/clients/): psycopg, node-postgres, PgJDBC and pgbouncer against
 # a temporary instance.
+# Then the memory checks (test/memcheck/): the same pg_regress, isolation and load-reading TAP
+# tests against an assert-enabled PostgreSQL 15 that test/memcheck/build_cassert.sh builds once
+# (2 to 7 minutes on 2 cores) from Debian's source into the cache /var/cache/slotted_counter
+# (SC_CASSERT_CACHE overrides it), and a subset of pg_regress with that server under Valgrind.
 # Works as root or as a sudo user, with no standard input. Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +19,7 @@ sudo=()
 packages=(build-essential postgresql-15 postgresql-server-dev-15
           libipc-run-perl cmake libgtest-dev
           python3-psycopg default-jdk-headless libpostgresql-jdbc-java pgbouncer
-          postgresql-15-plproxy)
+          postgresql-15-plproxy valgrind)
 # A Node.js installed from elsewhere bundles npm and conflicts with Debian's npm package: ask apt
 # only for the commands that are missing.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
@@ -88,6 +92,10 @@ suite "tap" check REGRESS= ISOLATION=
 suite "unit" bash "$top/test/unit/run.sh"
 # In the scratch copy, so that npm installs node-postgres where the suite's user may write.
 suite "clients" "${run[@]}" bash "$work/test/clients/run.sh"
+# Freed memory read back, assertions, and what Valgrind sees (test/memcheck/suites.sh).
+. "$top/test/memcheck/suites.sh"
+suite "cassert" memcheck_cassert
+suite "valgrind" memcheck_valgrind
 
 if [ -n "${SC_SMALL_FS:-}" ]; then umount "$work/small_fs"; fi
 trap - EXIT
