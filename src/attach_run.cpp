@@ -158,11 +158,23 @@ void CountRun(int64 skipped, bool failed) {
   SpinLockRelease(&my_slot->mutex);
 }
 
+// The extension's tables a run reads, in the order DROP EXTENSION locks them (the order the
+// script created them), before anything else: attachments before counters was a deadlock with a
+// DROP EXTENSION that held counters and waited for attachments.
+void LockInDropOrder() {
+  static const char* const kTables[] = {"counters", "totals", "attachments"};
+  for (const char* table : kTables) {
+    Oid relid = ExtensionRelation(table);
+    if (OidIsValid(relid)) LockRelationOid(relid, AccessShareLock);
+  }
+}
+
 void Begin() {
   SetCurrentStatementStartTimestamp();
   StartTransactionCommand();
   SPI_connect();
   PushActiveSnapshot(GetTransactionSnapshot());
+  LockInDropOrder();
 }
 
 void End() {
