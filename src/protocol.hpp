@@ -296,7 +296,10 @@ class Protocol {
       uint32_t p = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
       if (!locks_.TryExclusive(p)) continue;
       bool evict = false;
-      if (CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p) {
+      // The id is read only once the entry is known resident in p, under p's lock: an entry that
+      // is not is being filled by its owner.
+      if (CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p &&
+          e.state.load(std::memory_order_acquire) == kResident) {
         bool own = e.id.db == db;
         evict = (own || crowds(e)) && CounterTable::AgeAndTestEvictable(e, own) &&
                 may_evict(static_cast<const Entry&>(e));

@@ -225,6 +225,46 @@ TEST(ConcurrentFreeList, PreemptedAllocateCannotInstallAStaleNext) {
 
 
 // ---------------------------------------------------------------------------------------------
+// Several databases loading into a table smaller than their keys at once, each through its own
+// sweep (TakeFreeOrClean for its database, which evicts its own entries and those of databases
+// over their share), under ThreadSanitizer too: at rest every database's occupancy equals its
+// linked entries.
+
+TEST(ConcurrentOccupancy, CountsStayExactWhileDatabasesEvictEachOther) {
+  constexpr uint32_t kCap = 64;
+  constexpr uint32_t kDatabases = 4;
+  sc_test::TableMemory mem(kCap);
+  sc::Protocol<CountedStdLocks> p(mem.get(), CountedStdLocks());
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < kThreads; w++) {
+    threads.emplace_back([&, w] {
+      uint32_t db = 1 + w % kDatabases;
+      std::mt19937_64 rng(w);
+      for (uint64_t n = 0; n < Scaled(20'000); n++) {
+        CounterKey k{db, 1, int64_t(rng() % 500), kNoBucket};
+        uint32_t h = sc::HashCounterKey(k);
+        uint64_t evicted = 0;
+        uint32_t index = p.TakeFreeOrClean(db, false, 64, [](const Entry&) { return true; },
+                                           &evicted);
+        if (index == kNil) continue;
+        Loading loading;
+        if (p.BeginLoad(index, k, h, [] { return LoadStart::kLinked; }, &loading) !=
+            LoadStart::kLinked)
+          continue;
+        (void)p.FinishLoad(loading, 0, [] { return false; });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  uint32_t linked[kDatabases + 1] = {};
+  for (uint32_t i = 0; i < kCap; i++)
+    if (mem->at(i).state.load() == sc::kResident) linked[mem->at(i).id.db]++;
+  for (uint32_t db = 1; db <= kDatabases; db++)
+    EXPECT_EQ(mem->OccupancyOf(db), linked[db]) << "database " << db;
+  EXPECT_EQ(linked[1] + linked[2] + linked[3] + linked[4], uint32_t(mem->used()));
+}
+
+// ---------------------------------------------------------------------------------------------
 // The partition lock (src/partition_lock.hpp): readers counted, writers on the slow lock.
 
 // Writers change two plain integers together; readers must never see them differ, and (under
