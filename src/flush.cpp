@@ -445,14 +445,7 @@ void AnalyzeIfGrown() {
   }
   PG_CATCH();
   {
-    MemoryContextSwitchTo(context);
-    ErrorData* error = CopyErrorData();
-    FlushErrorState();
-    AbortCurrentTransaction();
-    ereport(LOG, (errcode(error->sqlerrcode),
-                  errmsg("slotted_counter could not analyze slotted_counter.totals: %s",
-                         error->message)));
-    FreeErrorData(error);
+    AbortAndLog(context, "analyze slotted_counter.totals");
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);

@@ -300,15 +300,10 @@ void ExpireCounter(int32 id, bool bucketed) {
   }
   PG_CATCH();
   {
-    MemoryContextSwitchTo(context);
-    ErrorData* error = CopyErrorData();
-    FlushErrorState();
-    AbortCurrentTransaction();
-    ereport(LOG, (errcode(error->sqlerrcode),
-                  errmsg("slotted_counter could not drop the expired values of counter %d: %s",
-                         id, error->message),
-                  errdetail("The flusher tries again in its next pass.")));
-    FreeErrorData(error);
+    // Not in the failed transaction's memory, which the abort frees.
+    char what[64];
+    snprintf(what, sizeof(what), "drop the expired values of counter %d", id);
+    AbortAndLog(context, what, "The flusher tries again in its next pass.");
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);

@@ -46,4 +46,15 @@ int PlannerSettingsOff(std::initializer_list<const char*> settings) {
 
 void PlannerSettingsBack(int nest_level) { AtEOXact_GUC(true, nest_level); }
 
+void AbortAndLog(MemoryContext context, const char* what, const char* detail) {
+  MemoryContextSwitchTo(context);
+  ErrorData* error = CopyErrorData();
+  FlushErrorState();
+  AbortCurrentTransaction();
+  ereport(LOG, (errcode(error->sqlerrcode),
+                errmsg("slotted_counter could not %s: %s", what, error->message),
+                detail != nullptr ? errdetail("%s", detail) : 0));
+  FreeErrorData(error);
+}
+
 }  // namespace sc

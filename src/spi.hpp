@@ -42,6 +42,10 @@ SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* typ
 int PlannerSettingsOff(std::initializer_list<const char*> settings);
 void PlannerSettingsBack(int nest_level);
 
+// In a worker's PG_CATCH: back to `context`, the error taken and the transaction aborted, then
+// logged as "slotted_counter could not <what>: <message>" (with detail, if any), at LOG.
+void AbortAndLog(MemoryContext context, const char* what, const char* detail = nullptr);
+
 // Runs body() in an internal subtransaction (as a PL/pgSQL block with an EXCEPTION clause does):
 // returns nullptr if it completed, or else the error it raised, copied into the caller's memory
 // context after the subtransaction was rolled back and the error state cleared, for the caller
