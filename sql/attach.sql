@@ -25,8 +25,11 @@ SELECT sc_attach('post_likes', 'posts', 'id', 'likes', '0');
 SELECT sc_incr('post_likes', 3, 4);
 SELECT attached();
 SELECT id, likes FROM posts ORDER BY id;
--- every: at most once per interval (the first run is after the next flush)
-SELECT sc_attach('post_views', 'posts', 'id', 'views', '1 hour'), sc_incr('post_views', 3, 30);
+-- every: at most once per interval (the first run writes what was flushed before it; counted
+-- and flushed first, so that a run between the attach and the flush cannot miss it)
+SELECT sc_incr('post_views', 3, 30);
+SELECT sc_rollup() >= 0 AS flushed;
+SELECT sc_attach('post_views', 'posts', 'id', 'views', '1 hour');
 SELECT attached();
 SELECT sc_incr('post_views', 3, 30);
 SELECT attached();
