@@ -47,7 +47,11 @@ like($err, qr/55000: the router has no data nodes/,
 
 $router->safe_psql('postgres', "SELECT sc_proxy_configure(ARRAY[$nodes])");
 $router->safe_psql('postgres', "SELECT sc_proxy_configure(ARRAY[$nodes])");
-pass('sc_proxy_configure, twice with the same nodes');
+is( $router->safe_psql('postgres', qq{
+SELECT array_agg(connstr ORDER BY node) = ARRAY[$nodes]
+   AND (SELECT count(*) FROM pg_foreign_server WHERE srvname = 'slotted_counter_proxy') = 1
+  FROM slotted_counter_proxy.nodes}),
+	't', 'sc_proxy_configure, twice with the same nodes: the three nodes, in order, one server');
 
 $router->safe_psql('postgres', q{
 SELECT sc_create('views', 'buffered'),
