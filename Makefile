@@ -39,10 +39,7 @@ MODULES = slotted_counter_proxy
 vpath slotted_counter_proxy.cpp src
 
 EXTENSION = slotted_counter slotted_counter_proxy
-DATA = sql/slotted_counter_proxy--0.1.sql sql/slotted_counter--0.1.sql sql/slotted_counter--0.1--0.2.sql \
-	sql/slotted_counter--0.2--0.3.sql sql/slotted_counter--0.3--0.4.sql \
-	sql/slotted_counter--0.4--0.5.sql sql/slotted_counter--0.5--0.6.sql \
-	sql/slotted_counter--0.6--0.7.sql
+DATA = sql/slotted_counter--1.0.sql sql/slotted_counter_proxy--0.1.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
 # The C++ rules are the compiler's: no exceptions, no RTTI, every warning of -Wall -Wextra (but
@@ -59,10 +56,10 @@ SHLIB_LINK = -lstdc++ -Wl,-Bsymbolic
 
 # pg_regress and the isolation tester start their own instance with the library preloaded.
 REGRESS = setup type api errors buffer transactional batch set bounded retention once top top_scale \
-	attach buckets privileges placeholders upgrade
+	attach buckets privileges placeholders
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
-	bucket_drop revoke drop_extension update_in_flight bounded_concurrent once_concurrent top_concurrent
+	bucket_drop revoke drop_extension bounded_concurrent once_concurrent top_concurrent
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1

@@ -98,8 +98,7 @@ void CheckEvery(const Interval* every) {
 }  // namespace
 
 void DetachDroppedTargets(const Oid* relids, int n) {
-  // Any database's transaction gets here; only one with the extension (at 0.2 or later) has
-  // attachments.
+  // Any database's transaction gets here; only one with the extension has attachments.
   if (!OidIsValid(get_extension_oid("slotted_counter", true))) return;
   if (!OidIsValid(ExtensionRelation("attachments"))) return;
   auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
@@ -122,18 +121,13 @@ void DetachDroppedTargets(const Oid* relids, int n) {
 
 using namespace sc;
 
-template <Abi abi>
 Datum Attach(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter",      "target", "key_column",
                                       "value_column", "every",  nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_attach()");
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kOwn);
-  if (InstalledSchema() < 3)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("attachments need version 0.3 of extension \"slotted_counter\""),
-                    errhint("Run ALTER EXTENSION slotted_counter UPDATE.")));
+  CounterDef def = *CounterArgument(fcinfo, 0, kOwn);
   Oid relid = PG_GETARG_OID(1);
   const char* key_column = NameStr(*PG_GETARG_NAME(2));
   const char* value_column = NameStr(*PG_GETARG_NAME(3));
@@ -187,13 +181,12 @@ Datum Attach(PG_FUNCTION_ARGS) {
   PG_RETURN_VOID();
 }
 
-template <Abi abi>
 Datum Detach(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "target", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_detach()");
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kOwn);
+  CounterDef def = *CounterArgument(fcinfo, 0, kOwn);
   Oid relid = PG_GETARG_OID(1);
   Oid types[2] = {INT4OID, OIDOID};
   Datum args[2] = {Int32GetDatum(def.id), ObjectIdGetDatum(relid)};
@@ -216,5 +209,5 @@ Datum Detach(PG_FUNCTION_ARGS) {
   PG_RETURN_VOID();
 }
 
-SC_ENTRY_POINTS(sc_attach, Attach)
-SC_ENTRY_POINTS(sc_detach, Detach)
+SC_ENTRY_POINT(sc_attach, Attach)
+SC_ENTRY_POINT(sc_detach, Detach)

@@ -43,20 +43,12 @@ MemoryContext cache_context = nullptr;
 HTAB* by_id = nullptr;
 HTAB* by_name = nullptr;
 bool roles_changed = false;
-int schema_version = 0;  // 0: not looked up since the caches were made
-// [schema 2, 3 or 7]
-SPIPlanPtr plan_by_id[3] = {nullptr, nullptr, nullptr};
-SPIPlanPtr plan_by_name[3] = {nullptr, nullptr, nullptr};
+SPIPlanPtr plan_by_id = nullptr;
+SPIPlanPtr plan_by_name = nullptr;
 
-const char* const kSelect[3] = {
-    "SELECT id, name, durability, bucket, (SELECT r.rolname FROM pg_catalog.pg_extension e, "
-    "pg_catalog.pg_authid r WHERE e.extname OPERATOR(pg_catalog.=) 'slotted_counter' "
-    "AND r.oid OPERATOR(pg_catalog.=) e.extowner), '{public}'::pg_catalog.name[], "
-    "'{public}'::pg_catalog.name[] FROM slotted_counter.counters WHERE ",
-    "SELECT id, name, durability, bucket, owner, readers, writers "
-    "FROM slotted_counter.counters WHERE ",
+const char* const kSelect =
     "SELECT id, name, durability, bucket, owner, readers, writers, retain "
-    "FROM slotted_counter.counters WHERE "};
+    "FROM slotted_counter.counters WHERE ";
 
 void OnRoleChanged(Datum, int, uint32) {
   roles_changed = true;
@@ -75,7 +67,6 @@ void MakeCaches() {
   MemoryContextReset(cache_context);
   last_def = nullptr;
   roles_changed = false;
-  schema_version = 0;
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(int32);
@@ -98,12 +89,10 @@ void ValidateCaches() {
 }
 
 SPIPlanPtr PrepareDefinitionQuery(bool by_name_lookup) {
-  int schema = InstalledSchema();
-  int v = schema >= 7 ? 2 : schema >= 3 ? 1 : 0;
-  SPIPlanPtr* plan = by_name_lookup ? &plan_by_name[v] : &plan_by_id[v];
+  SPIPlanPtr* plan = by_name_lookup ? &plan_by_name : &plan_by_id;
   if (*plan != nullptr) return *plan;
   Oid argtype = by_name_lookup ? TEXTOID : INT4OID;
-  char* query = psprintf("%s%s", kSelect[v],
+  char* query = psprintf("%s%s", kSelect,
                          by_name_lookup ? "name OPERATOR(pg_catalog.=) $1"
                                         : "id OPERATOR(pg_catalog.=) $1");
   return KeptPlan(plan, query, 1, &argtype);
@@ -163,8 +152,8 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     int nreaders, nwriters;
     const Oid* readers = ResolveRoles(SPI_getbinval(tup, desc, 6, &isnull), &nreaders);
     const Oid* writers = ResolveRoles(SPI_getbinval(tup, desc, 7, &isnull), &nwriters);
-    Datum retain = desc->natts >= 8 ? SPI_getbinval(tup, desc, 8, &isnull) : (Datum)0;
-    bool retains = desc->natts >= 8 && !isnull;
+    Datum retain = SPI_getbinval(tup, desc, 8, &isnull);
+    bool retains = !isnull;
 
     bool found;
     auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_ENTER, &found));
@@ -283,18 +272,6 @@ void CheckNameSyntax(const char* name, int len) {
 Oid ExtensionRelation(const char* name) {
   Oid schema = get_namespace_oid("slotted_counter", true);
   return OidIsValid(schema) ? get_relname_relid(name, schema) : InvalidOid;
-}
-
-int InstalledSchema() {
-  ValidateCaches();
-  if (schema_version == 0) {
-    Oid counters = ExtensionRelation("counters");
-    schema_version =
-        !OidIsValid(counters) || get_attnum(counters, "owner") == InvalidAttrNumber ? 2
-        : get_attnum(counters, "retain") == InvalidAttrNumber                   ? 3
-                                                                                : 7;
-  }
-  return schema_version;
 }
 
 uint64 CachedCatalogEpoch() { return cached_epoch; }

@@ -102,13 +102,6 @@ inline const CounterDef* GetCounter(const text* name, uint32 need) {
   return GetCounterSlow(name, need);
 }
 
-// The version of the extension's SQL objects in this database, as far as the library is concerned:
-// 7 once CREATE or ALTER EXTENSION installed 0.7's retention, 3 once 0.3's privileges and
-// attachment columns, 2 before.
-// A newer library works with the objects of an older version until they are updated: counters
-// made before 0.3 belong to the extension's owner and are granted to PUBLIC, as the update makes
-// them. Inside a transaction.
-int InstalledSchema();
 
 // The OID of the extension's relation slotted_counter.<name> (a table or an index); InvalidOid
 // if the schema or the relation does not exist (the extension is not installed, or was dropped).

@@ -1,14 +1,11 @@
 // counter_type.cpp: the slotted_counter type, a reference to a named counter.
 //
-// From 0.4 a value is the counter's name (a varlena, like text), bound to a counter when a call
-// runs, as nextval('name') was before regclass: views, functions, prepared statements, stored
-// columns and dumps that name a counter outlive a drop and re-create, and restore before the
-// extension's tables are filled. Input checks only that the name could be a counter's (1 to
-// NAMEDATALEN - 1 bytes); equality and hashing compare bytes (the SQL script uses text's and
-// bytea's internal functions). Casts to and from integer look the counter up.
-//
-// Up to 0.3 a value was the counter's integer id, bound at parse time; those functions
-// (slotted_counter_in/out/recv/send) stay for objects not yet updated.
+// A value is the counter's name (a varlena, like text), bound to a counter when a call runs, as
+// nextval('name') was before regclass: views, functions, prepared statements, stored columns and
+// dumps that name a counter outlive a drop and re-create, and restore before the extension's
+// tables are filled. Input checks only that the name could be a counter's (1 to NAMEDATALEN - 1
+// bytes); output, equality and hashing are text's and bytea's internal functions (the SQL
+// script). Casts to and from integer look the counter up.
 #include "catalog.hpp"
 #include "counter_ref.hpp"
 #include "privileges.hpp"
@@ -16,18 +13,14 @@
 
 extern "C" {
 PG_FUNCTION_INFO_V1(slotted_counter_in);
-PG_FUNCTION_INFO_V1(slotted_counter_out);
 PG_FUNCTION_INFO_V1(slotted_counter_recv);
-PG_FUNCTION_INFO_V1(slotted_counter_send);
-PG_FUNCTION_INFO_V1(slotted_counter_name_in);
-PG_FUNCTION_INFO_V1(slotted_counter_name_recv);
 PG_FUNCTION_INFO_V1(slotted_counter_of_id);
 PG_FUNCTION_INFO_V1(slotted_counter_id);
 }
 
 using namespace sc;
 
-Datum slotted_counter_name_in(PG_FUNCTION_ARGS) {
+Datum slotted_counter_in(PG_FUNCTION_ARGS) {
   const char* name = PG_GETARG_CSTRING(0);
   int len = int(strlen(name));
   CheckNameSyntax(name, len);
@@ -35,7 +28,7 @@ Datum slotted_counter_name_in(PG_FUNCTION_ARGS) {
 }
 
 // As textrecv: the bytes arrive in the client's encoding and are converted.
-Datum slotted_counter_name_recv(PG_FUNCTION_ARGS) {
+Datum slotted_counter_recv(PG_FUNCTION_ARGS) {
   StringInfo buf = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
   int len;
   char* name = pq_getmsgtext(buf, buf->len - buf->cursor, &len);
@@ -58,41 +51,5 @@ Datum slotted_counter_of_id(PG_FUNCTION_ARGS) {
 // slotted_counter.totals and .deltas, which store ids.
 Datum slotted_counter_id(PG_FUNCTION_ARGS) {
   RequireShared();
-  PG_RETURN_INT32(CounterArgument<Abi::kName>(fcinfo, 0, 0)->id);
-}
-
-// The ABI of 0.1 to 0.3: the counter's id; text input is a name (or an id), output the name, or
-// the bare id of a counter that no longer exists.
-Datum slotted_counter_in(PG_FUNCTION_ARGS) {
-  const char* text = PG_GETARG_CSTRING(0);
-  RequireShared();
-  size_t len = strlen(text);
-  int32 id;
-  if (len > 0 && len <= 10 && strspn(text, "0123456789") == len) {
-    long parsed = strtol(text, nullptr, 10);
-    id = parsed <= PG_INT32_MAX && FindCounter(int32(parsed)) != nullptr ? int32(parsed) : -1;
-  } else {
-    id = FindCounterByName(text);
-  }
-  if (id < 0) ReportUnknownCounter(text);
-  PG_RETURN_INT32(id);
-}
-
-Datum slotted_counter_out(PG_FUNCTION_ARGS) {
-  int32 id = PG_GETARG_INT32(0);
-  RequireShared();
-  const CounterDef* def = FindCounter(id);
-  PG_RETURN_CSTRING(def != nullptr ? pstrdup(def->name) : psprintf("%d", id));
-}
-
-Datum slotted_counter_recv(PG_FUNCTION_ARGS) {
-  StringInfo buf = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
-  PG_RETURN_INT32(pq_getmsgint(buf, 4));
-}
-
-Datum slotted_counter_send(PG_FUNCTION_ARGS) {
-  StringInfoData buf;
-  pq_begintypsend(&buf);
-  pq_sendint32(&buf, PG_GETARG_INT32(0));
-  PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+  PG_RETURN_INT32(CounterArgument(fcinfo, 0, 0)->id);
 }

@@ -117,11 +117,9 @@ const char* const kAttachmentsDueSql =
     "SELECT pg_catalog.min(COALESCE(last_attempt, '-infinity'::pg_catalog.timestamptz) "
     "OPERATOR(pg_catalog.+) every) FROM slotted_counter.attachments";
 
-// When the first attachment of this database is due; DT_NOEND if there is none (or, before
-// ALTER EXTENSION ... UPDATE to 0.3, none can run).
+// When the first attachment of this database is due; DT_NOEND if there is none.
 TimestampTz AttachmentsDue() {
   TimestampTz due = DT_NOEND;
-  if (InstalledSchema() < 3) return due;
   int rc = SPI_execute(kAttachmentsDueSql, true, 1);
   if (rc != SPI_OK_SELECT || SPI_processed != 1)
     elog(ERROR, "reading slotted_counter.attachments failed: %d", rc);

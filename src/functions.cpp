@@ -81,11 +81,10 @@ int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
 
 // The counter a write may change: it exists, the current role may write it, and this server can.
 // `function` names the call in errors ("sc_set()").
-template <Abi abi>
 CounterDef WritableCounter(FunctionCallInfo fcinfo, const char* function) {
   RequireShared();
   PreventCommandDuringRecovery(function);
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kUpdate);
+  CounterDef def = *CounterArgument(fcinfo, 0, kUpdate);
   if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
   return def;
 }
@@ -173,18 +172,13 @@ bool IncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta
 
 using namespace sc;
 
-template <Abi abi>
 Datum Create(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"name", "durability", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_create()");
   RequireArguments(fcinfo, names);
-  // The name-based functions take if_not_exists as a fourth argument (0.4) or, after retain, as a
-  // fifth (0.7).
-  int if_not_exists_arg = PG_NARGS() > 4 ? 4 : 3;
-  bool if_not_exists = PG_NARGS() > if_not_exists_arg && !PG_ARGISNULL(if_not_exists_arg) &&
-                       PG_GETARG_BOOL(if_not_exists_arg);
-  bool retains = PG_NARGS() > 4 && !PG_ARGISNULL(3);
+  bool if_not_exists = !PG_ARGISNULL(4) && PG_GETARG_BOOL(4);
+  bool retains = !PG_ARGISNULL(3);
   char* name = text_to_cstring(PG_GETARG_TEXT_PP(0));
   char* durability_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
   CheckCounterName(name);
@@ -206,25 +200,12 @@ Datum Create(PG_FUNCTION_ARGS) {
   Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
                    NameGetDatum(&owner), retains ? PG_GETARG_DATUM(3) : (Datum)0};
   char nulls[5] = {' ', ' ', bucketed ? ' ' : 'n', ' ', retains ? ' ' : 'n'};
-  // Before ALTER EXTENSION ... UPDATE to 0.3 the table has no owner: the update gives such
-  // counters to the extension's owner and to PUBLIC.
-  // The function with retain comes with the column (0.7).
-  bool with_owner = InstalledSchema() >= 3;
-  bool with_retain = PG_NARGS() > 4;
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
-      with_retain
-          ? "INSERT INTO slotted_counter.counters (id, name, durability, bucket, owner, retain) "
-            "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5) "
-            "ON CONFLICT (name) DO NOTHING RETURNING id"
-      : with_owner
-          ? "INSERT INTO slotted_counter.counters (id, name, durability, bucket, owner) "
-            "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4) "
-            "ON CONFLICT (name) DO NOTHING RETURNING id"
-          : "INSERT INTO slotted_counter.counters (id, name, durability, bucket) "
-            "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3) "
-            "ON CONFLICT (name) DO NOTHING RETURNING id",
-      with_retain ? 5 : with_owner ? 4 : 3, types, args, nulls, false, 1);
+      "INSERT INTO slotted_counter.counters (id, name, durability, bucket, owner, retain) "
+      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5) "
+      "ON CONFLICT (name) DO NOTHING RETURNING id",
+      5, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;
@@ -238,33 +219,31 @@ Datum Create(PG_FUNCTION_ARGS) {
     if (if_not_exists) {
       ereport(NOTICE, (errcode(ERRCODE_DUPLICATE_OBJECT),
                        errmsg("counter \"%s\" already exists, skipping", name)));
-      PG_RETURN_DATUM(CounterResult<abi>(FindCounterByName(name), name));
+      PG_RETURN_DATUM(CounterResult(name));
     }
     ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                     errmsg("counter \"%s\" already exists", name)));
   }
   NoteCounterCreated(id);
-  PG_RETURN_DATUM(CounterResult<abi>(id, name));
+  PG_RETURN_DATUM(CounterResult(name));
 }
 
-template <Abi abi>
 Datum Drop(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_drop()");
   RequireArguments(fcinfo, names);
-  // The name-based function (0.4) takes if_exists as a second argument: as DROP ... IF EXISTS,
-  // a missing counter is a notice.
-  bool if_exists = PG_NARGS() > 1 && !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+  // As DROP ... IF EXISTS, a missing counter is a notice.
+  bool if_exists = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
   if (if_exists) {
     const char* shown;
-    if (FindCounterArgument<abi>(fcinfo, 0, &shown) == nullptr) {
+    if (FindCounterArgument(fcinfo, 0, &shown) == nullptr) {
       ereport(NOTICE, (errcode(ERRCODE_UNDEFINED_OBJECT),
                        errmsg("counter \"%s\" does not exist, skipping", shown)));
       PG_RETURN_VOID();
     }
   }
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kOwn);
+  CounterDef def = *CounterArgument(fcinfo, 0, kOwn);
   SpiSession spi = ConnectSpi();
   Oid type = INT4OID;
   Datum arg = Int32GetDatum(def.id);
@@ -283,13 +262,10 @@ Datum Drop(PG_FUNCTION_ARGS) {
       rc = ExecuteWithLatestSnapshot(sql, 1, &type, &arg);
       if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
     }
-    // Its request ids (0.7).
-    if (InstalledSchema() >= 7) {
-      rc = ExecuteWithLatestSnapshot(
-          "DELETE FROM slotted_counter.requests WHERE counter OPERATOR(pg_catalog.=) $1", 1, &type,
-          &arg);
-      if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's request ids failed: %d", rc);
-    }
+    rc = ExecuteWithLatestSnapshot(
+        "DELETE FROM slotted_counter.requests WHERE counter OPERATOR(pg_catalog.=) $1", 1, &type,
+        &arg);
+    if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's request ids failed: %d", rc);
   }
   FinishSpi(spi);
   if (!deleted) {  // dropped by a transaction that committed meanwhile
@@ -305,33 +281,30 @@ Datum Drop(PG_FUNCTION_ARGS) {
 
 // The hot path: no copy of the definition, no lookup but the one-entry cache's, no call that
 // is not needed for a buffered counter's resident key.
-template <Abi abi>
 Datum Incr(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", nullptr};
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2)))
     RequireArguments(fcinfo, names);
   RequireShared();
   if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery("sc_incr()");
-  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kUpdate);
+  const CounterDef* def = CounterArgument(fcinfo, 0, kUpdate);
   if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   PG_RETURN_INT64(Increment(*def, PG_GETARG_INT64(1), CurrentBucket(*def), PG_GETARG_INT64(2)));
 }
 
-template <Abi abi>
 Datum IncrAt(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr()");
+  CounterDef def = WritableCounter(fcinfo, "sc_incr()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   PG_RETURN_INT64(Increment(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2)));
 }
 
 // A NULL bound is no bound; NULL is returned when the increment was refused (nothing counted).
-template <Abi abi>
 Datum IncrBounded(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr_bounded()");
+  CounterDef def = WritableCounter(fcinfo, "sc_incr_bounded()");
   Bounds bounds;
   if (!PG_ARGISNULL(3)) bounds.lower = PG_GETARG_INT64(3);
   if (!PG_ARGISNULL(4)) bounds.upper = PG_GETARG_INT64(4);
@@ -347,21 +320,19 @@ Datum IncrBounded(PG_FUNCTION_ARGS) {
 }
 
 // Applies once per request id within slotted_counter.dedupe_window (once.hpp).
-template <Abi abi>
 Datum IncrOnce(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "delta", "request_id", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr_once()");
+  CounterDef def = WritableCounter(fcinfo, "sc_incr_once()");
   int64 bucket = WriteBucket(fcinfo, def, 4);
   PG_RETURN_INT64(IncrementOnce(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2),
                                 PG_GETARG_TEXT_PP(3)));
 }
 
-template <Abi abi>
 Datum IncrBatch(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "keys", "deltas", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter<abi>(fcinfo, "sc_incr_batch()");
+  CounterDef def = WritableCounter(fcinfo, "sc_incr_batch()");
   int nkeys, ndeltas;
   int64* keys = BigintElements(fcinfo, 1, "keys", &nkeys);
   int64* deltas = BigintElements(fcinfo, 2, "deltas", &ndeltas);
@@ -387,11 +358,10 @@ Datum IncrBatch(PG_FUNCTION_ARGS) {
   PG_RETURN_ARRAYTYPE_P(construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
-template <Abi abi>
 Datum Set(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", "value", nullptr};
   RequireArguments(fcinfo, names);
-  CounterDef def = WritableCounter<abi>(fcinfo, "sc_set()");
+  CounterDef def = WritableCounter(fcinfo, "sc_set()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   int64 key = PG_GETARG_INT64(1);
   int64 value = PG_GETARG_INT64(2);
@@ -452,12 +422,11 @@ int KeyOrder(const void* a, const void* b) {
 
 }  // namespace sc
 
-template <Abi abi>
 Datum Top(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "n", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   int32 n = PG_GETARG_INT32(1);
   if (n < 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -509,12 +478,11 @@ Datum Top(PG_FUNCTION_ARGS) {
   return (Datum)0;
 }
 
-template <Abi abi>
 Datum SumKeys(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "keys", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   int n;
   int64* keys = BigintElements(fcinfo, 1, "keys", &n);
   n = DistinctKeys(keys, n);
@@ -532,24 +500,22 @@ Datum SumKeys(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(sum);
 }
 
-template <Abi abi>
 Datum Sum(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1))) RequireArguments(fcinfo, names);
-  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kSelect);
+  const CounterDef* def = CounterArgument(fcinfo, 0, kSelect);
   if (def->durability == Durability::kBuffered && !def->bucketed)
     PG_RETURN_INT64(BufferRead(*def, PG_GETARG_INT64(1), kNoBucket, false));
   CounterDef copy = *def;
   PG_RETURN_INT64(SumOfKey(copy, PG_GETARG_INT64(1)));
 }
 
-template <Abi abi>
 Datum SumRange(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   int64 key = PG_GETARG_INT64(1);
   if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
     ReportNoBuckets(def, "since and until");
@@ -558,12 +524,11 @@ Datum SumRange(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(RangeSum(def, &key, 1, range));
 }
 
-template <Abi abi>
 Datum Series(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kSelect);
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
@@ -578,14 +543,13 @@ Datum Series(PG_FUNCTION_ARGS) {
   return (Datum)0;
 }
 
-template <Abi abi>
 Datum DropBuckets(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "before", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
   PreventCommandDuringRecovery("sc_drop_buckets()");
   PreventCommandIfReadOnly("sc_drop_buckets()");
-  CounterDef def = *CounterArgument<abi>(fcinfo, 0, kUpdate);
+  CounterDef def = *CounterArgument(fcinfo, 0, kUpdate);
   if (!def.bucketed) ReportNoBuckets(def, "Buckets to drop");
   PG_RETURN_INT64(DropBuckets(def, PG_GETARG_TIMESTAMPTZ(1)));
 }
@@ -596,17 +560,17 @@ Datum sc_rollup(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(RequestFlush(EnsureFlusher()));
 }
 
-SC_ENTRY_POINTS(sc_create, Create)
-SC_ENTRY_POINTS(sc_drop, Drop)
-SC_ENTRY_POINTS(sc_incr, Incr)
-SC_ENTRY_POINTS(sc_incr_at, IncrAt)
-SC_ENTRY_POINTS(sc_incr_batch, IncrBatch)
-SC_ENTRY_POINTS(sc_incr_bounded, IncrBounded)
-SC_ENTRY_POINTS(sc_incr_once, IncrOnce)
-SC_ENTRY_POINTS(sc_set, Set)
-SC_ENTRY_POINTS(sc_top, Top)
-SC_ENTRY_POINTS(sc_sum, Sum)
-SC_ENTRY_POINTS(sc_sum_keys, SumKeys)
-SC_ENTRY_POINTS(sc_sum_range, SumRange)
-SC_ENTRY_POINTS(sc_series, Series)
-SC_ENTRY_POINTS(sc_drop_buckets, DropBuckets)
+SC_ENTRY_POINT(sc_create, Create)
+SC_ENTRY_POINT(sc_drop, Drop)
+SC_ENTRY_POINT(sc_incr, Incr)
+SC_ENTRY_POINT(sc_incr_at, IncrAt)
+SC_ENTRY_POINT(sc_incr_batch, IncrBatch)
+SC_ENTRY_POINT(sc_incr_bounded, IncrBounded)
+SC_ENTRY_POINT(sc_incr_once, IncrOnce)
+SC_ENTRY_POINT(sc_set, Set)
+SC_ENTRY_POINT(sc_top, Top)
+SC_ENTRY_POINT(sc_sum, Sum)
+SC_ENTRY_POINT(sc_sum_keys, SumKeys)
+SC_ENTRY_POINT(sc_sum_range, SumRange)
+SC_ENTRY_POINT(sc_series, Series)
+SC_ENTRY_POINT(sc_drop_buckets, DropBuckets)

@@ -99,13 +99,12 @@ Oid RoleNamed(const char* role) {
 }
 
 // sc_grant and sc_revoke: the owner changes who holds SELECT and UPDATE.
-template <Abi abi>
 Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
   static const char* const names[] = {"counter", "privileges", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery(grant ? "sc_grant()" : "sc_revoke()");
   RequireArguments(fcinfo, names);
-  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kOwn);
+  const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
   int32 id = def->id;
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(1)), true);
   char* role = text_to_cstring(PG_GETARG_TEXT_PP(2));
@@ -187,23 +186,20 @@ void RequirePrivileges(const CounterDef* def, uint32 need) {
 
 using namespace sc;
 
-template <Abi abi>
 Datum Grant(PG_FUNCTION_ARGS) {
-  return ChangeGrants<abi>(fcinfo, true);
+  return ChangeGrants(fcinfo, true);
 }
 
-template <Abi abi>
 Datum Revoke(PG_FUNCTION_ARGS) {
-  return ChangeGrants<abi>(fcinfo, false);
+  return ChangeGrants(fcinfo, false);
 }
 
-template <Abi abi>
 Datum AlterOwner(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_alter_owner()");
   RequireArguments(fcinfo, names);
-  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kOwn);
+  const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
   int32 id = def->id;
   NameData counter_name;
   namestrcpy(&counter_name, def->name);
@@ -231,22 +227,20 @@ Datum AlterOwner(PG_FUNCTION_ARGS) {
   PG_RETURN_VOID();
 }
 
-template <Abi abi>
 Datum HasPrivilege(PG_FUNCTION_ARGS) {
   RequireShared();
-  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, 0);
+  const CounterDef* def = CounterArgument(fcinfo, 0, 0);
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
   PG_RETURN_BOOL((CurrentPrivileges(def) & mask) != 0);
 }
 
 // About another role: only its members, and the counter's owner (who knows its grants), may ask.
 // Anyone may ask about PUBLIC, whose grants are every role's own.
-template <Abi abi>
 Datum HasPrivilegeOfRole(PG_FUNCTION_ARGS) {
   RequireShared();
   const char* role_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
   Oid role = RoleArgument(role_name);
-  const CounterDef* def = CounterArgument<abi>(fcinfo, 1, 0);
+  const CounterDef* def = CounterArgument(fcinfo, 1, 0);
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(2)), false);
   if (OidIsValid(role) && !has_privs_of_role(GetUserId(), role) && !HasPrivileges(def, kOwn))
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -264,8 +258,8 @@ Datum sc_may_read(PG_FUNCTION_ARGS) {
   PG_RETURN_BOOL(def != nullptr && HasPrivileges(def, kSelect));
 }
 
-SC_ENTRY_POINTS(sc_grant, Grant)
-SC_ENTRY_POINTS(sc_revoke, Revoke)
-SC_ENTRY_POINTS(sc_alter_owner, AlterOwner)
-SC_ENTRY_POINTS(sc_has_privilege, HasPrivilege)
-SC_ENTRY_POINTS(sc_has_privilege_role, HasPrivilegeOfRole)
+SC_ENTRY_POINT(sc_grant, Grant)
+SC_ENTRY_POINT(sc_revoke, Revoke)
+SC_ENTRY_POINT(sc_alter_owner, AlterOwner)
+SC_ENTRY_POINT(sc_has_privilege, HasPrivilege)
+SC_ENTRY_POINT(sc_has_privilege_role, HasPrivilegeOfRole)

@@ -76,11 +76,9 @@ void EndPassTransaction() {
   MemoryContextSwitchTo(pass_context);
 }
 
-// The ids of this database's counters that have a retention (none before 0.7's objects), in
-// pass_context; returns how many.
+// The ids of this database's counters that have a retention, in pass_context; returns how many.
 int RetainedCounters(int32** ids) {
   *ids = nullptr;
-  if (InstalledSchema() < 7) return 0;
   SPIPlanPtr plan = KeptPlan(&plan_counters,
                              "SELECT id FROM slotted_counter.counters WHERE retain IS NOT NULL "
                              "ORDER BY id",
@@ -341,8 +339,8 @@ bool ExpireRetained(bool now) {
   {
     BeginPassTransaction();
     n = RetainedCounters(&ids);
-    // Request ids past the dedupe window go in the same pass (0.7).
-    if (InstalledSchema() >= 7) ForgetOldRequests();
+    // Request ids past the dedupe window go in the same pass.
+    ForgetOldRequests();
     bucketed = static_cast<bool*>(MemoryContextAllocZero(pass_context, sizeof(bool) * (n + 1)));
     for (int i = 0; i < n; i++) {
       const CounterDef* def = FindCounter(ids[i]);
@@ -370,13 +368,12 @@ bool ExpireRetained(bool now) {
 
 using namespace sc;
 
-template <Abi abi>
 Datum AlterRetention(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_alter_retention()");
   RequireArguments(fcinfo, names);
-  const CounterDef* def = CounterArgument<abi>(fcinfo, 0, kOwn);
+  const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
   int32 id = def->id;
   bool retains = !PG_ARGISNULL(1);
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(1));
@@ -391,4 +388,4 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
   PG_RETURN_VOID();
 }
 
-SC_ENTRY_POINTS(sc_alter_retention, AlterRetention)
+SC_ENTRY_POINT(sc_alter_retention, AlterRetention)

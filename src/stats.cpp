@@ -38,7 +38,7 @@ int64 DirtyEntries(Oid db) {
   return dirty;
 }
 
-// Fills as many columns as the function's SQL declares: 14 before version 0.3, 17 since.
+// One row of slotted_counter.stats: the 17 columns of slotted_counter.sc_stats().
 void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
   Datum values[17];
   bool nulls[17] = {false};

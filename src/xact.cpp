@@ -180,8 +180,8 @@ void OnObjectAccess(ObjectAccessType access, Oid class_id, Oid object_id, int su
                     void* arg) {
   if (prev_object_access_hook) prev_object_access_hook(access, class_id, object_id, sub_id, arg);
   if (class_id == ExtensionRelationId && (access == OAT_DROP || access == OAT_POST_ALTER)) {
-    // Dropped: purge the database's buffer. Altered (ALTER EXTENSION ... UPDATE): every backend
-    // looks again at which version's tables it reads (catalog.cpp, InstalledSchema).
+    // Dropped: purge the database's buffer. Altered (ALTER EXTENSION ... UPDATE, from a later
+    // version on): every backend reads the definitions again.
     char* name = get_extension_name(object_id);
     if (name != nullptr && strcmp(name, "slotted_counter") == 0)
       NoteChange(0, access == OAT_DROP ? Change::kExtensionDropped : Change::kAltered);

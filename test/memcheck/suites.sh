@@ -17,11 +17,11 @@
 
 # The TAP tests run against the assert-enabled server: those that read while clients write.
 memcheck_tap="test/t/003_small_buffer.pl test/t/005_table_lock.pl test/t/012_buckets.pl \
-test/t/016_unprivileged_load.pl test/t/023_update_under_load.pl test/t/029_batch_interrupted.pl"
+test/t/016_unprivileged_load.pl test/t/029_batch_interrupted.pl"
 # The pg_regress tests run under Valgrind (all of them would take about twice as long): every
 # test of reads (sc_top at scale, sc_sum, sc_sum_keys, buckets), of batches, and of writes that
-# go through SPI (transactional counters, bounds, sc_incr_once, privileges). Not buffer, attach
-# and upgrade, which wait for the periodic flusher that valgrind.conf turns off.
+# go through SPI (transactional counters, bounds, sc_incr_once, privileges). Not buffer and
+# attach, which wait for the periodic flusher that valgrind.conf turns off.
 memcheck_valgrind_regress="type api errors transactional batch set bounded retention once top \
 top_scale buckets privileges placeholders"
 

@@ -27,9 +27,9 @@ my $copy = $node->basedir . '/slotted_counter_copy.so';
 copy("$libdir/slotted_counter.so", $copy) or die "copy: $!";
 $node->safe_psql('postgres', qq{
 CREATE FUNCTION copy_incr(slotted_counter, bigint DEFAULT 0, bigint DEFAULT 1) RETURNS bigint
-  AS '$copy', 'sc_incr_by_name' LANGUAGE C;
+  AS '$copy', 'sc_incr' LANGUAGE C;
 CREATE FUNCTION copy_sum(slotted_counter, bigint DEFAULT 0) RETURNS bigint
-  AS '$copy', 'sc_sum_by_name' LANGUAGE C;
+  AS '$copy', 'sc_sum' LANGUAGE C;
 });
 
 for my $call ("SELECT copy_incr('c', 1, 100)", "SELECT copy_sum('c', 1)")

@@ -1,0 +1,425 @@
+-- slotted_counter 1.0: hot counters in a shared-memory buffer, flushed to a table by a
+-- background worker (README.md; docs/design.md).
+--
+-- The SQL API (the type slotted_counter and the sc_* functions) lands in the schema CREATE
+-- EXTENSION installs into; the catalog, the lagged values and the statistics live in the schema
+-- "slotted_counter". No role writes the extension's tables: the functions do, as the extension.
+-- Every role may read them, and sees the rows of the counters it may read (row-level security).
+
+\echo Use "CREATE EXTENSION slotted_counter" to load this file. \quit
+
+CREATE SCHEMA slotted_counter;
+GRANT USAGE ON SCHEMA slotted_counter TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------
+-- The catalog and the values
+
+-- One row per counter of this database, written by sc_create, sc_drop, sc_alter_retention and
+-- the privilege functions. Roles are kept by name, as pg_cron keeps a job's user: a dump restores
+-- into another cluster, where the same names have other OIDs. readers hold SELECT, writers
+-- UPDATE; 'public' (a name no role can have) stands for PUBLIC. The owner holds both, always.
+CREATE TABLE slotted_counter.counters (
+    id         integer     PRIMARY KEY,
+    name       text        NOT NULL UNIQUE,
+    durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
+    bucket     interval,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    owner      name        NOT NULL,
+    readers    name[]      NOT NULL DEFAULT '{}',
+    writers    name[]      NOT NULL DEFAULT '{}',
+    retain     interval    CHECK (retain > '0'::pg_catalog.interval)
+);
+CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_counter.counters.id;
+
+-- The lagged values: one row per counter, key and bucket, current as of the last flush. bucket
+-- is NULL for an unbucketed counter. Written by the flusher (and deleted by sc_drop,
+-- sc_drop_buckets and retention); no foreign key, because the flusher locks each counter row
+-- once per flush instead of once per key. Half of each page is left free, so that a flush's
+-- update of a row is a HOT update on the same page (no new index entry); the price is storage,
+-- up to twice the pages.
+CREATE TABLE slotted_counter.totals (
+    counter    integer     NOT NULL,
+    key        bigint      NOT NULL,
+    bucket     timestamptz,
+    value      bigint      NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT totals_counter_key_bucket UNIQUE NULLS NOT DISTINCT (counter, key, bucket)
+) WITH (fillfactor = 50);
+-- A range of buckets is read by its starts: bucket >= since AND bucket < until.
+CREATE INDEX totals_counter_bucket ON slotted_counter.totals (counter, bucket)
+    WHERE bucket IS NOT NULL;
+
+-- Committed increments of transactional counters not yet folded into totals: one row per
+-- counter, key and bucket per committing transaction, inserted by that transaction as it commits
+-- (append-only: concurrent committers never lock each other's rows). The flusher folds the rows
+-- into totals and deletes them. A counter's durable value is its totals row plus its deltas.
+CREATE TABLE slotted_counter.deltas (
+    counter integer NOT NULL,
+    key     bigint  NOT NULL,
+    bucket  timestamptz,
+    delta   bigint  NOT NULL
+) USING heap;
+
+-- Lagged totals written into users' tables (sc_attach): the attacher sets target.value_column
+-- of the row whose key_column equals the key, for every key changed since last_run, at most
+-- every `every`, as the table's owner, on behalf of `role`, which attached. A run that fails
+-- says so here and waits `every`. Written by sc_attach, sc_detach and the attacher.
+CREATE TABLE slotted_counter.attachments (
+    counter      integer     NOT NULL,
+    target       regclass    NOT NULL,
+    key_column   name        NOT NULL,
+    value_column name        NOT NULL,
+    every        interval    NOT NULL,
+    role         name        NOT NULL,
+    last_run     timestamptz,
+    last_attempt timestamptz,
+    failures     integer     NOT NULL DEFAULT 0,
+    last_error   text,
+    PRIMARY KEY (counter, target)
+);
+
+-- The request ids sc_incr_once applied, with the value the first call returned: written by the
+-- caller's transaction (transactional counters) or by the flush that writes the increment
+-- (buffered ones); rows older than slotted_counter.dedupe_window are deleted by the flusher.
+CREATE TABLE slotted_counter.requests (
+    counter    integer     NOT NULL,
+    request_id text        NOT NULL,
+    key        bigint      NOT NULL,
+    bucket     timestamptz,
+    result     bigint      NOT NULL,
+    applied_at timestamptz NOT NULL,
+    PRIMARY KEY (counter, request_id)
+);
+CREATE INDEX requests_applied_at ON slotted_counter.requests (applied_at);
+
+-- A dump carries the counters, their values and everything that goes with them.
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.requests', '');
+
+-- Whether the current role may read counter `counter`: the row-level security of the tables.
+CREATE FUNCTION slotted_counter.may_read(counter integer) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_may_read' LANGUAGE C STRICT STABLE PARALLEL RESTRICTED;
+
+ALTER TABLE slotted_counter.counters ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.totals ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.deltas ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.attachments ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.requests ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON slotted_counter.counters FOR SELECT
+    USING (slotted_counter.may_read(id));
+CREATE POLICY readable ON slotted_counter.totals FOR SELECT
+    USING (slotted_counter.may_read(counter));
+CREATE POLICY readable ON slotted_counter.deltas FOR SELECT
+    USING (slotted_counter.may_read(counter));
+CREATE POLICY readable ON slotted_counter.attachments FOR SELECT
+    USING (slotted_counter.may_read(counter));
+CREATE POLICY readable ON slotted_counter.requests FOR SELECT
+    USING (slotted_counter.may_read(counter));
+GRANT SELECT ON slotted_counter.counters, slotted_counter.totals, slotted_counter.deltas,
+    slotted_counter.attachments, slotted_counter.requests TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------
+-- The type: a counter of this database by name, bound when a call runs (as nextval('name')
+-- was before regclass), so that views, functions, prepared statements and dumps that name a
+-- counter outlive a drop and re-create. Input checks only that the name can be a counter's (1 to
+-- 63 bytes); output, binary output, equality, order and hashing are those of its bytes.
+
+CREATE TYPE slotted_counter;
+CREATE FUNCTION slotted_counter_in(cstring) RETURNS slotted_counter
+    AS 'MODULE_PATHNAME', 'slotted_counter_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_out(slotted_counter) RETURNS cstring
+    AS 'textout' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_recv(internal) RETURNS slotted_counter
+    AS 'MODULE_PATHNAME', 'slotted_counter_recv' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_send(slotted_counter) RETURNS bytea
+    AS 'textsend' LANGUAGE internal STABLE STRICT PARALLEL SAFE;
+CREATE TYPE slotted_counter (
+    INPUT = slotted_counter_in,
+    OUTPUT = slotted_counter_out,
+    RECEIVE = slotted_counter_recv,
+    SEND = slotted_counter_send,
+    INTERNALLENGTH = VARIABLE,
+    ALIGNMENT = int4,
+    STORAGE = extended
+);
+
+CREATE FUNCTION slotted_counter_eq(slotted_counter, slotted_counter) RETURNS boolean
+    AS 'byteaeq' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_ne(slotted_counter, slotted_counter) RETURNS boolean
+    AS 'byteane' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_lt(slotted_counter, slotted_counter) RETURNS boolean
+    AS 'bytealt' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_le(slotted_counter, slotted_counter) RETURNS boolean
+    AS 'byteale' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_gt(slotted_counter, slotted_counter) RETURNS boolean
+    AS 'byteagt' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_ge(slotted_counter, slotted_counter) RETURNS boolean
+    AS 'byteage' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_cmp(slotted_counter, slotted_counter) RETURNS integer
+    AS 'byteacmp' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_hash(slotted_counter) RETURNS integer
+    AS 'hashvarlena' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION slotted_counter_hash_extended(slotted_counter, bigint) RETURNS bigint
+    AS 'hashvarlenaextended' LANGUAGE internal IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+
+CREATE OPERATOR = (
+    LEFTARG = slotted_counter, RIGHTARG = slotted_counter, PROCEDURE = slotted_counter_eq,
+    COMMUTATOR = =, NEGATOR = <>, RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES);
+CREATE OPERATOR <> (
+    LEFTARG = slotted_counter, RIGHTARG = slotted_counter, PROCEDURE = slotted_counter_ne,
+    COMMUTATOR = <>, NEGATOR = =, RESTRICT = neqsel, JOIN = neqjoinsel);
+CREATE OPERATOR < (
+    LEFTARG = slotted_counter, RIGHTARG = slotted_counter, PROCEDURE = slotted_counter_lt,
+    COMMUTATOR = >, NEGATOR = >=, RESTRICT = scalarltsel, JOIN = scalarltjoinsel);
+CREATE OPERATOR <= (
+    LEFTARG = slotted_counter, RIGHTARG = slotted_counter, PROCEDURE = slotted_counter_le,
+    COMMUTATOR = >=, NEGATOR = >, RESTRICT = scalarlesel, JOIN = scalarlejoinsel);
+CREATE OPERATOR > (
+    LEFTARG = slotted_counter, RIGHTARG = slotted_counter, PROCEDURE = slotted_counter_gt,
+    COMMUTATOR = <, NEGATOR = <=, RESTRICT = scalargtsel, JOIN = scalargtjoinsel);
+CREATE OPERATOR >= (
+    LEFTARG = slotted_counter, RIGHTARG = slotted_counter, PROCEDURE = slotted_counter_ge,
+    COMMUTATOR = <=, NEGATOR = <, RESTRICT = scalargesel, JOIN = scalargejoinsel);
+
+CREATE OPERATOR CLASS slotted_counter_ops DEFAULT FOR TYPE slotted_counter USING btree AS
+    OPERATOR 1 <, OPERATOR 2 <=, OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >,
+    FUNCTION 1 slotted_counter_cmp(slotted_counter, slotted_counter);
+CREATE OPERATOR CLASS slotted_counter_hash_ops DEFAULT FOR TYPE slotted_counter USING hash AS
+    OPERATOR 1 =,
+    FUNCTION 1 slotted_counter_hash(slotted_counter),
+    FUNCTION 2 slotted_counter_hash_extended(slotted_counter, bigint);
+
+-- A counter given as text, varchar or name, as drivers and PL/pgSQL pass it, needs no cast;
+-- the name's syntax is checked. To text it converts like any type (explicitly, or on assignment).
+CREATE CAST (text AS slotted_counter) WITH INOUT AS IMPLICIT;
+CREATE CAST (varchar AS slotted_counter) WITH INOUT AS IMPLICIT;
+CREATE CAST (name AS slotted_counter) WITH INOUT AS IMPLICIT;
+-- To and from the ids that slotted_counter.totals and .deltas store: a look-up (42704 if none,
+-- and for a counter the role holds no privilege on).
+CREATE FUNCTION slotted_counter_of_id(integer) RETURNS slotted_counter
+    AS 'MODULE_PATHNAME', 'slotted_counter_of_id' LANGUAGE C STRICT STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION slotted_counter_id(slotted_counter) RETURNS integer
+    AS 'MODULE_PATHNAME', 'slotted_counter_id' LANGUAGE C STRICT STABLE PARALLEL RESTRICTED;
+CREATE CAST (integer AS slotted_counter) WITH FUNCTION slotted_counter_of_id(integer);
+CREATE CAST (slotted_counter AS integer) WITH FUNCTION slotted_counter_id(slotted_counter);
+
+-- ---------------------------------------------------------------------------------------------
+-- Counters
+
+-- retain comes fourth, as a counter's definition reads (name, durability, bucket, retain);
+-- if_not_exists is best named.
+CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
+                          bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
+                          if_not_exists boolean DEFAULT false)
+    RETURNS slotted_counter
+    AS 'MODULE_PATHNAME', 'sc_create' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_drop(counter slotted_counter, if_exists boolean DEFAULT false) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_drop' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- How long the counter keeps its values (NULL: forever); its owner's, as ALTER TABLE.
+CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain interval) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_alter_retention' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Writes. The array forms have names of their own: a scalar and an array form of one name would
+-- make a call with untyped arguments (a driver's placeholders, a NULL key, an empty array)
+-- ambiguous.
+
+CREATE FUNCTION sc_incr(counter slotted_counter, key bigint DEFAULT 0, delta bigint DEFAULT 1)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_incr(counter slotted_counter, key bigint, delta bigint, at timestamptz)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr_at' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_incr_batch(counter slotted_counter, keys bigint[], deltas bigint[])
+    RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'sc_incr_batch' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- Adds delta only if the new value stays within [lower, upper] (a NULL bound is no bound) and
+-- returns it, or NULL when refused (nothing counted). Exact under any concurrency: a buffered
+-- counter checks the bounds in the same atomic step as the add; a transactional one checks them
+-- again at COMMIT against every committing transaction (23514 if they could be left).
+CREATE FUNCTION sc_incr_bounded(counter slotted_counter, key bigint, delta bigint,
+                                lower bigint, upper bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr_bounded' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- Adds delta once per request_id: a later call with the same id (within the window) applies
+-- nothing and returns what the first returned.
+CREATE FUNCTION sc_incr_once(counter slotted_counter, key bigint, delta bigint, request_id text,
+                             at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr_once' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_set(counter slotted_counter, key bigint, value bigint,
+                       at timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_set' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- Deletes every bucket of the counter that starts before `before`; returns how many
+-- (key, bucket) values it dropped.
+CREATE FUNCTION sc_drop_buckets(counter slotted_counter, before timestamptz) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_drop_buckets' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Real-time reads
+
+CREATE FUNCTION sc_sum(counter slotted_counter, key bigint DEFAULT 0) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sum(counter slotted_counter, key bigint, since timestamptz,
+                       until timestamptz) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum_range' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sum_keys(counter slotted_counter, keys bigint[]) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum_keys' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_series(counter slotted_counter, key bigint, since timestamptz,
+                          until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint)
+    AS 'MODULE_PATHNAME', 'sc_series' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 24;
+CREATE FUNCTION sc_top(counter slotted_counter, n integer, since timestamptz DEFAULT NULL,
+                       until timestamptz DEFAULT NULL)
+    RETURNS TABLE(key bigint, value bigint)
+    AS 'MODULE_PATHNAME', 'sc_top' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 10;
+
+-- The lagged values with their counter's name: WHERE counter = 'page_views' needs no cast. As
+-- its caller, so that each role sees the rows of the counters it may read.
+CREATE VIEW slotted_counter.lagged WITH (security_invoker = true) AS
+    SELECT c.name::slotted_counter AS counter, t.key, t.bucket, t.value, t.updated_at
+    FROM slotted_counter.totals t JOIN slotted_counter.counters c
+      ON c.id OPERATOR(pg_catalog.=) t.counter;
+GRANT SELECT ON slotted_counter.lagged TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------
+-- Deferred aggregates
+
+CREATE FUNCTION sc_rollup() RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_rollup' LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
+                          value_column name, every interval DEFAULT '1 minute') RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_detach(counter slotted_counter, target regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_detach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Privileges, like a sequence's: SELECT reads, UPDATE writes, the owner does everything.
+
+CREATE FUNCTION sc_grant(counter slotted_counter, privileges text, role text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_grant' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_revoke(counter slotted_counter, privileges text, role text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_revoke' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_alter_owner(counter slotted_counter, role text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_alter_owner' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_has_privilege(counter slotted_counter, privilege text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_has_privilege' LANGUAGE C STRICT STABLE;
+CREATE FUNCTION sc_has_privilege(role text, counter slotted_counter, privilege text)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_has_privilege_role' LANGUAGE C STRICT STABLE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Monitoring
+
+CREATE FUNCTION slotted_counter.sc_stats(
+    OUT datname name, OUT capacity bigint, OUT entries_used bigint, OUT dirty_entries bigint,
+    OUT flushes bigint, OUT last_flush_at timestamptz, OUT last_flush_ms double precision,
+    OUT rows_written bigint, OUT write_throughs bigint, OUT evictions bigint,
+    OUT attach_skipped bigint, OUT attach_errors bigint,
+    OUT worker_pid integer, OUT worker_state text,
+    OUT flush_failures bigint, OUT last_error text, OUT last_error_at timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'sc_stats' LANGUAGE C STRICT VOLATILE;
+CREATE VIEW slotted_counter.stats AS SELECT * FROM slotted_counter.sc_stats();
+GRANT SELECT ON slotted_counter.stats TO PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------
+-- Descriptions, for \dT+, \df+, \d+ and \dv+.
+
+COMMENT ON TYPE slotted_counter IS 'a counter of this database, by name: bound when a call runs';
+COMMENT ON FUNCTION slotted_counter_in(cstring) IS 'input of a counter reference: its name';
+COMMENT ON FUNCTION slotted_counter_out(slotted_counter) IS 'output of a counter reference: its name';
+COMMENT ON FUNCTION slotted_counter_recv(internal) IS 'binary input of a counter reference: its name';
+COMMENT ON FUNCTION slotted_counter_send(slotted_counter) IS 'binary output of a counter reference: its name';
+COMMENT ON FUNCTION slotted_counter_eq(slotted_counter, slotted_counter) IS
+    'whether two references name the same counter';
+COMMENT ON FUNCTION slotted_counter_ne(slotted_counter, slotted_counter) IS
+    'whether two references name different counters';
+COMMENT ON FUNCTION slotted_counter_lt(slotted_counter, slotted_counter) IS
+    'orders counter names by their bytes';
+COMMENT ON FUNCTION slotted_counter_le(slotted_counter, slotted_counter) IS
+    'orders counter names by their bytes';
+COMMENT ON FUNCTION slotted_counter_gt(slotted_counter, slotted_counter) IS
+    'orders counter names by their bytes';
+COMMENT ON FUNCTION slotted_counter_ge(slotted_counter, slotted_counter) IS
+    'orders counter names by their bytes';
+COMMENT ON FUNCTION slotted_counter_cmp(slotted_counter, slotted_counter) IS
+    'orders counter names by their bytes (btree)';
+COMMENT ON FUNCTION slotted_counter_hash(slotted_counter) IS
+    'hashes a counter name, for GROUP BY, DISTINCT and hash joins';
+COMMENT ON FUNCTION slotted_counter_hash_extended(slotted_counter, bigint) IS
+    'hashes a counter name with a seed';
+COMMENT ON FUNCTION slotted_counter_of_id(integer) IS
+    'the counter with an id (of slotted_counter.totals): integer::slotted_counter';
+COMMENT ON FUNCTION slotted_counter_id(slotted_counter) IS
+    'the id of a counter, as slotted_counter.totals stores it: slotted_counter::integer';
+COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean) IS
+    'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever) owned by the current role';
+COMMENT ON FUNCTION sc_drop(slotted_counter, boolean) IS
+    'drops a counter, its values and its attachments (owner)';
+COMMENT ON FUNCTION sc_alter_retention(slotted_counter, interval) IS
+    'changes how long a counter keeps its values: buckets that ended, keys not written, more than retain ago are dropped (NULL: forever) (owner)';
+COMMENT ON FUNCTION sc_incr(slotted_counter, bigint, bigint) IS
+    'adds delta to the value of key and returns the new value (UPDATE)';
+COMMENT ON FUNCTION sc_incr(slotted_counter, bigint, bigint, timestamptz) IS
+    'adds delta to the bucket of a bucketed counter that holds the time at, returns its new value (UPDATE)';
+COMMENT ON FUNCTION sc_incr_batch(slotted_counter, bigint[], bigint[]) IS
+    'adds deltas[i] to keys[i] for every i, all or nothing, and returns the new values (UPDATE)';
+COMMENT ON FUNCTION sc_incr_bounded(slotted_counter, bigint, bigint, bigint, bigint, timestamptz) IS
+    'adds delta if the new value stays within [lower, upper] (NULL: no bound) and returns it, else NULL (UPDATE)';
+COMMENT ON FUNCTION sc_incr_once(slotted_counter, bigint, bigint, text, timestamptz) IS
+    'adds delta once per request_id within slotted_counter.dedupe_window; a repeat returns the first call''s value (UPDATE)';
+COMMENT ON FUNCTION sc_set(slotted_counter, bigint, bigint, timestamptz) IS
+    'sets the value of key (of the bucket that holds at) and returns the old value (UPDATE)';
+COMMENT ON FUNCTION sc_drop_buckets(slotted_counter, timestamptz) IS
+    'deletes the buckets that start before a time, with this transaction (UPDATE)';
+COMMENT ON FUNCTION sc_sum(slotted_counter, bigint) IS
+    'the exact current value of key, over all its buckets (SELECT)';
+COMMENT ON FUNCTION sc_sum(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'the exact sum of the buckets of key that start in [since, until) (SELECT)';
+COMMENT ON FUNCTION sc_sum_keys(slotted_counter, bigint[]) IS
+    'the exact sum of a group of keys, each counted once (SELECT)';
+COMMENT ON FUNCTION sc_series(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'the non-zero buckets of key that start in [since, until), oldest first (SELECT)';
+COMMENT ON FUNCTION sc_top(slotted_counter, integer, timestamptz, timestamptz) IS
+    'the n keys with the largest values (over the buckets in [since, until)), largest first (SELECT)';
+COMMENT ON FUNCTION sc_rollup() IS
+    'flushes this database''s buffered values to slotted_counter.totals now; returns the rows written';
+COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, interval) IS
+    'writes the counter''s lagged values into a column of a table the role owns, at most every interval (owner)';
+COMMENT ON FUNCTION sc_detach(slotted_counter, regclass) IS
+    'stops the writes of sc_attach (owner)';
+COMMENT ON FUNCTION sc_grant(slotted_counter, text, text) IS
+    'grants SELECT, UPDATE or ALL on a counter to a role or PUBLIC (owner)';
+COMMENT ON FUNCTION sc_revoke(slotted_counter, text, text) IS
+    'revokes SELECT, UPDATE or ALL on a counter from a role or PUBLIC (owner)';
+COMMENT ON FUNCTION sc_alter_owner(slotted_counter, text) IS
+    'gives a counter to another role (owner)';
+COMMENT ON FUNCTION sc_has_privilege(slotted_counter, text) IS
+    'whether the current role holds any of the listed privileges on the counter';
+COMMENT ON FUNCTION sc_has_privilege(text, slotted_counter, text) IS
+    'whether a role (or PUBLIC) holds any of the listed privileges on the counter';
+COMMENT ON FUNCTION slotted_counter.may_read(integer) IS
+    'whether the current role may read counter id: the row-level security of the extension''s tables';
+COMMENT ON FUNCTION slotted_counter.sc_stats() IS
+    'the buffer and flusher figures behind slotted_counter.stats';
+COMMENT ON TABLE slotted_counter.counters IS
+    'the counters of this database: name, durability, bucket width, owner, grantees';
+COMMENT ON COLUMN slotted_counter.counters.retain IS
+    'how long values are kept: buckets that ended, or keys not written, more than this ago are dropped; NULL: forever';
+COMMENT ON TABLE slotted_counter.totals IS
+    'each value as of its last flush (lagged); written by the flusher';
+COMMENT ON TABLE slotted_counter.deltas IS
+    'committed increments of transactional counters not yet folded into totals';
+COMMENT ON TABLE slotted_counter.attachments IS
+    'sc_attach''s lagged columns in users'' tables, and how their runs went';
+COMMENT ON TABLE slotted_counter.requests IS
+    'the request ids sc_incr_once applied within slotted_counter.dedupe_window, with the first call''s value';
+COMMENT ON VIEW slotted_counter.lagged IS
+    'slotted_counter.totals with each counter by name: the values as of their last flush';
+COMMENT ON VIEW slotted_counter.stats IS
+    'the buffer, the flusher and the attachments of each database that uses counters';
