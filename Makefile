@@ -1,47 +1,49 @@
 # slotted_counter: PGXS build. C++17; the server is built with LLVM, so every .cpp is also
-# compiled to bitcode by clang and needs the same flags.
+# compiled to bitcode by clang and needs the same flags. The folders of src/ are the architecture
+# (docs/design.md); files include each other by their path under src/.
+# The router's extension, slotted_counter_proxy, is built from its own folder, proxy/.
 
 MODULE_big = slotted_counter
 OBJS = \
 	src/module.o \
-	src/shmem.o \
-	src/counter_table.o \
-	src/protocol.o \
-	src/time_bucket.o \
-	src/catalog.o \
-	src/counter_type.o \
-	src/buffer.o \
-	src/batch.o \
-	src/bucketed.o \
-	src/functions.o \
-	src/flush.o \
-	src/write_through.o \
-	src/worker.o \
-	src/flusher_slots.o \
-	src/stats.o \
-	src/xact.o \
-	src/changes.o \
-	src/transactional.o \
-	src/key_arrays.o \
-	src/attach.o \
-	src/attach_run.o \
-	src/privileges.o \
 	src/spi.o \
-	src/databases.o \
-	src/saved_values.o \
-	src/retention.o \
-	src/request_ids.o \
-	src/once.o
+	src/core/counter_table.o \
+	src/core/protocol.o \
+	src/core/time_bucket.o \
+	src/shared/flusher_slots.o \
+	src/shared/request_ids.o \
+	src/shared/saved_values.o \
+	src/shared/shmem.o \
+	src/buffer/batch.o \
+	src/buffer/increment.o \
+	src/buffer/load.o \
+	src/buffer/read.o \
+	src/buffer/reserve.o \
+	src/buffer/stored.o \
+	src/transactions/changes.o \
+	src/transactions/transactional.o \
+	src/transactions/xact.o \
+	src/definitions/catalog.o \
+	src/definitions/databases.o \
+	src/definitions/privileges.o \
+	src/functions/attach.o \
+	src/functions/bucketed.o \
+	src/functions/counter_type.o \
+	src/functions/functions.o \
+	src/functions/key_arrays.o \
+	src/functions/once.o \
+	src/functions/retention.o \
+	src/functions/stats.o \
+	src/workers/attach_run.o \
+	src/workers/flush.o \
+	src/workers/worker.o \
+	src/workers/write_through.o
 
-# The router's extension (a data node never loads it): SQL and PL/Proxy, and one small library,
-# built at the top (as PGXS installs a module, bitcode included, by its path) from src/.
-MODULES = slotted_counter_proxy
-vpath slotted_counter_proxy.cpp src
-
-EXTENSION = slotted_counter slotted_counter_proxy
-DATA = sql/slotted_counter--1.0.sql sql/slotted_counter_proxy--0.1.sql
+EXTENSION = slotted_counter
+DATA = sql/slotted_counter--1.0.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
+PG_CPPFLAGS = -I$(srcdir)/src
 # The C++ rules are the compiler's: no exceptions, no RTTI, every warning of -Wall -Wextra (but
 # unused parameters, which PostgreSQL's own inline functions have); errors with WERROR=1, as the
 # test command builds.
@@ -54,13 +56,14 @@ PG_CXXFLAGS = $(SC_CXXFLAGS)
 # and use them with its own layout.
 SHLIB_LINK = -lstdc++ -Wl,-Bsymbolic
 
-# pg_regress and the isolation tester start their own instance with the library preloaded.
+# pg_regress and the isolation tester start their own instance with the library preloaded; their
+# inputs and expected output are under test/ (sql/ holds the install script alone).
 REGRESS = setup type api errors buffer transactional batch set bounded retention once top top_scale \
 	attach buckets privileges placeholders
-REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/regress.conf
+REGRESS_OPTS = --inputdir=test --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
 	bucket_drop revoke drop_extension bounded_concurrent once_concurrent top_concurrent
-ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
+ISOLATION_OPTS = --inputdir=test --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
@@ -73,4 +76,4 @@ BITCODE_CXXFLAGS += $(SC_CXXFLAGS)
 
 # Every object depends on the headers (the shared-memory layout lives in them): a stale object
 # with an old layout would corrupt shared memory.
-$(OBJS): $(wildcard src/*.hpp)
+$(OBJS): $(wildcard src/*.hpp src/*/*.hpp)

@@ -3,12 +3,12 @@
 // Everything that needs shared memory is installed only while shared_preload_libraries is being
 // processed; loaded any other way the module defines nothing and every SQL function fails with
 // 55000 (shmem.cpp, RequireShared).
-#include "databases.hpp"
+#include "definitions/databases.hpp"
 #include "pg.hpp"
-#include "saved_values.hpp"
+#include "shared/saved_values.hpp"
 #include "settings.hpp"
-#include "shmem.hpp"
-#include "xact.hpp"
+#include "shared/shmem.hpp"
+#include "transactions/xact.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;

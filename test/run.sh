@@ -31,9 +31,12 @@ fi
 export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 export PATH=/usr/lib/postgresql/15/bin:$PATH
 
-# Warnings are errors here (WERROR=1), for the objects and the bitcode alike.
-make -s -j2 PG_CONFIG="$PG_CONFIG" WERROR=1
-"${sudo[@]}" make -s install PG_CONFIG="$PG_CONFIG"
+# Warnings are errors here (WERROR=1), for the objects and the bitcode alike. The extension, then
+# the router's (proxy/), whose tests need both.
+for dir in . proxy; do
+  make -s -C "$dir" -j2 PG_CONFIG="$PG_CONFIG" WERROR=1
+  "${sudo[@]}" make -s -C "$dir" install PG_CONFIG="$PG_CONFIG"
+done
 
 # The database tests run as postgres when we are root, else as ourselves, in a copy they own.
 work=$(mktemp -d /tmp/slotted_counter_test.XXXXXX)
@@ -71,12 +74,13 @@ suite() {
   fi
 }
 check() { "${run[@]}" make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" "$@"; }
+check_proxy() { "${run[@]}" make -s -C "$work/proxy" installcheck PG_CONFIG="$PG_CONFIG"; }
 
 # No TAP assertion may pass whatever happens: ok() of a query's output passes on 'f' (a true
 # string in Perl). Compare with is(..., 't') instead.
 lint_tap() {
   if perl -0ne 'while (/\bok\(\s*\$\w+->(?:safe_)?psql\b/g) { print "$ARGV\n"; $bad = 1 } END { exit($bad ? 1 : 0) }' \
-      "$top"/test/t/*.pl; then
+      "$top"/test/t/*.pl "$top"/proxy/test/t/*.pl; then
     return 0
   fi
   echo "ok(\$node->safe_psql(...)) passes on 'f': compare with is(..., 't')"
@@ -89,6 +93,7 @@ suite "modules" python3 "$top/test/lint/modules.py"
 suite "pg_regress" check ISOLATION= TAP_TESTS=
 suite "isolation" check REGRESS= TAP_TESTS=
 suite "tap" check REGRESS= ISOLATION=
+suite "proxy" check_proxy
 suite "unit" bash "$top/test/unit/run.sh"
 # In the scratch copy, so that npm installs node-postgres where the suite's user may write.
 suite "clients" "${run[@]}" bash "$work/test/clients/run.sh"

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Fails if the modules of src/ include each other in a cycle.
 
-A module is a file name without its extension (buffer.hpp and buffer.cpp are the module buffer);
-batch.cpp and buffer_internal.hpp belong to buffer, whose header they implement. A module depends
-on the modules whose headers any of its files include. The dependencies must form no cycle: a
-newcomer reads the tree from the bottom (shmem, protocol, counter_table) up to the SQL functions
-and the workers, and a change low down is never undone by one above it.
+A module is a file name without its extension (shmem.hpp and shmem.cpp are the module shmem),
+except that every file of src/buffer/ is the module buffer, whose header (buffer.hpp) the others
+implement. Files include each other by their path under src/ ("core/protocol.hpp"). A module
+depends on the modules whose headers any of its files include. The dependencies must form no
+cycle: a newcomer reads the tree from the bottom (core/, shared/) up to the SQL functions and the
+workers, and a change low down is never undone by one above it.
 Prints the cycles it finds, and exits 1 if there is one.
 """
 import os
@@ -13,23 +14,28 @@ import re
 import sys
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
-PART_OF = {"batch": "buffer", "buffer_internal": "buffer"}
+GROUPED = {"buffer"}
 
 
-def module(name):
-    stem = os.path.splitext(name)[0]
-    return PART_OF.get(stem, stem)
+def module(path):
+    """The module of a file, given by its path under src/."""
+    folder, name = os.path.split(path)
+    if folder in GROUPED:
+        return folder
+    return os.path.splitext(name)[0]
 
 
 def dependencies():
     deps = {}
-    for name in sorted(os.listdir(SRC)):
-        if not name.endswith((".cpp", ".hpp")):
-            continue
-        with open(os.path.join(SRC, name)) as f:
-            included = re.findall(r'^#include "([A-Za-z0-9_]+)\.hpp"', f.read(), re.M)
-        m = module(name)
-        deps.setdefault(m, set()).update(module(i) for i in included if module(i) != m)
+    for folder, _, names in os.walk(SRC):
+        for name in sorted(names):
+            if not name.endswith((".cpp", ".hpp")):
+                continue
+            path = os.path.relpath(os.path.join(folder, name), SRC)
+            with open(os.path.join(SRC, path)) as f:
+                included = re.findall(r'^#include "([A-Za-z0-9_/]+\.hpp)"', f.read(), re.M)
+            m = module(path)
+            deps.setdefault(m, set()).update(module(i) for i in included if module(i) != m)
     return deps
 
 

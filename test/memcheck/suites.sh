@@ -119,7 +119,7 @@ memcheck_valgrind() {
   # between two statements would change what they show. The extension is created by pg_regress,
   # as setup.sql (which shows the settings) is not run.
   memcheck_check "$memcheck/pg-valgrind" ISOLATION= TAP_TESTS= REGRESS="$memcheck_valgrind_regress" \
-    REGRESS_OPTS="--temp-instance=tmp_check_valgrind --temp-config=test/memcheck/valgrind.conf \
+    REGRESS_OPTS="--inputdir=test --temp-instance=tmp_check_valgrind --temp-config=test/memcheck/valgrind.conf \
 --load-extension=slotted_counter --outputdir=output_valgrind" || failed=1
   memcheck_stop_servers
   memcheck_server_logs "$memcheck/tree/output_valgrind" || failed=1

@@ -1,5 +1,5 @@
-// Unit tests for sc::CheckedAdd (src/checked_math.hpp).
-#include "checked_math.hpp"
+// Unit tests for sc::CheckedAdd (src/core/checked_math.hpp).
+#include "core/checked_math.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// Single-threaded unit tests for sc::CounterTable (src/counter_table.hpp / .cpp).
-#include "counter_table.hpp"
+// Single-threaded unit tests for sc::CounterTable (src/core/counter_table.hpp / .cpp).
+#include "core/counter_table.hpp"
 
 #include <gtest/gtest.h>
 

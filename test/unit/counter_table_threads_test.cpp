@@ -1,9 +1,9 @@
-// Threaded tests of the counter table and its protocol (src/counter_table.*, src/protocol.hpp):
-// concurrent adds, the lock-free free list, concurrent claims, and the whole protocol run by
-// incrementers, loaders, committers, batches and two overlapping flushers at once, checked
-// against a std::map standing in for the values table. The protocol code is the server's own
-// (sc::Protocol) over the server's partition lock (src/partition_lock.hpp, tested here too); only
-// what it stands on differs: std::shared_mutex per partition (StdLocks) for the LWLocks,
+// Threaded tests of the counter table and its protocol (src/core/counter_table.*,
+// src/core/protocol.hpp): concurrent adds, the lock-free free list, concurrent claims, and the
+// whole protocol run by incrementers, loaders, committers, batches and two overlapping flushers at
+// once, checked against a std::map standing in for the values table. The protocol code is the
+// server's own (sc::Protocol) over the server's partition lock (src/core/partition_lock.hpp,
+// tested here too); only what it stands on differs: std::shared_mutex per partition (StdLocks) for the LWLocks,
 // std::mutex (RingMutex) for a ring's spinlock.
 //
 // Worker threads never use gtest assertions; they count problems, and the main thread asserts
@@ -265,7 +265,7 @@ TEST(ConcurrentOccupancy, CountsStayExactWhileDatabasesEvictEachOther) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The partition lock (src/partition_lock.hpp): readers counted, writers on the slow lock.
+// The partition lock (src/core/partition_lock.hpp): readers counted, writers on the slow lock.
 
 // Writers change two plain integers together; readers must never see them differ, and (under
 // ThreadSanitizer) no reader's read may race with a writer's write. Writers use Exclusive and

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Mutation test of the protocol: each mutation below breaks one step of src/protocol.hpp or
-src/counter_table.* the way a careless change would; the unit tests must fail for each.
+"""Mutation test of the core: each mutation below breaks one step of src/core/ (the counter table,
+its protocol and lock policy, the handshakes of the shared state) the way a careless change
+would; the unit tests must fail for each.
 
 For every mutation: copy src/ to a scratch directory, make the one replacement (its text must
 occur exactly once), build the unit tests against that copy (test/unit/CMakeLists.txt with
@@ -20,10 +21,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", "src"))
 
-P = "protocol.hpp"
-CT = "counter_table.hpp"
-CTC = "counter_table.cpp"
-PL = "partition_lock.hpp"
+P = "core/protocol.hpp"
+CT = "core/counter_table.hpp"
+CTC = "core/counter_table.cpp"
+PL = "core/partition_lock.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [

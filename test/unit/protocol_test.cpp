@@ -1,5 +1,5 @@
-// Single-threaded tests of every step of src/protocol.hpp, with a lock policy that records each
-// acquisition (RecordingLocks): each step takes the partition lock and mode the protocol says,
+// Single-threaded tests of every step of src/core/protocol.hpp, with a lock policy that records
+// each acquisition (RecordingLocks): each step takes the partition lock and mode the protocol says,
 // releases it, and does its work under it. Where another process would act between two steps,
 // the test acts at a lock's acquisition or release (LockLog::on_acquire / on_release).
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the unit tests of the pure C++ core (src/counter_table.*, src/checked_math.hpp):
+# Builds and runs the unit tests of the pure C++ core (src/core/, every file of it):
 #   1. a normal build in test/unit/build/normal, run with ctest;
 #   2. the threaded tests again, built with -fsanitize=thread in test/unit/build/tsan.
 # Exits non-zero on any failure. Extra arguments are passed to cmake at configure time (e.g.

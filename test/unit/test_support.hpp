@@ -1,5 +1,5 @@
 // test_support.hpp: what the unit tests share: a table over heap memory, keys, and the lock
-// policies that stand in for the server's LWLocks when the tests drive src/protocol.hpp.
+// policies that stand in for the server's LWLocks when the tests drive src/core/protocol.hpp.
 #pragma once
 
 #include <atomic>
@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "counter_table.hpp"
-#include "partition_lock.hpp"
-#include "protocol.hpp"
+#include "core/counter_table.hpp"
+#include "core/partition_lock.hpp"
+#include "core/protocol.hpp"
 
 namespace sc_test {
 

@@ -1,5 +1,5 @@
-// Unit tests of the bucket arithmetic (src/time_bucket.*), against libc's calendar (gmtime_r).
-#include "time_bucket.hpp"
+// Unit tests of the bucket arithmetic (src/core/time_bucket.*), against libc's calendar (gmtime_r).
+#include "core/time_bucket.hpp"
 
 #include <gtest/gtest.h>
 

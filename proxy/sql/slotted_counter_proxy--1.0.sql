@@ -1,0 +1,784 @@
+-- slotted_counter_proxy 1.0: the slotted_counter API on a router node. Every call goes, through
+-- PL/Proxy, to the data node (a database running slotted_counter) its key hashes to:
+--
+--     node = abs(hashint8(key) % number of nodes)          (PL/Proxy's modular_mapping)
+--
+-- A counter created with spread => true sends each increment to a node picked at random and is
+-- read as the sum over every node. The API (same names and argument order as on a single server,
+-- the counter given by name) lands in the schema CREATE EXTENSION installs into; the router's
+-- own tables live in the schema "slotted_counter_proxy"; the PL/Proxy cluster is the foreign
+-- server "slotted_counter_proxy" that sc_proxy_configure creates.
+--
+-- A call through the router is a statement on its node, committed there at once (PL/Proxy has
+-- no two-phase commit); the router refuses transactional writes inside a transaction block
+-- unless slotted_counter_proxy.allow_transaction_block is on (src/slotted_counter_proxy.cpp).
+--
+-- A role reaches the data nodes as itself only: every PL/Proxy function below takes its cluster
+-- from slotted_counter_proxy.cluster() (or its RUN ON function calls it first), which refuses a
+-- user mapping or node string that would connect as another role; an event trigger refuses such
+-- mappings when they are made. The router's catalog (slotted_counter_proxy.counters) is written
+-- only by slotted_counter_proxy.record_counter, for a role that owns the counter on the nodes.
+
+\echo Use "CREATE EXTENSION slotted_counter_proxy" to load this file. \quit
+
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter') THEN
+        RAISE EXCEPTION 'slotted_counter_proxy cannot share a database with slotted_counter'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Install the router in a database of its own: both define sc_incr and the rest.';
+    END IF;
+END
+$$;
+
+CREATE SCHEMA slotted_counter_proxy;
+
+-- The data nodes, in routing order. Written only by sc_proxy_configure.
+CREATE TABLE slotted_counter_proxy.nodes (
+    node    integer PRIMARY KEY CHECK (node >= 0),
+    connstr text    NOT NULL
+);
+
+-- The counters the router routes: what a call needs to know before it picks a node. The
+-- definition itself (bucket, retention, values, privileges) lives on every data node. Written only
+-- by slotted_counter_proxy.record_counter, for a role that owns the counter on the data nodes (as
+-- on the nodes, a role with the owner's privileges acts as the owner): nobody can squat a name or
+-- flip another's counter between spread and not.
+CREATE TABLE slotted_counter_proxy.counters (
+    name       text        PRIMARY KEY,
+    durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
+    spread     boolean     NOT NULL,
+    owner      regrole     NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+GRANT USAGE ON SCHEMA slotted_counter_proxy TO PUBLIC;
+GRANT SELECT ON slotted_counter_proxy.nodes, slotted_counter_proxy.counters TO PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.nodes', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.counters', '');
+
+CREATE FUNCTION slotted_counter_proxy.check_autocommit(counter text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_proxy_check_autocommit' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Identity. A role reaches the data nodes as itself only (src/slotted_counter_proxy.cpp).
+
+-- The CLUSTER of every PL/Proxy function below, evaluated before PL/Proxy connects: 42501 unless
+-- the caller's user mapping (its own, or PUBLIC's) and the server's options would connect as the
+-- caller. The hot calls (sc_incr, sc_incr_once, sc_incr_bounded, sc_sum, sc_series) name the
+-- cluster as a constant instead, and their RUN ON functions (write_hash, read_hashes), which
+-- PL/Proxy also evaluates before it connects, call cluster() first: that saves a query per call.
+CREATE FUNCTION slotted_counter_proxy.cluster() RETURNS text
+    AS 'MODULE_PATHNAME', 'sc_proxy_cluster' LANGUAGE C STABLE;
+
+-- 42501 if the server's options or any user mapping on it would let a role reach the nodes as
+-- another; sc_proxy_configure runs it.
+CREATE FUNCTION slotted_counter_proxy.check_configuration() RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_proxy_check_configuration' LANGUAGE C STABLE;
+REVOKE EXECUTE ON FUNCTION slotted_counter_proxy.check_configuration() FROM PUBLIC;
+
+-- A user mapping on the router's server may name its own role (PUBLIC's: none) and a password.
+CREATE FUNCTION slotted_counter_proxy.check_user_mapping() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'sc_proxy_check_user_mapping' LANGUAGE C;
+CREATE EVENT TRIGGER slotted_counter_proxy_user_mapping ON ddl_command_end
+    WHEN TAG IN ('CREATE USER MAPPING', 'ALTER USER MAPPING')
+    EXECUTE FUNCTION slotted_counter_proxy.check_user_mapping();
+
+-- ---------------------------------------------------------------------------------------------
+-- Routing. PL/Proxy evaluates the RUN ON function of a call and sends the call to node
+-- abs(hash % nodes); a node number 0..nodes-1 is its own hash.
+
+-- The counter's row, or 22004/42704 as a single server reports them.
+CREATE FUNCTION slotted_counter_proxy.counter_of(counter text)
+    RETURNS slotted_counter_proxy.counters
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters;
+BEGIN
+    IF counter IS NULL THEN
+        RAISE EXCEPTION 'counter must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO c FROM slotted_counter_proxy.counters WHERE name = counter;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'counter "%" does not exist', counter USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN c;
+END
+$$;
+
+CREATE FUNCTION slotted_counter_proxy.node_count() RETURNS integer
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT count(*)::integer FROM slotted_counter_proxy.nodes
+$$;
+
+-- The node a write of key goes to: its home node, or, for a spread counter, any node (the node
+-- of request_id when one is given, so that a retried sc_incr_once finds the id it left).
+CREATE FUNCTION slotted_counter_proxy.write_hash(counter text, key bigint,
+                                                 request_id text DEFAULT NULL)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    c record;
+BEGIN
+    -- One look-up on the path of every write (counter_of's checks, inline).
+    SELECT name, durability, spread INTO c FROM slotted_counter_proxy.counters WHERE name = counter;
+    IF NOT FOUND THEN
+        PERFORM slotted_counter_proxy.counter_of(counter);
+    ELSIF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF NOT c.spread THEN
+        RETURN hashint8(key);
+    ELSIF request_id IS NOT NULL THEN
+        RETURN hashtext(request_id);
+    END IF;
+    RETURN floor(random() * slotted_counter_proxy.node_count())::integer;
+END
+$$;
+
+-- The nodes a read of key asks: its home node, or every node for a spread counter.
+CREATE FUNCTION slotted_counter_proxy.read_hashes(counter text, key bigint)
+    RETURNS SETOF integer
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF c.spread THEN
+        RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
+    ELSE
+        RETURN NEXT hashint8(key);
+    END IF;
+END
+$$;
+
+-- One hash per element of keys (as write_hash picks them), for a call split by node.
+CREATE FUNCTION slotted_counter_proxy.write_hashes(counter text, keys bigint[])
+    RETURNS integer[]
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    nodes integer := slotted_counter_proxy.node_count();
+BEGIN
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF c.spread THEN
+        RETURN ARRAY(SELECT floor(random() * nodes)::integer FROM unnest(keys));
+    END IF;
+    RETURN ARRAY(SELECT hashint8(k) FROM unnest(keys) WITH ORDINALITY AS u(k, i) ORDER BY i);
+END
+$$;
+
+-- A bigint[] argument as a single server checks it: not NULL, one dimension, no NULL element.
+CREATE FUNCTION slotted_counter_proxy.check_elements(name text, elements bigint[])
+    RETURNS void
+    LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF elements IS NULL THEN
+        RAISE EXCEPTION '% must not be null', name USING ERRCODE = 'null_value_not_allowed';
+    ELSIF array_ndims(elements) > 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional array', name
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF array_position(elements, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION '% must not contain nulls', name
+            USING ERRCODE = 'null_value_not_allowed',
+                  DETAIL = format('Element %s is null.', array_position(elements, NULL));
+    END IF;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- What the router sends to the nodes. Each function is one round: to one node, to every node
+-- (RUN ON ALL) or to each node with its own part of the arrays (SPLIT).
+
+CREATE FUNCTION slotted_counter_proxy.node_incr_bounded(counter text, key bigint, delta bigint,
+                                                        lower bigint, upper bigint,
+                                                        at timestamptz)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash(counter, key);
+    SELECT sc_incr_bounded(counter, key, delta, lower, upper, at);
+$$ LANGUAGE plproxy;
+
+-- Each node gets the elements hashed to it and answers each with its position in the batch.
+CREATE FUNCTION slotted_counter_proxy.node_incr_batch(counter text, hashes integer[],
+                                                      positions integer[], keys bigint[],
+                                                      deltas bigint[])
+    RETURNS TABLE(pos integer, value bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, positions, keys, deltas;
+    RUN ON hashes;
+    SELECT p AS pos, v AS value
+      FROM unnest(positions, sc_incr_batch(counter, keys, deltas)) AS r(p, v);
+$$ LANGUAGE plproxy;
+
+-- Each node named in hashes sets its own element of vals; returns the old values.
+CREATE FUNCTION slotted_counter_proxy.node_set(counter text, key bigint, hashes integer[],
+                                               vals bigint[], at timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, vals;
+    RUN ON hashes;
+    SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum(counter text, key bigint)
+    RETURNS SETOF bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes(counter, key);
+    SELECT sc_sum(counter, key);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_range(counter text, key bigint,
+                                                     since timestamptz, until timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes(counter, key);
+    SELECT sc_sum(counter, key, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_series(counter text, key bigint, since timestamptz,
+                                                  until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint) AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes(counter, key);
+    SELECT bucket, value FROM sc_series(counter, key, since, until);
+$$ LANGUAGE plproxy;
+
+-- The keys of a group, each to its home node.
+CREATE FUNCTION slotted_counter_proxy.node_sum_keys(counter text, hashes integer[],
+                                                    keys bigint[])
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, keys;
+    RUN ON hashes;
+    SELECT sc_sum_keys(counter, keys);
+$$ LANGUAGE plproxy;
+
+-- Every key of a group to every node (a spread counter).
+CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all(counter text, keys bigint[])
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_sum_keys(counter, keys);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n integer, since timestamptz,
+                                               until timestamptz)
+    RETURNS TABLE(key bigint, value bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT key, value FROM sc_top(counter, n, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_rollup() RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_rollup();
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_create(name text, durability text, bucket interval,
+                                                  retain interval)
+    RETURNS SETOF text AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_create(name, durability, bucket, retain, if_not_exists => true)::text;
+$$ LANGUAGE plproxy;
+
+-- How each node defines a counter, one row per node, as the caller sees it: a node shows a
+-- counter's row only to the roles that may read it (its owner among them), so "not defined" is
+-- also what a role that may not read it sees. owned: the caller has the owner's privileges there.
+CREATE FUNCTION slotted_counter_proxy.node_counter(counter_name text)
+    RETURNS TABLE(defined boolean, durability text, bucket interval, retain interval,
+                  owner text, owned boolean) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain, c.owner::text AS owner,
+           c.name IS NOT NULL
+           AND coalesce(pg_catalog.pg_has_role(r.oid, 'USAGE'),
+                        (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user))
+               AS owned
+      FROM (SELECT) AS one
+      LEFT JOIN slotted_counter.counters c ON c.name = counter_name
+      LEFT JOIN pg_catalog.pg_roles r ON r.rolname = c.owner;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_drop(name text) RETURNS SETOF text AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_drop(name, if_exists => true)::text;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_drop_buckets(counter text, before timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_drop_buckets(counter, before);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_alter_retention(counter text, retain interval)
+    RETURNS SETOF text AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_alter_retention(counter, retain)::text;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_grant(counter text, privileges text, role text,
+                                                 is_revoke boolean)
+    RETURNS SETOF text AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT CASE WHEN is_revoke THEN sc_revoke(counter, privileges, role)::text
+                ELSE sc_grant(counter, privileges, role)::text END;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_alter_owner(counter text, role text)
+    RETURNS SETOF text AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_alter_owner(counter, role)::text;
+$$ LANGUAGE plproxy;
+
+-- What sc_proxy_configure asks every node: its slotted_counter version and how many of the given
+-- counters it defines.
+CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
+    RETURNS TABLE(node text, version text, defined bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT format('database %s on port %s', current_database(), current_setting('port')) AS node,
+           (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter')
+               AS version,
+           (SELECT count(*) FROM slotted_counter.counters WHERE name = ANY (wanted)) AS defined
+     WHERE EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter')
+    UNION ALL
+    SELECT format('database %s on port %s', current_database(), current_setting('port')) AS node,
+           NULL AS version, 0 AS defined
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter');
+$$ LANGUAGE plproxy;
+
+-- ---------------------------------------------------------------------------------------------
+-- The router's catalog. sc_create, sc_drop and sc_alter_owner record their change with
+-- record_counter, which asks the nodes as the caller (verified_owner) and only then writes the row
+-- as the catalog's owner (src/slotted_counter_proxy.cpp).
+
+-- Whether the caller may record change ('create', 'drop' or 'owner') of counter, as the data nodes
+-- answer the caller: 42501 unless
+--   create, owner: every node defines the counter, the same way, and the caller has its owner's
+--                  privileges on every node;
+--   drop:          wherever the caller sees the counter it has the owner's privileges, and either
+--                  it sees it on every node or the router's row is the caller's (a counter already
+--                  dropped from the nodes, or one it may not read, looks the same).
+-- Returns the nodes' durability and owner.
+CREATE FUNCTION slotted_counter_proxy.verified_owner(counter text, change text,
+                                                     OUT durability text, OUT owner text)
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n record;
+    mine boolean;
+BEGIN
+    IF change <> 'create' THEN
+        mine := pg_has_role((slotted_counter_proxy.counter_of(counter)).owner, 'USAGE');
+    END IF;
+    SELECT count(*) AS nodes, count(*) FILTER (WHERE d.defined) AS defined,
+           count(*) FILTER (WHERE d.owned) AS owned,
+           count(DISTINCT (d.durability, d.owner)) AS kinds,
+           min(d.durability) AS durability, min(d.owner) AS owner
+      INTO n FROM slotted_counter_proxy.node_counter(counter) AS d;
+    IF change = 'drop' THEN
+        IF n.owned = n.defined AND (n.owned = n.nodes OR mine) THEN
+            RETURN;
+        END IF;
+    ELSIF n.owned = n.nodes THEN
+        IF n.kinds > 1 THEN
+            RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', counter
+                USING ERRCODE = 'duplicate_object',
+                      HINT = 'It was created on a node directly; drop it there or here.';
+        END IF;
+        durability := n.durability;
+        owner := n.owner;
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'must be owner of counter "%" on every data node', counter
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'The router records a counter only for a role that owns it on the data nodes.';
+END
+$$;
+
+-- Records change of counter in slotted_counter_proxy.counters once verified_owner allowed it:
+-- create (the nodes' durability and owner, with spread), drop, or owner (to new_owner).
+CREATE FUNCTION slotted_counter_proxy.record_counter(counter text, change text,
+                                                     spread boolean DEFAULT NULL,
+                                                     new_owner text DEFAULT NULL)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_proxy_record_counter' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+-- ---------------------------------------------------------------------------------------------
+-- Configuration
+
+CREATE FUNCTION sc_proxy_configure(nodes text[]) RETURNS void
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    old_count integer;
+    routed text[];
+    opts text := '';
+    present text[];
+    i integer;
+    r record;
+BEGIN
+    IF nodes IS NULL OR array_position(nodes, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'nodes must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF cardinality(nodes) = 0 THEN
+        RAISE EXCEPTION 'nodes must name at least one data node'
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF array_ndims(nodes) > 1 THEN
+        RAISE EXCEPTION 'nodes must be a one-dimensional array'
+            USING ERRCODE = 'array_subscript_error';
+    END IF;
+    nodes := ARRAY(SELECT n FROM unnest(nodes) AS n);  -- subscripts from 1
+    -- One configuration at a time; calls keep routing with the committed one meanwhile.
+    LOCK TABLE slotted_counter_proxy.nodes IN EXCLUSIVE MODE;
+    SELECT count(*) INTO old_count FROM slotted_counter_proxy.nodes;
+    routed := ARRAY(SELECT name FROM slotted_counter_proxy.counters ORDER BY name);
+    IF old_count > 0 AND old_count <> cardinality(nodes) AND cardinality(routed) > 0 THEN
+        RAISE EXCEPTION 'the router already routes % counters over % data nodes',
+                        cardinality(routed), old_count
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('A key lives on node abs(hashint8(key) %% nodes): %s nodes would send existing keys to other nodes.',
+                                  cardinality(nodes)),
+                  HINT = 'Keep the number of nodes and move whole nodes (README: "Changing the data nodes"), or drop every counter first.';
+    END IF;
+
+    DELETE FROM slotted_counter_proxy.nodes;
+    INSERT INTO slotted_counter_proxy.nodes
+        SELECT g.s - 1, nodes[g.s] FROM generate_subscripts(nodes, 1) AS g(s);
+
+    IF NOT EXISTS (SELECT FROM pg_foreign_server WHERE srvname = 'slotted_counter_proxy') THEN
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            opts := opts || format(', p%s %L', i - 1, nodes[i]);
+        END LOOP;
+        EXECUTE format('CREATE SERVER slotted_counter_proxy FOREIGN DATA WRAPPER plproxy '
+                       'OPTIONS (modular_mapping %L%s)', '1', opts);
+        CREATE USER MAPPING FOR PUBLIC SERVER slotted_counter_proxy;
+        GRANT USAGE ON FOREIGN SERVER slotted_counter_proxy TO PUBLIC;
+    ELSE
+        -- Set, add and drop partitions in one ALTER: PL/Proxy reloads the cluster when it changes.
+        SELECT array_agg(split_part(o, '=', 1)) INTO present
+          FROM pg_foreign_server, unnest(srvoptions) AS o
+         WHERE srvname = 'slotted_counter_proxy';
+        present := coalesce(present, '{}');
+        opts := format(', %s modular_mapping %L',
+                       CASE WHEN 'modular_mapping' = ANY (present) THEN 'SET' ELSE 'ADD' END, '1');
+        FOR i IN 1 .. cardinality(nodes) LOOP
+            opts := opts || format(', %s p%s %L',
+                                   CASE WHEN format('p%s', i - 1) = ANY (present) THEN 'SET'
+                                        ELSE 'ADD' END,
+                                   i - 1, nodes[i]);
+        END LOOP;
+        FOR r IN SELECT p FROM unnest(present) AS p
+                  WHERE p ~ '^p[0-9]+$' AND substr(p, 2)::integer >= cardinality(nodes) LOOP
+            opts := opts || format(', DROP %I', r.p);
+        END LOOP;
+        EXECUTE format('ALTER SERVER slotted_counter_proxy OPTIONS (%s)', substr(opts, 3));
+    END IF;
+    -- Neither a node string nor a user mapping may make a role reach the nodes as another.
+    PERFORM slotted_counter_proxy.check_configuration();
+
+    -- Every node must run slotted_counter and define every counter the router routes: a node
+    -- string that now reaches another database (an empty one, say) would lose its keys.
+    FOR r IN SELECT * FROM slotted_counter_proxy.node_check(routed) LOOP
+        IF r.version IS NULL THEN
+            RAISE EXCEPTION 'data node (%) has no slotted_counter', r.node
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Run CREATE EXTENSION slotted_counter in every database the nodes name.';
+        ELSIF r.defined <> cardinality(routed) THEN
+            RAISE EXCEPTION 'data node (%) defines % of the % counters the router routes',
+                            r.node, r.defined, cardinality(routed)
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'A node string must reach the node''s database, or a restored copy of it.';
+        END IF;
+    END LOOP;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION sc_proxy_configure(text[]) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------------------------
+-- Counters
+
+CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
+                          bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
+                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false)
+    RETURNS text
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    wanted record;
+BEGIN
+    IF NOT EXISTS (SELECT FROM slotted_counter_proxy.nodes) THEN
+        RAISE EXCEPTION 'the router has no data nodes'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A superuser calls sc_proxy_configure(nodes) first.';
+    ELSIF name IS NULL THEN
+        RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF if_not_exists IS NULL OR spread IS NULL THEN
+        RAISE EXCEPTION '% must not be null', CASE WHEN spread IS NULL THEN 'spread'
+                                                  ELSE 'if_not_exists' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT FROM slotted_counter_proxy.counters c WHERE c.name = sc_create.name) THEN
+        IF if_not_exists THEN
+            RAISE NOTICE 'counter "%" already exists, skipping', name;
+            RETURN name;
+        END IF;
+        RAISE EXCEPTION 'counter "%" already exists', name USING ERRCODE = 'duplicate_object';
+    END IF;
+    -- Every node validates and creates it (an earlier attempt cut short may have created it on
+    -- some); the router records it for its owner only; then every node must define it as asked.
+    PERFORM slotted_counter_proxy.node_create(name, durability, bucket, retain);
+    PERFORM slotted_counter_proxy.record_counter(name, 'create', spread);
+    SELECT count(DISTINCT (d.durability, d.bucket, d.retain)) AS kinds,
+           min(d.durability) AS durability, min(d.bucket) AS bucket, min(d.retain) AS retain
+      INTO wanted FROM slotted_counter_proxy.node_counter(name) AS d;
+    IF wanted.kinds > 1 THEN
+        RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', name
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'It was created on a node directly; drop it there or here.';
+    END IF;
+    IF wanted.durability IS DISTINCT FROM coalesce(durability, 'transactional')
+       OR wanted.bucket IS DISTINCT FROM bucket OR wanted.retain IS DISTINCT FROM retain THEN
+        RAISE EXCEPTION 'counter "%" already exists on the data nodes with another definition', name
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    RETURN name;
+END
+$$;
+
+CREATE FUNCTION sc_drop(counter text, if_exists boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF counter IS NULL THEN
+        RAISE EXCEPTION 'counter must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT EXISTS (SELECT FROM slotted_counter_proxy.counters WHERE name = counter) THEN
+        IF if_exists THEN
+            RAISE NOTICE 'counter "%" does not exist, skipping', counter;
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'counter "%" does not exist', counter USING ERRCODE = 'undefined_object';
+    END IF;
+    -- The row goes in this transaction, the nodes' counter next (each node checks the owner): a
+    -- drop cut short by a node that is down keeps the row, and can be repeated.
+    PERFORM slotted_counter_proxy.record_counter(counter, 'drop');
+    PERFORM slotted_counter_proxy.node_drop(counter);
+END
+$$;
+
+CREATE FUNCTION sc_alter_retention(counter text, retain interval) RETURNS void
+    LANGUAGE sql VOLATILE AS $$
+    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT FROM slotted_counter_proxy.node_alter_retention(counter, retain);
+$$;
+
+CREATE FUNCTION sc_grant(counter text, privileges text, role text) RETURNS void
+    LANGUAGE sql VOLATILE AS $$
+    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT FROM slotted_counter_proxy.node_grant(counter, privileges, role, false);
+$$;
+
+CREATE FUNCTION sc_revoke(counter text, privileges text, role text) RETURNS void
+    LANGUAGE sql VOLATILE AS $$
+    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT FROM slotted_counter_proxy.node_grant(counter, privileges, role, true);
+$$;
+
+CREATE FUNCTION sc_alter_owner(counter text, role text) RETURNS void
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- The nodes first (they check the giver may give it, and to whom); then the router records
+    -- the owner they name. If the recording fails, calling again records it.
+    PERFORM slotted_counter_proxy.node_alter_owner(counter, role);
+    PERFORM slotted_counter_proxy.record_counter(counter, 'owner', new_owner => role);
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Writes: each returns what its node returns (a spread counter: that node's share).
+
+CREATE FUNCTION sc_incr(counter text, key bigint DEFAULT 0, delta bigint DEFAULT 1)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash(counter, key);
+    SELECT sc_incr(counter, key, delta);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION sc_incr(counter text, key bigint, delta bigint, at timestamptz)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash(counter, key);
+    SELECT sc_incr(counter, key, delta, at);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION sc_incr_bounded(counter text, key bigint, delta bigint, lower bigint,
+                                upper bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (slotted_counter_proxy.counter_of(counter)).spread THEN
+        RAISE EXCEPTION 'counter "%" is spread over the data nodes: a bound cannot be kept', counter
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Each node would check the bound against its own share only.';
+    END IF;
+    RETURN slotted_counter_proxy.node_incr_bounded(counter, key, delta, lower, upper, at);
+END
+$$;
+
+CREATE FUNCTION sc_incr_once(counter text, key bigint, delta bigint, request_id text,
+                             at timestamptz DEFAULT NULL)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash(counter, key, request_id);
+    SELECT sc_incr_once(counter, key, delta, request_id, at);
+$$ LANGUAGE plproxy;
+
+-- One round per node: each gets its keys, in the batch's order.
+CREATE FUNCTION sc_incr_batch(counter text, keys bigint[], deltas bigint[]) RETURNS bigint[]
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    result bigint[];
+BEGIN
+    PERFORM slotted_counter_proxy.counter_of(counter);
+    PERFORM slotted_counter_proxy.check_elements('keys', keys);
+    PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
+    IF cardinality(keys) <> cardinality(deltas) THEN
+        RAISE EXCEPTION 'keys and deltas must have the same length'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('There are %s keys and %s deltas.',
+                                  cardinality(keys), cardinality(deltas));
+    END IF;
+    IF cardinality(keys) = 0 THEN
+        RETURN '{}';
+    END IF;
+    keys := ARRAY(SELECT k FROM unnest(keys) AS k);      -- subscripts from 1
+    deltas := ARRAY(SELECT d FROM unnest(deltas) AS d);
+    SELECT array_agg(b.value ORDER BY b.pos) INTO result
+      FROM slotted_counter_proxy.node_incr_batch(
+               counter, slotted_counter_proxy.write_hashes(counter, keys),
+               ARRAY(SELECT generate_subscripts(keys, 1)), keys, deltas) AS b;
+    RETURN result;
+END
+$$;
+
+-- Sets the key's value; returns the old one. A spread counter: the first node takes the value,
+-- every other node's share becomes 0, in one round.
+CREATE FUNCTION sc_set(counter text, key bigint, value bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    nodes integer := slotted_counter_proxy.node_count();
+    hashes integer[];
+    vals bigint[];
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF c.spread AND value IS NOT NULL THEN
+        hashes := ARRAY(SELECT generate_series(0, nodes - 1));
+        vals := ARRAY[value] || array_fill(0::bigint, ARRAY[nodes - 1]);
+    ELSE
+        hashes := ARRAY[hashint8(key)];   -- a NULL value: the node reports it
+        vals := ARRAY[value];
+    END IF;
+    RETURN (SELECT sum(o)::bigint
+              FROM slotted_counter_proxy.node_set(counter, key, hashes, vals, at) AS o);
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Reads: the home node's answer, or the sum over every node for a spread counter. A sum over
+-- nodes is exact at some moment on each node, not at one moment for all.
+
+CREATE FUNCTION sc_sum(counter text, key bigint DEFAULT 0) RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum(counter, key) AS v
+$$;
+
+CREATE FUNCTION sc_sum(counter text, key bigint, since timestamptz, until timestamptz)
+    RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_range(counter, key, since, until) AS v
+$$;
+
+CREATE FUNCTION sc_series(counter text, key bigint, since timestamptz, until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint)
+    LANGUAGE sql VOLATILE ROWS 24 AS $$
+    SELECT s.bucket, sum(s.value)::bigint
+      FROM slotted_counter_proxy.node_series(counter, key, since, until) AS s
+     GROUP BY s.bucket ORDER BY s.bucket
+$$;
+
+-- A group: one round per node, each with the keys that live there (every key to every node for
+-- a spread counter). A repeated key goes to one node, which counts it once, as a single server.
+CREATE FUNCTION sc_sum_keys(counter text, keys bigint[]) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+BEGIN
+    PERFORM slotted_counter_proxy.check_elements('keys', keys);
+    IF cardinality(keys) = 0 THEN
+        RETURN 0;
+    ELSIF c.spread THEN
+        RETURN (SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_keys_all(counter, keys) v);
+    END IF;
+    RETURN (SELECT sum(v)::bigint
+              FROM slotted_counter_proxy.node_sum_keys(
+                       counter, ARRAY(SELECT hashint8(k) FROM unnest(keys) AS k), keys) AS v);
+END
+$$;
+
+-- Merged from every node's top n: a key lives on one node, so the n largest overall are among
+-- the nodes' n largest. A spread counter's key has a share on every node: every node sends all
+-- its keys, and the router adds them up.
+CREATE FUNCTION sc_top(counter text, n integer, since timestamptz DEFAULT NULL,
+                       until timestamptz DEFAULT NULL)
+    RETURNS TABLE(key bigint, value bigint)
+    LANGUAGE plpgsql VOLATILE ROWS 10 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+BEGIN
+    IF n IS NULL THEN
+        RAISE EXCEPTION 'n must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF n < 0 THEN
+        RAISE EXCEPTION 'n must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT t.key, sum(t.value)::bigint
+          FROM slotted_counter_proxy.node_top(counter,
+                                              CASE WHEN c.spread THEN 2147483647 ELSE n END,
+                                              since, until) AS t
+         GROUP BY t.key
+         ORDER BY 2 DESC, 1
+         LIMIT n;
+END
+$$;
+
+CREATE FUNCTION sc_drop_buckets(counter text, before timestamptz) RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_drop_buckets(counter, before) AS v;
+$$;
+
+-- Flushes every node's buffered counters of its database; returns the rows written on all.
+CREATE FUNCTION sc_rollup() RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(sum(v), 0)::bigint FROM slotted_counter_proxy.node_rollup() AS v
+$$;

@@ -1,0 +1,389 @@
+// slotted_counter_proxy: the router's C++ (everything else of the router is SQL and PL/Proxy,
+// sql/slotted_counter_proxy--1.0.sql). Three jobs that need the server's C API:
+//
+// 1. The refusal of a transactional write inside a transaction block. PL/Proxy sends each routed
+//    call to its data node as a statement of its own, which the node commits at once: there is no
+//    two-phase commit, so such a write would stay counted if the block rolled back. Whether the
+//    caller is inside a block (BEGIN, or several statements in one simple query) is known only
+//    here.
+//
+// 2. A role reaches the data nodes as itself, never as another. PL/Proxy connects as the current
+//    role unless the user mapping in effect (the role's own, or PUBLIC's) names a `user`, or a node
+//    string does. A role with USAGE on the server (PL/Proxy requires it, so every role has it) may
+//    create a mapping for itself: the event trigger refuses any mapping on the router's server that
+//    names another role, and sc_proxy_configure refuses to run while one exists. The rule that
+//    counts is the one checked on every routed call, since mappings can also come from before the
+//    extension, from a superuser with the trigger disabled, or go stale when a role is renamed
+//    (no event trigger fires for roles): every PL/Proxy function of the router takes its cluster
+//    name from slotted_counter_proxy.cluster(), which PL/Proxy calls before it connects, and which
+//    refuses (42501) unless the caller's mapping and the server's options would connect as the
+//    caller. Its verdict is cached per backend for one role and dropped by every change to roles,
+//    user mappings, foreign servers or wrappers (syscache callbacks), so a call pays a comparison.
+//
+// 3. The router's catalog (slotted_counter_proxy.counters) changes only through
+//    slotted_counter_proxy.record_counter: as the caller, it asks the data nodes whether the
+//    caller owns the counter there (PL/Proxy connects as the current role, so the answer is the
+//    nodes' own); only then it writes the row as the table's owner, under
+//    SECURITY_RESTRICTED_OPERATION, with search_path pinned, as the extension's own statement.
+//    No role has INSERT, UPDATE or DELETE on the table.
+//
+// This library is loaded only by the router's functions, never preloaded. Its state is the
+// setting and the cached verdict (backend-local; no shared memory, no locks).
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/reloptions.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "commands/event_trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+PG_MODULE_MAGIC;
+
+void _PG_init(void);
+PG_FUNCTION_INFO_V1(sc_proxy_check_autocommit);
+PG_FUNCTION_INFO_V1(sc_proxy_cluster);
+PG_FUNCTION_INFO_V1(sc_proxy_check_configuration);
+PG_FUNCTION_INFO_V1(sc_proxy_check_user_mapping);
+PG_FUNCTION_INFO_V1(sc_proxy_record_counter);
+}
+
+namespace {
+
+constexpr const char* kServer = "slotted_counter_proxy";
+
+bool allow_transaction_block = false;
+
+// The role whose routed calls passed every check, as of the last change to the catalogs the
+// checks read; InvalidOid when none. catalog_generation moves with every such change, so that a
+// change processed while a check runs (its own catalog look-ups can process invalidations) leaves
+// the verdict uncached.
+Oid verified_user = InvalidOid;
+uint64 catalog_generation = 0;
+
+void CatalogChanged(Datum arg, int cacheid, uint32 hashvalue) {
+  verified_user = InvalidOid;
+  catalog_generation++;
+}
+
+// A mapping's role as SQL names it (MappingUserName, foreign/foreign.h, as messages do).
+const char* MappingUserSql(Oid role) {
+  return OidIsValid(role) ? quote_identifier(GetUserNameFromId(role, false)) : "PUBLIC";
+}
+
+// Refuses (42501) a user mapping on the router's server that would let `acting` reach the data
+// nodes as another role. mapped is the mapping's role (InvalidOid: PUBLIC); acting the role that
+// would use it (InvalidOid: any role, which a PUBLIC mapping serves). PL/Proxy adds the options
+// to the node strings: only "user" naming the acting role itself and "password" are allowed.
+void CheckMappingOptions(Oid mapped, Oid acting, List* options) {
+  const char* acting_name = OidIsValid(acting) ? GetUserNameFromId(acting, false) : nullptr;
+  ListCell* cell;
+  foreach (cell, options) {
+    DefElem* def = lfirst_node(DefElem, cell);
+    if (strcmp(def->defname, "password") == 0) continue;
+    if (strcmp(def->defname, "user") != 0)
+      ereport(ERROR,
+              (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+               errmsg("user mapping for \"%s\" on server \"%s\" must not set option \"%s\"",
+                      MappingUserName(mapped), kServer, def->defname),
+               errdetail("PL/Proxy adds a user mapping's options to the data nodes' connection "
+                         "strings: the router allows only \"user\" (the role's own name) and "
+                         "\"password\".")));
+    const char* user = defGetString(def);
+    if (acting_name != nullptr && strcmp(user, acting_name) == 0) continue;
+    ereport(ERROR,
+            (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+             errmsg("user mapping for \"%s\" on server \"%s\" connects as role \"%s\"",
+                    MappingUserName(mapped), kServer, user),
+             OidIsValid(acting) && acting != mapped
+                 ? errdetail("Role \"%s\" uses that mapping; the router reaches the data nodes "
+                             "only as the calling role.",
+                             acting_name)
+                 : errdetail("The router reaches the data nodes only as the calling role: a user "
+                             "mapping on its server may name its own role and a password, "
+                             "nothing else."),
+             errhint("Drop the option (ALTER USER MAPPING FOR %s SERVER %s OPTIONS (DROP "
+                     "user)): PL/Proxy then connects as the calling role.",
+                     MappingUserSql(mapped), kServer)));
+  }
+}
+
+// The options of the mapping of `role` (InvalidOid: PUBLIC) on `server` alone; *found false when
+// there is none.
+List* MappingOptions(Oid role, Oid server, bool* found) {
+  HeapTuple tuple =
+      SearchSysCache2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(role), ObjectIdGetDatum(server));
+  *found = HeapTupleIsValid(tuple);
+  if (!*found) return NIL;
+  bool isnull;
+  Datum options =
+      SysCacheGetAttr(USERMAPPINGUSERSERVER, tuple, Anum_pg_user_mapping_umoptions, &isnull);
+  List* result = isnull ? NIL : untransformRelOptions(options);
+  ReleaseSysCache(tuple);
+  return result;
+}
+
+// A cluster option PL/Proxy would read (the wrapper's or the server's) that connects every role
+// as one: default_user other than current_user, or a node string that names a user. PL/Proxy
+// uses a node string containing "user=" as it is, without the caller's name, and cannot add one
+// to a URI.
+void CheckClusterOptions(List* options, const char* kind, const char* name) {
+  ListCell* cell;
+  foreach (cell, options) {
+    DefElem* def = lfirst_node(DefElem, cell);
+    const char* value = defGetString(def);
+    if (pg_strcasecmp(def->defname, "default_user") == 0) {
+      if (pg_strcasecmp(value, "current_user") != 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                 errmsg("%s \"%s\" sets default_user to \"%s\"", kind, name, value),
+                 errdetail("PL/Proxy would connect to the data nodes as that role, not as the "
+                           "calling role.")));
+    } else if (strstr(value, "user=") != nullptr || strncmp(value, "postgresql://", 13) == 0 ||
+               strncmp(value, "postgres://", 11) == 0) {
+      ereport(ERROR,
+              (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+               errmsg("option \"%s\" of %s \"%s\" names a user", def->defname, kind, name),
+               errdetail("PL/Proxy uses a node string that contains \"user=\" (or is a URI) as it "
+                         "is, so every role would reach that node as one user."),
+               errhint("Give the node strings in key=value form without a user: PL/Proxy adds "
+                       "the calling role's name.")));
+    }
+  }
+}
+
+// The router's foreign server, its options and its wrapper's checked; 55000 if it is missing
+// (PL/Proxy would then look for a cluster of that name in the schema "plproxy").
+Oid CheckedServer() {
+  ForeignServer* server = GetForeignServerByName(kServer, true);
+  if (server == nullptr)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the router has no data nodes"),
+                    errhint("A superuser calls sc_proxy_configure(nodes) first.")));
+  ForeignDataWrapper* wrapper = GetForeignDataWrapper(server->fdwid);
+  CheckClusterOptions(wrapper->options, "foreign-data wrapper", wrapper->fdwname);
+  CheckClusterOptions(server->options, "server", kServer);
+  return server->serverid;
+}
+
+// The check of every routed call: the current role would reach the data nodes as itself.
+void CheckCaller() {
+  Oid user = GetUserId();
+  if (user == verified_user) return;
+  uint64 generation = catalog_generation;
+  Oid server = CheckedServer();
+  bool found;
+  Oid mapped = user;
+  List* options = MappingOptions(user, server, &found);
+  if (!found) {
+    mapped = InvalidOid;
+    options = MappingOptions(InvalidOid, server, &found);
+  }
+  if (!found)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("user mapping not found for \"%s\"", GetUserNameFromId(user, false)),
+                    errhint("sc_proxy_configure creates one for PUBLIC.")));
+  CheckMappingOptions(mapped, user, options);
+  if (generation == catalog_generation) verified_user = user;
+}
+
+// The owner of slotted_counter_proxy.counters: the role that writes the router's catalog.
+Oid CatalogOwner() {
+  Oid table = get_relname_relid("counters", get_namespace_oid(kServer, false));
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(table));
+  if (!HeapTupleIsValid(tuple)) elog(ERROR, "cache lookup failed for relation %u", table);
+  Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  ReleaseSysCache(tuple);
+  return owner;
+}
+
+const char* TextArg(FunctionCallInfo fcinfo, int n, const char* name) {
+  if (PG_ARGISNULL(n))
+    ereport(ERROR,
+            (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", name)));
+  return text_to_cstring(PG_GETARG_TEXT_PP(n));
+}
+
+}  // namespace
+
+void _PG_init(void) {
+  DefineCustomBoolVariable(
+      "slotted_counter_proxy.allow_transaction_block",
+      "Lets the router write transactional counters inside a transaction block.",
+      "Each such write commits on its data node at once, whatever the block does later.",
+      &allow_transaction_block, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  MarkGUCPrefixReserved("slotted_counter_proxy");
+  // What the verdict of CheckCaller depends on: role names, user mappings, the server's and the
+  // wrapper's options.
+  CacheRegisterSyscacheCallback(AUTHOID, CatalogChanged, (Datum)0);
+  CacheRegisterSyscacheCallback(USERMAPPINGOID, CatalogChanged, (Datum)0);
+  CacheRegisterSyscacheCallback(FOREIGNSERVEROID, CatalogChanged, (Datum)0);
+  CacheRegisterSyscacheCallback(FOREIGNDATAWRAPPEROID, CatalogChanged, (Datum)0);
+}
+
+// sc_proxy_check_autocommit(counter text): raises 25001 when the caller is inside a transaction
+// block and has not asked for it with slotted_counter_proxy.allow_transaction_block.
+extern "C" Datum sc_proxy_check_autocommit(PG_FUNCTION_ARGS) {
+  if (!IsTransactionBlock() || allow_transaction_block) PG_RETURN_VOID();
+  const char* counter = PG_ARGISNULL(0) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(0));
+  ereport(ERROR,
+          (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+           errmsg("transactional counter \"%s\" cannot be written through the router inside a "
+                  "transaction block",
+                  counter),
+           errdetail("The router sends the write to its data node, which commits it at once: a "
+                     "later rollback of this transaction would not undo it."),
+           errhint("Write it outside a transaction block, or SET LOCAL "
+                   "slotted_counter_proxy.allow_transaction_block = on to accept that.")));
+  PG_RETURN_VOID();
+}
+
+// slotted_counter_proxy.cluster() RETURNS text: the CLUSTER of every PL/Proxy function of the
+// router, which PL/Proxy evaluates before it connects. Raises 42501 unless the current role would
+// reach the data nodes as itself; returns the server's name.
+extern "C" Datum sc_proxy_cluster(PG_FUNCTION_ARGS) {
+  CheckCaller();
+  PG_RETURN_TEXT_P(cstring_to_text(kServer));
+}
+
+// slotted_counter_proxy.check_configuration(): raises 42501 if the server's or the wrapper's
+// options, or any user mapping on the server, would let a role reach the data nodes as another.
+extern "C" Datum sc_proxy_check_configuration(PG_FUNCTION_ARGS) {
+  Oid server = CheckedServer();
+  Relation mappings = table_open(UserMappingRelationId, AccessShareLock);
+  SysScanDesc scan = systable_beginscan(mappings, InvalidOid, false, nullptr, 0, nullptr);
+  HeapTuple tuple;
+  while (HeapTupleIsValid(tuple = systable_getnext(scan))) {
+    auto* mapping = reinterpret_cast<Form_pg_user_mapping>(GETSTRUCT(tuple));
+    if (mapping->umserver != server) continue;
+    bool isnull;
+    Datum options = heap_getattr(tuple, Anum_pg_user_mapping_umoptions,
+                                 RelationGetDescr(mappings), &isnull);
+    CheckMappingOptions(mapping->umuser, mapping->umuser,
+                        isnull ? NIL : untransformRelOptions(options));
+  }
+  systable_endscan(scan);
+  table_close(mappings, AccessShareLock);
+  PG_RETURN_VOID();
+}
+
+// The event trigger on CREATE and ALTER USER MAPPING: a mapping on the router's server may name
+// its own role only (a PUBLIC mapping no user at all), and no option but user and password.
+extern "C" Datum sc_proxy_check_user_mapping(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_EVENT_TRIGGER(fcinfo)) elog(ERROR, "not fired by event trigger manager");
+  Node* statement = reinterpret_cast<EventTriggerData*>(fcinfo->context)->parsetree;
+  RoleSpec* role;
+  const char* server_name;
+  if (IsA(statement, CreateUserMappingStmt)) {
+    role = castNode(CreateUserMappingStmt, statement)->user;
+    server_name = castNode(CreateUserMappingStmt, statement)->servername;
+  } else if (IsA(statement, AlterUserMappingStmt)) {
+    role = castNode(AlterUserMappingStmt, statement)->user;
+    server_name = castNode(AlterUserMappingStmt, statement)->servername;
+  } else {
+    PG_RETURN_NULL();
+  }
+  if (strcmp(server_name, kServer) != 0) PG_RETURN_NULL();
+  Oid mapped = role->roletype == ROLESPEC_PUBLIC ? InvalidOid : get_rolespec_oid(role, false);
+  bool found;
+  List* options = MappingOptions(mapped, GetForeignServerByName(kServer, false)->serverid, &found);
+  CheckMappingOptions(mapped, mapped, options);
+  PG_RETURN_NULL();
+}
+
+// slotted_counter_proxy.record_counter(counter text, change text, spread boolean, new_owner
+// text): records in the router's catalog that counter was created (with spread), is dropped, or
+// goes to new_owner. First, as the caller, slotted_counter_proxy.verified_owner asks the data
+// nodes whether the caller owns it there (42501 otherwise); then the row is written as the
+// catalog's owner.
+extern "C" Datum sc_proxy_record_counter(PG_FUNCTION_ARGS) {
+  const char* counter = TextArg(fcinfo, 0, "counter");
+  const char* change = TextArg(fcinfo, 1, "change");
+  bool create = strcmp(change, "create") == 0;
+  bool owner = strcmp(change, "owner") == 0;
+  if (!create && !owner && strcmp(change, "drop") != 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("unrecognized change: \"%s\"", change),
+                    errhint("Use create, drop or owner.")));
+  if (create && PG_ARGISNULL(2))
+    ereport(ERROR,
+            (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("spread must not be null")));
+  const char* new_owner = owner ? TextArg(fcinfo, 3, "new_owner") : nullptr;
+  Oid catalog_owner = CatalogOwner();
+
+  // Every statement below is the extension's own: no operator or function of a user's schema.
+  int nest_level = NewGUCNestLevel();
+  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                          GUC_ACTION_SAVE, true, 0, false);
+  SPI_connect();
+
+  // As the caller: PL/Proxy connects to the data nodes as the current role.
+  Oid verify_types[2] = {TEXTOID, TEXTOID};
+  Datum verify_args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+  if (SPI_execute_with_args("SELECT durability, owner "
+                            "FROM slotted_counter_proxy.verified_owner($1, $2)",
+                            2, verify_types, verify_args, nullptr, false, 0) != SPI_OK_SELECT ||
+      SPI_processed != 1)
+    elog(ERROR, "slotted_counter_proxy.verified_owner returned no row");
+  char* durability = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+  char* node_owner = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+
+  Oid user;
+  int security_context;
+  GetUserIdAndSecContext(&user, &security_context);
+  SetUserIdAndSecContext(catalog_owner, security_context | SECURITY_LOCAL_USERID_CHANGE |
+                                            SECURITY_RESTRICTED_OPERATION);
+  Oid types[4] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID};
+  Datum args[4] = {PG_GETARG_DATUM(0), (Datum)0, (Datum)0, (Datum)0};
+  const char* sql;
+  if (create) {
+    sql = "INSERT INTO slotted_counter_proxy.counters (name, durability, spread, owner) "
+          "VALUES ($1, $2, $3, $4::regrole) ON CONFLICT (name) DO NOTHING";
+    args[1] = CStringGetTextDatum(durability);
+    args[2] = PG_GETARG_DATUM(2);
+    args[3] = CStringGetTextDatum(node_owner);
+  } else if (owner) {
+    // The owner the nodes name: the caller's new_owner only confirms it.
+    if (strcmp(new_owner, node_owner) != 0)
+      ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                      errmsg("counter \"%s\" is owned by \"%s\" on the data nodes, not by \"%s\"",
+                             counter, node_owner, new_owner)));
+    sql = "UPDATE slotted_counter_proxy.counters SET owner = $2::regrole WHERE name = $1";
+    args[1] = CStringGetTextDatum(node_owner);
+  } else {
+    sql = "DELETE FROM slotted_counter_proxy.counters WHERE name = $1";
+  }
+  int nargs = create ? 4 : owner ? 2 : 1;
+  if (SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0) < 0)
+    elog(ERROR, "writing slotted_counter_proxy.counters failed");
+  uint64 written = SPI_processed;
+  SetUserIdAndSecContext(user, security_context);
+
+  SPI_finish();
+  AtEOXact_GUC(true, nest_level);
+  if (written == 0 && create)
+    ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+                    errmsg("counter \"%s\" already exists", counter)));
+  if (written == 0)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("counter \"%s\" does not exist", counter)));
+  PG_RETURN_VOID();
+}

@@ -1,0 +1,117 @@
+// buffer.hpp: where an increment goes: the shared buffer of counter values.
+#pragma once
+
+#include "definitions/catalog.hpp"
+#include "core/protocol.hpp"
+#include "pg.hpp"
+
+namespace sc {
+
+// Whether reads of the stored values of keys that are not resident (of a transactional
+// counter) must add their unfolded rows of slotted_counter.deltas: on a standby, which folds
+// nothing, and while this database's slot says so (shmem.hpp: fold epochs). Otherwise such a
+// key has none: an entry leaves the buffer only after its deltas were folded into totals.
+bool StoredReadsNeedDeltas();
+
+// Adds delta to the value of (counter, key, bucket) of this database and returns the new value.
+// Fails with 22003, changing nothing, if the value would leave the bigint range.
+int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta);
+
+// Adds deltas[i] to (keys[i], bucket) of a buffered counter for every i, in order, and sets
+// values[i] to the new value after it: all or nothing, under every failure (overflow, a cancel, a
+// timeout, termination, a flusher that cannot write). First, where an error changes nothing, it
+// makes the keys resident and pins them; the keys left over are handed to the flusher as one
+// write-through, whose partitions it holds so no one loads them.
+// Then, with interrupts held, it adds to the pinned entries, has the flusher write the rest in
+// one transaction (withdrawing the request if no flusher took it within 10 s), and takes its
+// adds back if that failed. Batches together pin a quarter of the buffer at most.
+void BufferIncrementBatch(const CounterDef& def, const int64* keys, const int64* deltas, int n,
+                          int64 bucket, int64* values);
+
+// At the abort of a (sub)transaction: gives back what a batch that failed before its adds held
+// (pins, partition holds). Cannot fail.
+void BufferBatchAbort();
+
+// Adds delta to (counter, key, bucket) of a buffered counter if the new value stays within
+// bounds: true and *value the new value, or false and *value the value it was refused against
+// (nothing changed). Concurrent ones admit exactly what fits. A key not in the buffer is loaded;
+// with no room, it waits for the flusher as BufferSet does (the bound needs the value, which a
+// write-through does not have).
+bool BufferIncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                           Bounds bounds, int64* value);
+
+// Replaces the value of (counter, key, bucket) of a buffered counter and returns the old value.
+// Concurrent increments fall before or after it. If the buffer has no room it waits for the
+// flusher (10 s at most, then 53400).
+int64 BufferSet(const CounterDef& def, int64 key, int64 bucket, int64 value);
+
+// The current value of (counter, key, bucket) (for a transactional counter: its committed value);
+// 0 for a key never counted. With load, a key not in the buffer is loaded into it.
+int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load);
+
+// The current values of many keys of an unbucketed counter (committed values, for a
+// transactional one): each exact at some moment during the call. Keys not in the buffer are read
+// with one query and not loaded.
+void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values);
+
+// A key and its value.
+struct KeyValue {
+  int64 key;
+  int64 value;
+};
+
+// The candidates for the n largest values of an unbucketed counter (committed values, for a
+// transactional one): every resident key with its exact value, and the n largest stored values
+// of the other keys (one query). Unordered, distinct keys, in a palloc'd array with room for
+// `extra` more; returns how many. Its cost is a pass over the buffer, a top-n query, and
+// O(keys log keys).
+int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out);
+
+// One resident value of a bucketed counter.
+struct BucketValue {
+  int64 key;
+  int64 bucket;
+  int64 value;
+};
+
+// The resident values of a bucketed counter whose key is one of keys (sorted, distinct; nullptr:
+// any key) and whose bucket starts in [since, until), each exact at some moment during the call
+// (committed values, for a transactional counter), in a palloc'd array; returns how many. Keys
+// take one partition scan each (all buckets of a key share its partition), any key all of them.
+int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,
+                            int64 until, BucketValue** out);
+
+// At pre-commit: makes the key resident, checks that its value plus every reserved delta plus
+// delta fits in a bigint (22003 if not) and, whatever the other reserved deltas do, stays within
+// bounds right after delta (23514 if not), reserves delta and pins the entry, so that it is not
+// evicted (and so not reloaded from tables that already hold this delta) before BufferSettle.
+void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta, Bounds bounds,
+                   Reservation* out);
+// At commit (adds the delta to the value) or abort; cannot fail.
+void BufferSettle(const Reservation& r, bool committed);
+
+// A buffered sc_incr_once that owns its request id (request_ids.hpp: kIdApplying at id_index):
+// adds delta like BufferIncrement, but never writes through (it waits for room as sc_set does),
+// and marks the id kPending with the new value in the same section as the add. 22003 if the
+// value would leave bigint (the id stays the caller's to abandon).
+int64 BufferIncrementOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                          uint32 id_index);
+
+// Retention of an unbucketed counter (retention.cpp): keys (all of partition p, with their hashes)
+// whose rows were last written long ago. Removes the entries of those that hold nothing the tables
+// lack, sets expirable[i] to whether keys[i] is out of the buffer, and holds partition p against
+// loads (shmem.hpp: through_holds) until ReleaseExpiryHold(p). Takes only LWLocks; cannot fail.
+void HoldForExpiry(uint32 p, const CounterKey* keys, const uint32* hashes, int n, bool* expirable);
+void ReleaseExpiryHold(uint32 p);
+
+// Removes every entry of one counter (or of a whole database) from the buffer.
+// Used when a drop commits; takes only LWLocks and cannot fail.
+void PurgeCounter(Oid db, int32 counter);
+// Removes the entries of one counter's buckets that start before `before`.
+void PurgeBuckets(Oid db, int32 counter, int64 before);
+void PurgeDatabase(Oid db);
+// Removes the entries of database db that hold nothing the tables lack (flushed, folded, not
+// pinned); returns how many of its entries stay. Takes only LWLocks and cannot fail.
+uint32 PurgeCleanEntries(Oid db);
+
+}  // namespace sc

@@ -1,0 +1,194 @@
+// increment.cpp: the writes to a key: sc_incr (the hot path: the partition lock SHARED, find the
+// entry, an atomic add), bounded and once-only increments, sc_set. A key not resident is loaded
+// (load.cpp); with no room, a plain increment asks the flusher to apply it to the table in its own
+// transaction (a write-through) and waits for the new value, while the others wait for room.
+// The lock protocol is in core/protocol.hpp and shared/shmem.hpp.
+#include "buffer/buffer.hpp"
+#include "buffer/buffer_internal.hpp"
+#include "core/checked_math.hpp"
+#include "transactions/changes.hpp"
+#include "shared/request_ids.hpp"
+#include "shared/shmem.hpp"
+#include "workers/write_through.hpp"
+
+namespace sc {
+
+void ReportOverflow(const CounterDef& def, int64 key, int64 value, int64 delta) {
+  ReportValueOutOfRange(def.name,
+                        psprintf("Key %lld holds %lld; adding %lld leaves the bigint range.",
+                                 (long long)key, (long long)value, (long long)delta));
+}
+
+namespace {
+
+// Has the flusher add delta to the stored value of the non-resident key k. *retry: k became
+// resident meanwhile, add to the buffer instead.
+int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta,
+                   bool* retry) {
+  WriteThroughRequest* r = FreeRequest();
+  // Under the key's exclusive partition lock, after checking it is not resident (shmem.hpp).
+  auto table = Table();
+  table.Exclusively(CounterTable::PartitionOf(hash), [&] {
+    *retry = table.table().Find(k, hash) != kNil;
+    if (!*retry) PublishRequest(r, k, delta, 0, DSM_HANDLE_INVALID);
+  });
+  if (*retry) return 0;
+
+  RequestAnswer answer = AwaitAnswer(r, false, 0);
+  if (answer.state == kRequestFailed) {
+    if (answer.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+      ReportOverflow(def, k.key, BufferRead(def, k.key, k.bucket, false), delta);
+    ReportUnknownCounter(def.name);
+  }
+  return answer.result;
+}
+
+// The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock.
+inline Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, int64* value,
+                         bool* overflow) {
+  Dirtied dirtied;
+  Probe probe = Table().AddIfResident(k, hash, delta, value, overflow, &dirtied);
+  NoteDirtied(dirtied);
+  return probe;
+}
+
+Probe AddResidentWithin(const CounterKey& k, uint32 hash, int64 delta, Bounds bounds,
+                        int64* value, bool* refused) {
+  Dirtied dirtied;
+  Probe probe = Table().AddIfResidentWithin(k, hash, delta, bounds, value, refused, &dirtied);
+  NoteDirtied(dirtied);
+  return probe;
+}
+
+inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
+                              int64* old_value) {
+  Dirtied dirtied;
+  Probe probe = Table().ExchangeIfResident(k, hash, new_value, old_value, &dirtied);
+  NoteDirtied(dirtied);
+  return probe;
+}
+
+// BufferIncrement of a key that was not resident at the first probe. Out of line, so that the
+// hot path's frame holds only what a resident key needs.
+pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterKey& k,
+                                       uint32 hash, int64 delta) {
+  int64 key = k.key;
+  int64 value;
+  bool overflow;
+  // Loading may look the definition up again (after a drop made it stale), which can free the
+  // one the caller passed; work on a copy.
+  CounterDef def = counter;
+  int waits = 0;
+  for (;;) {
+    Probe probe = AddResident(k, hash, delta, &value, &overflow);
+    if (probe == Probe::kFound) {
+      if (overflow) ReportOverflow(def, key, value, delta);
+      return value;
+    }
+    if (probe == Probe::kLoading) {
+      WaitForLoad(&waits);
+      continue;
+    }
+    if (!MakeResident(&def, k, hash, &waits)) {
+      // The flusher would wait for this transaction's own lock on the counter's row.
+      if (BucketsDroppedInThisTransaction(def.id))
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("no room in the slotted_counter buffer for counter \"%s\"",
+                               def.name),
+                        errdetail("The buffer is full, and this transaction holds the counter "
+                                  "for sc_drop_buckets, so the flusher cannot write the "
+                                  "increment through."),
+                        errhint("Count in a transaction of its own.")));
+      bool retry;
+      value = WriteThrough(def, k, hash, delta, &retry);
+      if (!retry) return value;
+    }
+  }
+}
+
+}  // namespace
+
+int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
+  CounterKey k{MyDatabaseId, counter.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  int64 value;
+  bool overflow;
+  if (likely(AddResident(k, hash, delta, &value, &overflow) == Probe::kFound)) {
+    if (unlikely(overflow)) ReportOverflow(counter, key, value, delta);
+    return value;
+  }
+  return IncrementNotResident(counter, k, hash, delta);
+}
+
+namespace {
+
+// Calls at_resident() (a step on k's resident entry) until it finds the entry resident: waits for
+// a load in progress, loads the key, and with no room waits for the flusher (an error after
+// kRoomWaitMs naming `action`). For the writes that are never written through.
+template <typename AtResident>
+void UntilResident(CounterDef* def, const CounterKey& k, uint32 hash, const char* action,
+                   AtResident&& at_resident) {
+  int waits = 0;
+  TimestampTz no_room_since = 0;
+  for (;;) {
+    Probe probe = at_resident();
+    if (probe == Probe::kFound) return;
+    if (probe == Probe::kLoading) {
+      WaitForLoad(&waits);
+      continue;
+    }
+    if (!MakeResident(def, k, hash, &waits)) WaitForRoom(*def, action, &no_room_since, &waits);
+  }
+}
+
+}  // namespace
+
+bool BufferIncrementWithin(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
+                           Bounds bounds, int64* value) {
+  CounterDef def = counter;  // as in BufferIncrement
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  bool refused = false;
+  UntilResident(&def, k, hash, "count into",
+                [&] { return AddResidentWithin(k, hash, delta, bounds, value, &refused); });
+  // Leaving bigint is an error, as for any increment, not a refusal by the bounds.
+  int64 sum;
+  if (refused && __builtin_add_overflow(*value, delta, &sum))
+    ReportOverflow(def, key, *value, delta);
+  return !refused;
+}
+
+int64 BufferIncrementOnce(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
+                          uint32 id_index) {
+  CounterDef def = counter;  // as in BufferIncrement
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  RequestIdTable* ids = shared->request_ids;
+  int64 value = 0;
+  bool overflow = false;
+  // Not written through: the increment must be in the buffer, for the flush that writes it to
+  // write the id too. The add and the id's kPending are one section under apply_lock SHARED
+  // (request_ids.hpp).
+  UntilResident(&def, k, hash, "count into", [&] {
+    LWLockAcquire(ids->apply_lock, LW_SHARED);
+    Probe probe = AddResident(k, hash, delta, &value, &overflow);
+    if (probe == Probe::kFound && !overflow)
+      AppliedRequestId(ids, id_index, key, bucket, value, GetCurrentTimestamp());
+    LWLockRelease(ids->apply_lock);
+    return probe;
+  });
+  if (overflow) ReportOverflow(def, key, value, delta);
+  return value;
+}
+
+int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {
+  CounterDef def = counter;
+  CounterKey k{MyDatabaseId, def.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  // A set is not written through: it waits for the flusher to make room.
+  int64 old = 0;
+  UntilResident(&def, k, hash, "set", [&] { return ExchangeResident(k, hash, value, &old); });
+  return old;
+}
+
+}  // namespace sc

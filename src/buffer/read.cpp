@@ -1,0 +1,212 @@
+// read.cpp: reads: one key, many keys (the resident ones from shared memory, the others in one
+// query), the candidates of sc_top, the resident buckets of sc_series. Scans of the buffer take
+// each partition lock SHARED in turn (core/protocol.hpp: ForEachResident).
+#include <algorithm>
+
+#include "buffer/buffer.hpp"
+#include "buffer/buffer_internal.hpp"
+#include "shared/shmem.hpp"
+#include "spi.hpp"
+
+namespace sc {
+
+int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) {
+  CounterKey k{MyDatabaseId, counter.id, key, bucket};
+  uint32 hash = HashCounterKey(k);
+  int64 value;
+  if (ReadResident(k, hash, &value) == Probe::kFound) return value;
+  CounterDef def = counter;  // as in BufferIncrement
+  bool transactional = def.durability == Durability::kTransactional;
+  int waits = 0;
+  for (;;) {
+    Probe probe = ReadResident(k, hash, &value);
+    if (probe == Probe::kFound) return value;
+    if (probe == Probe::kLoading) {
+      WaitForLoad(&waits);
+      continue;
+    }
+    if (!load || !MakeResident(&def, k, hash, &waits)) return ReadStoredValue(k, transactional);
+  }
+}
+
+// [transactional]: the stored values of many unbucketed keys, in one snapshot.
+SPIPlanPtr plan_stored_many[2] = {nullptr, nullptr};
+
+const char* const kStoredManySql[2] = {
+    "SELECT k.key, COALESCE((SELECT value FROM slotted_counter.totals t "
+    "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
+    "AND t.bucket IS NULL), 0) FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY "
+    "AS k(key, n) ORDER BY k.n",
+    "SELECT k.key, (COALESCE((SELECT value FROM slotted_counter.totals t "
+    "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
+    "AND t.bucket IS NULL), 0) OPERATOR(pg_catalog.+) COALESCE((SELECT pg_catalog.sum(d.delta) "
+    "FROM slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
+    "AND d.key OPERATOR(pg_catalog.=) k.key AND d.bucket IS NULL), 0))::pg_catalog.int8 "
+    "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n"};
+
+void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values) {
+  bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  // Keys in the buffer are read from shared memory; the others with one query.
+  auto* missing = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  auto* slot_of = static_cast<int*>(palloc(sizeof(int) * (n + 1)));
+  int nmissing = 0;
+  for (int i = 0; i < n; i++) {
+    CounterKey k{MyDatabaseId, def.id, keys[i], kNoBucket};
+    uint32 hash = HashCounterKey(k);
+    int waits = 0;
+    for (;;) {
+      Probe probe = ReadResident(k, hash, &values[i]);
+      if (probe == Probe::kMissing) {
+        slot_of[nmissing] = i;
+        missing[nmissing++] = Int64GetDatum(keys[i]);
+      }
+      if (probe != Probe::kLoading) break;
+      WaitForLoad(&waits);
+    }
+  }
+  if (nmissing == 0) return;
+  SpiSession spi = ConnectSpi();
+  static const Oid types[2] = {INT4OID, INT8ARRAYOID};
+  SPIPlanPtr plan =
+      KeptPlan(&plan_stored_many[transactional], kStoredManySql[transactional], 2, types);
+  Datum args[2] = {Int32GetDatum(def.id), PointerGetDatum(construct_array(
+                                              missing, nmissing, INT8OID, 8, true, TYPALIGN_DOUBLE))};
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                false, 0);
+  if (rc != SPI_OK_SELECT || SPI_processed != uint64(nmissing))
+    elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  for (int j = 0; j < nmissing; j++) {
+    bool isnull;
+    values[slot_of[j]] =
+        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 2, &isnull));
+  }
+  FinishSpi(spi);
+}
+
+// [transactional]: the n largest stored values of the counter other than 0 (a key that reads 0
+// is not ranked, as sc_series leaves out such buckets); those of resident keys are left out
+// afterwards (a key's stored value is stale while it is resident).
+SPIPlanPtr plan_top_stored[2] = {nullptr, nullptr};
+
+const char* const kTopStoredSql[2] = {
+    "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND bucket IS NULL AND value OPERATOR(pg_catalog.<>) 0 ORDER BY value DESC, key LIMIT $2",
+    "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 AS value FROM ("
+    "SELECT key, value AS v FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND bucket IS NULL UNION ALL SELECT key, delta FROM slotted_counter.deltas "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) s "
+    "GROUP BY key HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY 2 DESC, key "
+    "LIMIT $2"};
+
+int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
+  bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  auto table = Table();
+  // Every resident key of the counter, with its exact value. Entries linked during the scan can
+  // fill the array; then scan again with room for all of them (a key left out would be reported
+  // with its stored value, not its exact one).
+  int64 space = int64(table.table().used()) + 64;
+  KeyValue* resident;
+  int64 nresident;
+  for (;;) {
+    resident = static_cast<KeyValue*>(
+        MemoryContextAllocHuge(CurrentMemoryContext, sizeof(KeyValue) * space));
+    nresident = 0;
+    bool full = false;
+    for (uint32 p = 0; p < kPartitions && !full; p++) {
+      CHECK_FOR_INTERRUPTS();
+      table.ForEachResident(p, [&](uint32, const Entry& e) {
+        if (e.id.db != MyDatabaseId || e.id.counter != def.id || e.id.bucket != kNoBucket) return;
+        if (nresident == space) {
+          full = true;
+          return;
+        }
+        resident[nresident++] = KeyValue{e.id.key, e.value.load(std::memory_order_acquire)};
+      });
+    }
+    if (!full) break;
+    pfree(resident);
+    space = int64(table.table().capacity()) + 1;
+  }
+  auto* resident_keys = static_cast<int64*>(palloc(sizeof(int64) * (nresident + 1)));
+  for (int64 i = 0; i < nresident; i++) resident_keys[i] = resident[i].key;
+  std::sort(resident_keys, resident_keys + nresident);
+
+  // The n largest stored values of the other keys are among the n + nresident largest stored.
+  SpiSession spi = ConnectSpi();
+  static const Oid types[2] = {INT4OID, INT8OID};
+  SPIPlanPtr plan = KeptPlan(&plan_top_stored[transactional], kTopStoredSql[transactional], 2,
+                             types);
+  Datum args[2] = {Int32GetDatum(def.id), Int64GetDatum(n + nresident)};
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                false, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  int64 nstored = int64(SPI_processed);
+  // The result outlives the session: in the caller's context (SPI_finish frees SPI's).
+  auto* all = static_cast<KeyValue*>(MemoryContextAllocHuge(
+      spi.caller, sizeof(KeyValue) * (nresident + Min(nstored, n) + extra + 1)));
+  // A resident key that reads 0 is not ranked, but its stored row is stale: it stays in
+  // resident_keys, which leaves that row out below.
+  int64 count = 0;
+  for (int64 i = 0; i < nresident; i++)
+    if (resident[i].value != 0) all[count++] = resident[i];
+  for (int64 j = 0, taken = 0; j < nstored && taken < n; j++) {
+    if ((j & 4095) == 0) CHECK_FOR_INTERRUPTS();
+    bool isnull;
+    HeapTuple tup = SPI_tuptable->vals[j];
+    int64 key = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+    if (std::binary_search(resident_keys, resident_keys + nresident, key)) continue;
+    all[count++] = KeyValue{key, DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2,
+                                                             &isnull))};
+    taken++;
+  }
+  FinishSpi(spi);
+  *out = all;
+  return count;
+}
+
+int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,
+                            int64 until, BucketValue** out) {
+  CounterTable* t = shared->table;
+  // The partitions to scan, in order, each once.
+  auto* partitions = static_cast<uint32*>(palloc(sizeof(uint32) * kPartitions));
+  int npartitions = 0;
+  if (keys == nullptr) {
+    for (uint32 p = 0; p < kPartitions; p++) partitions[npartitions++] = p;
+  } else {
+    bool wanted[kPartitions] = {};
+    for (int i = 0; i < nkeys; i++)
+      wanted[CounterTable::PartitionOf(
+          HashCounterKey(CounterKey{MyDatabaseId, def.id, keys[i], kNoBucket}))] = true;
+    for (uint32 p = 0; p < kPartitions; p++)
+      if (wanted[p]) partitions[npartitions++] = p;
+  }
+  // Entries linked during the scan can fill the array; then scan again with twice the room.
+  int64 space = keys == nullptr ? int64(t->used()) + 64 : 64;
+  for (;;) {
+    auto* values = static_cast<BucketValue*>(
+        MemoryContextAllocHuge(CurrentMemoryContext, sizeof(BucketValue) * space));
+    int64 n = 0;
+    bool full = false;
+    for (int i = 0; i < npartitions && !full; i++) {
+      Table().ForEachResident(partitions[i], [&](uint32, const Entry& e) {
+        if (full || e.id.db != MyDatabaseId || e.id.counter != def.id ||
+            e.id.bucket < since || e.id.bucket >= until ||
+            (keys != nullptr && !std::binary_search(keys, keys + nkeys, e.id.key)))
+          return;
+        if (n == space) {
+          full = true;
+          return;
+        }
+        values[n++] = BucketValue{e.id.key, e.id.bucket, e.value.load(std::memory_order_acquire)};
+      });
+    }
+    if (!full) {
+      *out = values;
+      return n;
+    }
+    pfree(values);
+    space = Min(space * 2, int64(t->capacity()) + 1);
+  }
+}
+
+}  // namespace sc

@@ -1,0 +1,134 @@
+// stored.cpp: the stored value of a key that is not in the buffer: one probe of totals' unique
+// index (the load of a key not seen before), or a query where deltas must be added or the index
+// is not as the install script made it. Touches no shared state but the slot's fold flag.
+#include "buffer/buffer.hpp"
+#include "buffer/buffer_internal.hpp"
+#include "shared/flusher_slots.hpp"
+#include "spi.hpp"
+
+namespace sc {
+
+bool StoredReadsNeedDeltas() {
+  return RecoveryInProgress() || LoadsReadDeltas(FindSlot(MyDatabaseId));
+}
+
+namespace {
+
+// [transactional][bucketed]
+SPIPlanPtr plan_stored[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+
+const char* const kStoredSql[2][2] = {
+    {"SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL",
+     "SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3"},
+    // A transactional value is its totals row plus its committed, not yet folded deltas, read
+    // in one snapshot (a fold moves rows from one to the other in one transaction).
+    {"SELECT (COALESCE((SELECT value FROM slotted_counter.totals "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
+     "AND bucket IS NULL), 0) OPERATOR(pg_catalog.+) COALESCE((SELECT pg_catalog.sum(delta) "
+     "FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL), 0))::pg_catalog.int8",
+     "SELECT (COALESCE((SELECT value FROM slotted_counter.totals "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
+     "AND bucket OPERATOR(pg_catalog.=) $3), 0) OPERATOR(pg_catalog.+) "
+     "COALESCE((SELECT pg_catalog.sum(delta) FROM slotted_counter.deltas "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
+     "AND bucket OPERATOR(pg_catalog.=) $3), 0))::pg_catalog.int8"}};
+
+// The value column of k's row in slotted_counter.totals, read in `snapshot` through the table's
+// unique index (counter, key, bucket) without a query: the load of a key not seen before is this
+// one index probe. It reads what the superuser's query would (no privilege check, no row
+// security). False when the index is not as the scripts made it (dropped, invalid, rebuilt on
+// other columns): the caller runs the query instead.
+bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value) {
+  Oid relid = ExtensionRelation("totals");
+  if (!OidIsValid(relid)) return false;
+  Relation rel = table_open(relid, AccessShareLock);
+  // Looked up under the table's lock (which a DROP INDEX waits for), in the table's schema; and
+  // opened only if it still exists (DROP INDEX CONCURRENTLY does not wait for that lock).
+  Oid indexid = get_relname_relid("totals_counter_key_bucket", RelationGetNamespace(rel));
+  Relation index = OidIsValid(indexid) ? try_relation_open(indexid, AccessShareLock) : nullptr;
+  if (index == nullptr || index->rd_rel->relkind != RELKIND_INDEX) {
+    if (index != nullptr) relation_close(index, NoLock);
+    table_close(rel, NoLock);
+    return false;
+  }
+  // The columns by name and type, from the relation's descriptor (no catalog lookups).
+  static const char* const kNames[4] = {"counter", "key", "bucket", "value"};
+  static const Oid kTypes[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
+  AttrNumber columns[4] = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber,
+                           InvalidAttrNumber};
+  TupleDesc desc = RelationGetDescr(rel);
+  for (int a = 0; a < desc->natts; a++) {
+    Form_pg_attribute att = TupleDescAttr(desc, a);
+    for (int i = 0; i < 4 && !att->attisdropped; i++)
+      if (att->atttypid == kTypes[i] && strcmp(NameStr(att->attname), kNames[i]) == 0)
+        columns[i] = att->attnum;
+  }
+  AttrNumber value_column = columns[3];
+  const FormData_pg_index* form = index->rd_index;
+  bool usable = form->indrelid == relid && form->indisvalid && form->indisunique &&
+                index->rd_rel->relam == BTREE_AM_OID && form->indnkeyatts == 3 &&
+                value_column != InvalidAttrNumber;
+  for (int i = 0; usable && i < 3; i++)
+    usable = columns[i] != InvalidAttrNumber && form->indkey.values[i] == columns[i];
+  if (usable) {
+    ScanKeyData keys[3];
+    ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(k.counter));
+    ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(k.key));
+    if (k.bucket == kNoBucket)
+      ScanKeyEntryInitialize(&keys[2], SK_ISNULL | SK_SEARCHNULL, 3, InvalidStrategy, InvalidOid,
+                             InvalidOid, InvalidOid, (Datum)0);
+    else
+      ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_TIMESTAMPTZ_EQ,
+                  TimestampTzGetDatum(k.bucket));
+    IndexScanDesc scan = index_beginscan(rel, index, snapshot, 3, 0);
+    index_rescan(scan, keys, 3, nullptr, 0);
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    *value = 0;
+    if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+      bool isnull;
+      Datum d = slot_getattr(slot, value_column, &isnull);
+      if (!isnull) *value = DatumGetInt64(d);
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    index_endscan(scan);
+  }
+  // The locks stay until the end of the transaction, as a query's would.
+  index_close(index, NoLock);
+  table_close(rel, NoLock);
+  return usable;
+}
+
+}  // namespace
+
+int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only) {
+  transactional = transactional && StoredReadsNeedDeltas();
+  // A tuple this transaction inserted is visible from command curcid on, one it deleted until
+  // then: from the first command, neither. Always on a registered copy: the latest snapshot
+  // itself is static, and others may take it meanwhile.
+  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+  if (committed_only) snapshot->curcid = FirstCommandId;
+  int64 value = 0;
+  if (transactional || !ReadTotalsRow(k, snapshot, &value)) {
+    SpiSession spi = ConnectSpi();
+    bool bucketed = k.bucket != kNoBucket;
+    static const Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
+    SPIPlanPtr plan = KeptPlan(&plan_stored[transactional][bucketed],
+                               kStoredSql[transactional][bucketed], bucketed ? 3 : 2, types);
+    Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
+    int rc = SPI_execute_snapshot(plan, args, nullptr, snapshot, InvalidSnapshot, true, false, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+    if (SPI_processed == 1) {
+      bool isnull;
+      value = DatumGetInt64(
+          SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    }
+    FinishSpi(spi);
+  }
+  UnregisterSnapshot(snapshot);
+  return value;
+}
+
+}  // namespace sc

@@ -1,0 +1,52 @@
+// entry_handles.hpp: what the steps of the counter table's protocol (core/protocol.hpp) hand out
+// and report: a load in progress, a flush's claim, a commit's reservation, a batch's pin, and
+// the outcome of a probe, a load's start, a take and a reservation. Plain values, in a
+// backend's memory; pure C++ (no PostgreSQL header).
+#pragma once
+
+#include <cstdint>
+
+namespace sc {
+
+enum class Probe { kFound, kMissing, kLoading };
+
+// What a load is doing: the entry it linked kLoading, and how to find it again.
+struct Loading {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t hash;
+};
+
+enum class LoadStart { kLinked, kRetry, kStale };
+
+// What a flush claimed of one entry: written as delta, settled by SettleClaim.
+struct Claim {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t partition;
+  int64_t delta;
+};
+
+// kTaken: claimed with a nonzero delta; kClean: nothing to write (or another flusher claimed it);
+// kLeft: dirty, but not for this flush (the caller's eligible refused it).
+enum class Take { kTaken, kClean, kLeft };
+
+// A committing transaction's hold on one entry of a transactional counter.
+struct Reservation {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t partition;
+  int64_t delta;
+};
+
+// kOverflow: the value could leave bigint; kOutOfBounds: it could leave the reservation's bounds.
+enum class Reserve { kReserved, kOverflow, kOutOfBounds, kLoading, kMissing };
+
+// A buffered batch's pin on one entry.
+struct Pin {
+  uint32_t index;
+  uint32_t generation;
+  uint32_t partition;
+};
+
+}  // namespace sc

@@ -1,0 +1,569 @@
+// protocol.hpp: the lock protocol of the counter table, every step of it, in one place.
+//
+// Pure C++ (no PostgreSQL header; counter_table.cpp includes this file before the guard
+// cpp_only_file.hpp, so including one is a compile error). The server and the unit tests run
+// this same code; they differ only in the lock policy:
+//
+//   struct Locks {                          // one reader-writer lock per partition
+//     void Shared(uint32_t partition);
+//     void Exclusive(uint32_t partition);
+//     bool TryExclusive(uint32_t partition);  // without waiting; true if taken
+//     void ReleaseShared(uint32_t partition);  // after Shared
+//     void Release(uint32_t partition);        // after Exclusive or a TryExclusive that took it
+//   };
+//
+// In the server these are partition_lock.hpp's counted readers over the LWLocks
+// partition_locks[] (shmem.hpp: PartitionLocks); in the tests std::shared_mutex, with and
+// without the counted readers. A ring of dirty entries is guarded by a mutex with
+// lock()/unlock() (a spinlock in the server).
+//
+// The rules (counter_table.hpp says what each field means):
+//   - Hit: under the key's partition lock SHARED, an entry found kResident takes an atomic add,
+//     exchange or read. Nothing else happens on the hot path. A bounded add checks its bounds
+//     inside the add's compare-and-swap, so concurrent ones admit exactly what fits.
+//   - Take: a free entry, or one taken by the clock sweep: it try-locks the partition the entry's
+//     hash names (never holding another partition lock), re-checks that partition under the lock,
+//     and evicts only a resident, clean, unpinned entry that no flush has claimed and that the
+//     caller's may_evict allows (a transactional entry whose deltas are folded). Unlink hands the
+//     entry to the sweeper (kOwned), who frees it after the lock; the generation moves on.
+//   - Load: the owner fills id and hash, then under the EXCLUSIVE lock links it kLoading unless
+//     the key is linked already or the caller refuses (a pending write-through of the key, a held
+//     partition, a stale catalog). It reads the stored value without any lock, then under the
+//     EXCLUSIVE lock makes it kResident with value = flushed = stored (or removes it if the
+//     catalog went stale). An abandoned load removes the entry if its generation and kLoading
+//     state are unchanged. Others that find a kLoading entry wait and probe again.
+//   - Claim/settle (the flusher of the entry's database, partition lock SHARED): a claim sets
+//     in_flush with an atomic exchange (two flushers overlap during a hand-over) and reads the
+//     delta value - flushed; after the flush's transaction ended, the settle checks the entry's
+//     generation and state, adds the delta to flushed if it committed, and clears in_flush.
+//   - Reserve/settle (transactional commits, partition lock EXCLUSIVE): a reservation checks that
+//     value + reserved + delta fits on the delta's side (a bounded one: that the value right after
+//     its delta is within its bounds at both ends, value + reserved_down + delta and value +
+//     reserved_up + delta), adds delta to that side and pins the entry; the settle (same
+//     generation, resident) adds delta to value on commit, takes it off the side, unpins, and
+//     sets flushed = value (a transactional value is in the tables).
+//   - Pins of buffered batches (EXCLUSIVE to pin and unpin; adds to a pinned entry take the
+//     SHARED lock and check the generation).
+//   - Purge: under each partition's EXCLUSIVE lock, resident entries that match are unlinked and
+//     freed.
+//   - Expiry (the flusher, keys not written for a counter's retention): under the partition's
+//     EXCLUSIVE lock, the clean entries of the keys are unlinked and freed (a dirty one keeps its
+//     key alive) and the caller marks the partition held against loads before the lock goes.
+//   - Dirty ring: a write that turns a clean entry dirty notes it in its database's ring
+//     (core/dirty_ring.hpp), so that the next flush need not scan the whole buffer.
+//
+// Nothing here allocates, throws or fails: every function is noexcept.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/counter_table.hpp"
+#include "core/dirty_ring.hpp"
+#include "core/entry_handles.hpp"
+
+namespace sc {
+
+template <typename Locks>
+class Protocol {
+ public:
+  Protocol(CounterTable* table, Locks locks) noexcept : t_(*table), locks_(locks) {}
+
+  CounterTable& table() noexcept { return t_; }
+  Locks& locks() noexcept { return locks_; }
+
+  // ---- the hot path: partition lock SHARED ----------------------------------------------------
+
+  // Finds k's entry and, if it is resident, calls op(index, entry) under the lock.
+  template <typename Op>
+  Probe WithResident(const CounterKey& k, uint32_t hash, Op&& op) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Shared(p);
+    uint32_t index = t_.Find(k, hash);
+    Probe probe = Probe::kMissing;
+    if (index != kNil) {
+      Entry& e = t_.at(index);
+      probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
+      if (probe == Probe::kFound) op(index, e);
+    }
+    locks_.ReleaseShared(p);
+    return probe;
+  }
+
+  // Adds delta to k's resident entry. *overflow: refused (nothing changed), *value holds the
+  // unchanged value; otherwise *value is the new value.
+  Probe AddIfResident(const CounterKey& k, uint32_t hash, int64_t delta, int64_t* value,
+                      bool* overflow, Dirtied* dirtied) noexcept {
+    *overflow = false;
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+      *overflow = !CounterTable::Add(e, delta, value);
+      if (*overflow)
+        *value = e.value.load(std::memory_order_acquire);
+      else
+        CheckDirtied(index, e, *value - delta, *value, dirtied);
+    });
+  }
+
+  // Adds delta to k's resident entry if the result stays within bounds. *refused: nothing
+  // changed, *value is the value it was refused against; otherwise *value is the new value.
+  Probe AddIfResidentWithin(const CounterKey& k, uint32_t hash, int64_t delta, Bounds bounds,
+                            int64_t* value, bool* refused, Dirtied* dirtied) noexcept {
+    *refused = false;
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+      *refused = !CounterTable::AddWithin(e, delta, bounds, value);
+      if (!*refused) CheckDirtied(index, e, *value - delta, *value, dirtied);
+    });
+  }
+
+  Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept {
+    return WithResident(k, hash, [&](uint32_t, Entry& e) {
+      *value = e.value.load(std::memory_order_acquire);
+    });
+  }
+
+  // Replaces k's resident value with new_value; *old_value is what it was.
+  Probe ExchangeIfResident(const CounterKey& k, uint32_t hash, int64_t new_value,
+                           int64_t* old_value, Dirtied* dirtied) noexcept {
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+      *old_value = e.value.exchange(new_value, std::memory_order_seq_cst);
+      e.usage.store(1, std::memory_order_relaxed);
+      CheckDirtied(index, e, *old_value, new_value, dirtied);
+    });
+  }
+
+  // ---- take: a free entry or an evicted clean one --------------------------------------------
+
+  // A free entry (kOwned), or a clean one the clock sweep evicted, looking at up to sweep_limit
+  // entries; kNil if none. The entry is for database db: the sweep evicts only entries of db and
+  // of databases over their fair share (CounterTable::OverShare), whose read is a snapshot, so
+  // that no database's flood takes another's share of the buffer. yield: db is over its share
+  // and another database wants room, so db takes a free entry or none, leaving its clean entries
+  // to the others. may_evict(entry) is asked last, under the victim's exclusive lock. *evicted
+  // counts the evictions.
+  template <typename MayEvict>
+  uint32_t TakeFreeOrClean(uint32_t db, bool yield, uint32_t sweep_limit, MayEvict&& may_evict,
+                           uint64_t* evicted) noexcept {
+    uint32_t index = t_.Allocate();
+    if (index != kNil || yield) return index;
+    uint32_t crowding[kOccupancyCells];
+    int ncrowding = t_.OverShare(db, crowding, int(kOccupancyCells));
+    // An entry of db itself gets the clock's second chance; one of a database over its share does
+    // not (its flood keeps touching its entries); others are not db's to take.
+    auto crowds = [&](const Entry& e) {
+      for (int c = 0; c < ncrowding; c++)
+        if (crowding[c] == e.id.db) return true;
+      return false;
+    };
+    uint32_t limit = sweep_limit < t_.capacity() ? sweep_limit : t_.capacity();
+    for (uint32_t n = 0; n < limit; n++) {
+      uint32_t i = t_.ClockNext();
+      Entry& e = t_.at(i);
+      if (e.state.load(std::memory_order_relaxed) != kResident) continue;
+      uint32_t p = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
+      if (!locks_.TryExclusive(p)) continue;
+      bool evict = false;
+      // The id is read only once the entry is known resident in p, under p's lock: an entry that
+      // is not is being filled by its owner.
+      if (CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p &&
+          e.state.load(std::memory_order_acquire) == kResident) {
+        bool own = e.id.db == db;
+        evict = (own || crowds(e)) && CounterTable::AgeAndTestEvictable(e, own) &&
+                may_evict(static_cast<const Entry&>(e));
+      }
+      if (evict) t_.Unlink(i);
+      locks_.Release(p);
+      if (evict) {
+        // Recycle the slot through the free list so its generation moves on.
+        t_.Release(i);
+        (*evicted)++;
+        index = t_.Allocate();
+        if (index != kNil) return index;
+      }
+    }
+    return kNil;
+  }
+
+  // ---- load -----------------------------------------------------------------------------------
+
+  // Links the taken entry `index` for k as kLoading, unless k is linked already (kRetry) or
+  // refuse() says kRetry or kStale; a refused entry goes back to the free list.
+  template <typename Refuse>
+  LoadStart BeginLoad(uint32_t index, const CounterKey& k, uint32_t hash, Refuse&& refuse,
+                      Loading* loading) noexcept {
+    Entry& e = t_.at(index);
+    e.id = k;
+    e.hash.store(hash, std::memory_order_release);
+    e.value.store(0, std::memory_order_relaxed);
+    e.flushed.store(0, std::memory_order_relaxed);
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Exclusive(p);
+    LoadStart start = t_.Find(k, hash) != kNil ? LoadStart::kRetry : refuse();
+    if (start != LoadStart::kLinked) {
+      locks_.Release(p);
+      t_.Release(index);
+      return start;
+    }
+    e.state.store(kLoading, std::memory_order_release);
+    t_.Link(index);
+    *loading = Loading{index, e.generation.load(std::memory_order_relaxed), hash};
+    locks_.Release(p);
+    return LoadStart::kLinked;
+  }
+
+  // Makes the loading entry resident with the stored value; false (the entry removed) if stale()
+  // says the catalog changed meanwhile.
+  template <typename Stale>
+  bool FinishLoad(const Loading& loading, int64_t stored, Stale&& stale) noexcept {
+    Entry& e = t_.at(loading.index);
+    uint32_t p = CounterTable::PartitionOf(loading.hash);
+    locks_.Exclusive(p);
+    bool gone = stale();
+    if (gone) {
+      t_.Unlink(loading.index);
+    } else {
+      e.value.store(stored, std::memory_order_relaxed);
+      e.flushed.store(stored, std::memory_order_relaxed);
+      e.state.store(kResident, std::memory_order_release);
+    }
+    locks_.Release(p);
+    if (gone) t_.Release(loading.index);
+    return !gone;
+  }
+
+  // Removes an entry this process linked as kLoading and did not finish loading.
+  void AbandonLoad(const Loading& loading) noexcept {
+    Entry& e = t_.at(loading.index);
+    uint32_t p = CounterTable::PartitionOf(loading.hash);
+    locks_.Exclusive(p);
+    bool ours = e.generation.load(std::memory_order_relaxed) == loading.generation &&
+                e.state.load(std::memory_order_relaxed) == kLoading;
+    if (ours) t_.Unlink(loading.index);
+    locks_.Release(p);
+    if (ours) t_.Release(loading.index);
+  }
+
+  // ---- claim and settle: the flusher ----------------------------------------------------------
+
+  // Under the entry's partition lock (shared): claims a resident entry of database db that
+  // eligible(entry) lets this flush write.
+  template <typename Eligible>
+  static Take ClaimForFlush(uint32_t db, uint32_t index, uint32_t partition, Entry& e,
+                            Eligible&& eligible, Claim* claim) noexcept {
+    // The state first: a slot noted dirty may have been evicted and taken by a loader since, who
+    // writes its id without a lock. Resident under this partition's lock, it is linked here, and
+    // its id stays as it was until the lock is released.
+    if (e.state.load(std::memory_order_acquire) != kResident || e.id.db != db) return Take::kClean;
+    if (!eligible(static_cast<const Entry&>(e)))
+      return e.value.load() != e.flushed.load() ? Take::kLeft : Take::kClean;
+    // Two flushers of one database overlap during a hand-over: claim the entry atomically (the
+    // partition lock is only shared), then read its delta.
+    if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return Take::kClean;
+    int64_t delta =
+        e.value.load(std::memory_order_acquire) - e.flushed.load(std::memory_order_relaxed);
+    if (delta == 0) {
+      e.in_flush.store(0, std::memory_order_release);
+      return Take::kClean;
+    }
+    *claim = Claim{index, e.generation.load(std::memory_order_relaxed), partition, delta};
+    return Take::kTaken;
+  }
+
+  // Claims every dirty entry of db in the table, a partition at a time, while room() says there
+  // is room for one more: taken(claim, entry) receives each claim (under the lock); once there is
+  // no room, overflowed(entry) is called for every entry left. left(index, generation) names the
+  // dirty entries eligible refused.
+  template <typename Eligible, typename Room, typename Taken, typename Left, typename Overflowed>
+  void ClaimAll(uint32_t db, Eligible&& eligible, Room&& room, Taken&& taken, Left&& left,
+                Overflowed&& overflowed) noexcept {
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Shared(p);
+      t_.ForEachInPartition(p, [&](uint32_t index, Entry& e) {
+        if (!room()) {
+          overflowed(static_cast<const Entry&>(e));
+          return;
+        }
+        Claim claim;
+        Take take = ClaimForFlush(db, index, p, e, eligible, &claim);
+        if (take == Take::kTaken) taken(claim, static_cast<const Entry&>(e));
+        if (take == Take::kLeft) left(index, e.generation.load(std::memory_order_relaxed));
+      });
+      locks_.ReleaseShared(p);
+    }
+  }
+
+  // Claims the entries the refs name (taken from a ring), skipping refs whose slot was freed or
+  // reused since they were noted.
+  template <typename Eligible, typename Taken, typename Left>
+  void ClaimNoted(uint32_t db, const DirtyRef* refs, int nrefs, Eligible&& eligible,
+                  Taken&& taken, Left&& left) noexcept {
+    for (int i = 0; i < nrefs; i++) {
+      Entry& e = t_.at(refs[i].index);
+      uint32_t p = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
+      locks_.Shared(p);
+      bool same = e.generation.load(std::memory_order_relaxed) == refs[i].generation &&
+                  CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p;
+      Claim claim;
+      Take take = same ? ClaimForFlush(db, refs[i].index, p, e, eligible, &claim) : Take::kClean;
+      if (take == Take::kTaken) taken(claim, static_cast<const Entry&>(e));
+      locks_.ReleaseShared(p);
+      if (take == Take::kLeft) left(refs[i].index, refs[i].generation);
+    }
+  }
+
+  // After the flush's transaction ended: a committed delta moves into flushed; either way the
+  // entry is free to be flushed again or evicted. True if the entry is still dirty (the flush
+  // failed, or it was counted into meanwhile): the caller notes it again.
+  bool SettleClaim(const Claim& claim, bool committed) noexcept {
+    locks_.Shared(claim.partition);
+    Entry& e = t_.at(claim.index);
+    bool dirty = false;
+    if (e.generation.load(std::memory_order_relaxed) == claim.generation &&
+        e.state.load(std::memory_order_acquire) == kResident) {
+      if (committed) e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst);
+      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);
+      e.in_flush.store(0, std::memory_order_release);
+    }
+    locks_.ReleaseShared(claim.partition);
+    return dirty;
+  }
+
+  // ---- reserve and settle: transactional commits ----------------------------------------------
+
+  // Reserves delta on k's resident entry and pins it. kOverflow: the value could leave the bigint
+  // range in some order of the reserved transactions' outcomes (*committed: the value);
+  // kOutOfBounds: the value right after this delta could leave bounds in some order.
+  Reserve ReserveIfResident(const CounterKey& k, uint32_t hash, int64_t delta, Reservation* out,
+                            int64_t* committed, Bounds bounds = Bounds{}) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Exclusive(p);
+    uint32_t index = t_.Find(k, hash);
+    Reserve result = index == kNil ? Reserve::kMissing : Reserve::kLoading;
+    if (index != kNil && t_.at(index).state.load(std::memory_order_acquire) == kResident) {
+      Entry& e = t_.at(index);
+      *committed = e.value.load(std::memory_order_relaxed);
+      // Whatever order the reserved transactions commit or abort in, the value stays between
+      // committed + reserved_down and committed + reserved_up: both must fit.
+      std::atomic<int64_t>& side = delta >= 0 ? e.reserved_up : e.reserved_down;
+      int64_t reserved = side.load(std::memory_order_relaxed);
+      int64_t sum;
+      bool fits = !__builtin_add_overflow(reserved, delta, &sum) &&
+                  !__builtin_add_overflow(*committed, sum, &sum);
+      result = fits ? Reserve::kReserved : Reserve::kOverflow;
+      // Right after this delta the value lies between committed + reserved_down + delta and
+      // committed + reserved_up + delta, whichever of the others commit first: sum is the end on
+      // the delta's side, and the other end lies between committed + the other side (which
+      // fits) and sum, so it cannot overflow. Both must be within bounds (always, unbounded).
+      if (fits) {
+        std::atomic<int64_t>& other = delta >= 0 ? e.reserved_down : e.reserved_up;
+        int64_t other_end = *committed + other.load(std::memory_order_relaxed) + delta;
+        if (!bounds.Admit(sum) || !bounds.Admit(other_end)) {
+          fits = false;
+          result = Reserve::kOutOfBounds;
+        }
+      }
+      if (fits) {
+        side.store(reserved + delta, std::memory_order_relaxed);
+        e.pins.fetch_add(1, std::memory_order_relaxed);
+        *out = Reservation{index, e.generation.load(std::memory_order_relaxed), p, delta};
+      }
+    }
+    locks_.Release(p);
+    return result;
+  }
+
+  // At commit (adds the delta, tags the entry with epoch) or abort. False if the entry is gone
+  // (a purge removed it meanwhile).
+  bool SettleReservation(const Reservation& r, bool committed, uint32_t epoch) noexcept {
+    locks_.Exclusive(r.partition);
+    Entry& e = t_.at(r.index);
+    bool ours = e.generation.load(std::memory_order_relaxed) == r.generation &&
+                e.state.load(std::memory_order_relaxed) == kResident;
+    if (ours) {
+      // Concurrent committers read the epoch in any order: keep the latest.
+      if (committed && epoch > e.commit_epoch.load(std::memory_order_relaxed))
+        e.commit_epoch.store(epoch, std::memory_order_relaxed);
+      int64_t value = e.value.load(std::memory_order_relaxed);
+      // The reservation made the sum fit; if it somehow did not, keep the old value rather than
+      // wrap (a commit cannot fail).
+      if (committed && !__builtin_add_overflow(value, r.delta, &value))
+        e.value.store(value, std::memory_order_release);
+      std::atomic<int64_t>& side = r.delta >= 0 ? e.reserved_up : e.reserved_down;
+      side.store(side.load(std::memory_order_relaxed) - r.delta, std::memory_order_relaxed);
+      e.pins.fetch_sub(1, std::memory_order_relaxed);
+      // A transactional value is durable in the tables: the entry stays clean.
+      e.flushed.store(e.value.load(std::memory_order_relaxed), std::memory_order_release);
+    }
+    locks_.Release(r.partition);
+    return ours;
+  }
+
+  // ---- pins: buffered batches -----------------------------------------------------------------
+
+  // Under partition p's exclusive lock: pins k's entry if it is resident. kMissing: no entry;
+  // kLoading: being loaded.
+  Probe PinLocked(const CounterKey& k, uint32_t hash, Pin* pin) noexcept {
+    uint32_t index = t_.Find(k, hash);
+    if (index == kNil) return Probe::kMissing;
+    Entry& e = t_.at(index);
+    if (e.state.load(std::memory_order_relaxed) != kResident) return Probe::kLoading;
+    e.pins.fetch_add(1, std::memory_order_relaxed);
+    *pin = Pin{index, e.generation.load(std::memory_order_relaxed),
+               CounterTable::PartitionOf(hash)};
+    return Probe::kFound;
+  }
+
+  // Calls fn() under partition p's exclusive lock.
+  template <typename Fn>
+  void Exclusively(uint32_t p, Fn&& fn) noexcept {
+    locks_.Exclusive(p);
+    fn();
+    locks_.Release(p);
+  }
+
+  void Unpin(const Pin& pin) noexcept {
+    locks_.Exclusive(pin.partition);
+    Entry& e = t_.at(pin.index);
+    if (e.generation.load(std::memory_order_relaxed) == pin.generation)
+      e.pins.fetch_sub(1, std::memory_order_relaxed);
+    locks_.Release(pin.partition);
+  }
+
+  // Adds delta to a pinned entry; false if that leaves the bigint range (nothing changed). An
+  // entry purged meanwhile (a new generation) takes nothing, *value = 0.
+  bool AddPinned(const Pin& pin, int64_t delta, int64_t* value, Dirtied* dirtied) noexcept {
+    locks_.Shared(pin.partition);
+    Entry& e = t_.at(pin.index);
+    bool ours = e.generation.load(std::memory_order_relaxed) == pin.generation &&
+                e.state.load(std::memory_order_relaxed) == kResident;
+    bool ok = true;
+    if (ours) {
+      ok = CounterTable::Add(e, delta, value);
+      if (ok) CheckDirtied(pin.index, e, *value - delta, *value, dirtied);
+    } else {
+      *value = 0;
+    }
+    locks_.ReleaseShared(pin.partition);
+    return ok;
+  }
+
+  // ---- expiry: the flusher, before it deletes the rows of keys not written lately -------------
+
+  // Under partition p's exclusive lock: removes the entry of each of the n keys (all of partition
+  // p; hashes[i] is keys[i]'s) that holds nothing the tables lack (resident, clean, not claimed by
+  // a flush, not pinned, no reservation, and may_evict allows it), and sets expirable[i] to
+  // whether keys[i] has no entry now (one that stays was written since its last flush, or is
+  // being loaded or held). Then, still under the lock, calls hold(): the caller's mark that keeps
+  // every key of p from being loaded (a loader checks it under the same lock), so that none of
+  // the expirable keys is in the buffer until the caller drops the mark.
+  template <typename MayEvict, typename Hold>
+  void UnlinkForExpiry(uint32_t p, const CounterKey* keys, const uint32_t* hashes, int n,
+                       bool* expirable, MayEvict&& may_evict, Hold&& hold) noexcept {
+    locks_.Exclusive(p);
+    for (int i = 0; i < n; i++) {
+      uint32_t index = t_.Find(keys[i], hashes[i]);
+      if (index == kNil) {
+        expirable[i] = true;
+        continue;
+      }
+      Entry& e = t_.at(index);
+      bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
+                   e.value.load(std::memory_order_relaxed) ==
+                       e.flushed.load(std::memory_order_relaxed) &&
+                   e.in_flush.load(std::memory_order_relaxed) == 0 &&
+                   e.pins.load(std::memory_order_relaxed) == 0 &&
+                   e.reserved_up.load(std::memory_order_relaxed) == 0 &&
+                   e.reserved_down.load(std::memory_order_relaxed) == 0 &&
+                   may_evict(static_cast<const Entry&>(e));
+      expirable[i] = clean;
+      if (clean) {
+        t_.Unlink(index);
+        t_.Release(index);
+      }
+    }
+    hold();
+    locks_.Release(p);
+  }
+
+  // ---- purge and scans ------------------------------------------------------------------------
+
+  // Removes every resident entry for which pred(entry) holds, under each partition's exclusive
+  // lock in turn; returns how many.
+  template <typename Pred>
+  uint64_t PurgeIf(Pred&& pred) noexcept {
+    uint64_t removed = 0;
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Exclusive(p);
+      removed += t_.RemoveIf(p, [&](const Entry& e) {
+        return e.state.load(std::memory_order_relaxed) == kResident && pred(e);
+      });
+      locks_.Release(p);
+    }
+    return removed;
+  }
+
+  // Removes db's entries that hold nothing the tables lack: resident, clean, not claimed by a
+  // flush, not pinned, and allowed by may_evict (its deltas are folded). Returns how many of db's
+  // entries stay.
+  template <typename MayEvict>
+  uint64_t PurgeClean(uint32_t db, MayEvict&& may_evict) noexcept {
+    uint64_t kept = 0;
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Exclusive(p);
+      t_.RemoveIf(p, [&](const Entry& e) {
+        if (e.id.db != db) return false;
+        bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
+                     e.value.load(std::memory_order_relaxed) ==
+                         e.flushed.load(std::memory_order_relaxed) &&
+                     e.in_flush.load(std::memory_order_relaxed) == 0 &&
+                     e.pins.load(std::memory_order_relaxed) == 0 && may_evict(e);
+        if (!clean) kept++;
+        return clean;
+      });
+      locks_.Release(p);
+    }
+    return kept;
+  }
+
+  // As PurgeIf, but a matching entry that a committing transaction holds (a reservation) stays,
+  // emptied (value = flushed = 0): its settle adds that transaction's delta to 0.
+  template <typename Pred>
+  uint64_t PurgeIfUnreserved(Pred&& pred) noexcept {
+    auto reserved = [](const Entry& e) {
+      return e.reserved_up.load(std::memory_order_relaxed) != 0 ||
+             e.reserved_down.load(std::memory_order_relaxed) != 0;
+    };
+    uint64_t removed = 0;
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Exclusive(p);
+      t_.ForEachInPartition(p, [&](uint32_t, Entry& e) {
+        if (e.state.load(std::memory_order_relaxed) == kResident && pred(static_cast<const Entry&>(e)) &&
+            reserved(e)) {
+          e.value.store(0, std::memory_order_relaxed);
+          e.flushed.store(0, std::memory_order_relaxed);
+        }
+      });
+      removed += t_.RemoveIf(p, [&](const Entry& e) {
+        return e.state.load(std::memory_order_relaxed) == kResident && pred(e) && !reserved(e);
+      });
+      locks_.Release(p);
+    }
+    return removed;
+  }
+
+  // Calls fn(index, entry) for every resident entry of partition p, under its shared lock.
+  template <typename Fn>
+  void ForEachResident(uint32_t p, Fn&& fn) noexcept {
+    locks_.Shared(p);
+    t_.ForEachInPartition(p, [&](uint32_t index, Entry& e) {
+      if (e.state.load(std::memory_order_acquire) == kResident)
+        fn(index, static_cast<const Entry&>(e));
+    });
+    locks_.ReleaseShared(p);
+  }
+
+ private:
+  CounterTable& t_;
+  Locks locks_;
+};
+
+}  // namespace sc

@@ -1,0 +1,44 @@
+// counter_ref.hpp: how a SQL function receives the counter it works on: by name, bound when the
+// call runs (counter_type.cpp), so that views, functions and prepared statements that name a
+// counter outlive a drop and re-create.
+#pragma once
+
+#include "definitions/catalog.hpp"
+
+namespace sc {
+
+// A text (or slotted_counter) argument with a header the macros of varatt can read: a name is
+// never toasted, but a value read from a wide row could be compressed in place.
+inline const text* NameArgument(Datum datum) {
+  auto* value = reinterpret_cast<struct varlena*>(DatumGetPointer(datum));
+  if (unlikely(VARATT_IS_EXTERNAL(value) || VARATT_IS_COMPRESSED(value)))
+    value = pg_detoast_datum_packed(value);
+  return reinterpret_cast<const text*>(value);
+}
+
+// The counter named by argument n, which the current role may use as `need` says (42704 if there
+// is none, 42501 if it may not).
+pg_attribute_always_inline const CounterDef* CounterArgument(FunctionCallInfo fcinfo, int n,
+                                                             uint32 need) {
+  return GetCounter(NameArgument(PG_GETARG_DATUM(n)), need);
+}
+
+// The counter named by argument n, or nullptr if there is none; `shown` receives the name for a
+// message.
+inline const CounterDef* FindCounterArgument(FunctionCallInfo fcinfo, int n, const char** shown) {
+  const text* name = NameArgument(PG_GETARG_DATUM(n));
+  *shown = NameForMessage(text_to_cstring(name));
+  return FindCounter(VARDATA_ANY(name), int(VARSIZE_ANY_EXHDR(name)));
+}
+
+// A counter as a result of the SQL type: its name.
+inline Datum CounterResult(const char* name) { return PointerGetDatum(cstring_to_text(name)); }
+
+}  // namespace sc
+
+// Defines the SQL-callable symbol of a SQL function whose C++ implementation is `impl`.
+#define SC_ENTRY_POINT(symbol, impl) \
+  extern "C" {                       \
+  PG_FUNCTION_INFO_V1(symbol);       \
+  }                                  \
+  Datum symbol(PG_FUNCTION_ARGS) { return impl(fcinfo); }

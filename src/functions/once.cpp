@@ -1,0 +1,203 @@
+// once.cpp: sc_incr_once, an increment that applies once per request id.
+//
+// A request id is kept per counter in slotted_counter.requests (counter, request_id, key, bucket,
+// result, applied_at) for slotted_counter.dedupe_window; a call finds it there (or, for a
+// buffered counter, in shared memory) and returns the first call's result instead of counting.
+//   - Transactional counter: the call adds its pending delta and inserts the id's row in the
+//     caller's transaction, so both commit or neither. A concurrent call with the same id waits
+//     on the row's unique index for the first transaction: if that commits, this one takes back
+//     its pending delta and returns the first result; if it rolls back, this one applies.
+//   - Buffered counter: the increment lands in the buffer at the call, so the id must reach the
+//     table with the flush that writes the increment: it waits in shared memory, owned by the
+//     call while it looks in the table and adds (kApplying: concurrent calls with the same id
+//     wait for it), then pending until that flush (request_ids.hpp has the protocol). A crash
+//     loses the id with the increment; a retry then applies once.
+#include "functions/once.hpp"
+
+#include "buffer/buffer.hpp"
+#include "shared/flusher_slots.hpp"
+#include "shared/request_ids.hpp"
+#include "settings.hpp"
+#include "shared/shmem.hpp"
+#include "spi.hpp"
+#include "transactions/transactional.hpp"
+
+namespace sc {
+
+namespace {
+
+// How long a call waits for an entry of the request id table before it fails.
+constexpr int kIdRoomWaitMs = 10000;
+
+SPIPlanPtr plan_known = nullptr;
+SPIPlanPtr plan_claim = nullptr;
+SPIPlanPtr plan_forget = nullptr;
+
+int64 WindowMicros() { return int64(settings.dedupe_window) * USECS_PER_SEC; }
+
+// The result of the id's row (and when it was applied) if that was at or after `since`, as of
+// the latest commit (and this transaction's own rows).
+bool StoredResult(int32 counter, text* id, TimestampTz since, int64* result,
+                  TimestampTz* applied_at = nullptr) {
+  static const Oid types[2] = {INT4OID, TEXTOID};
+  SpiSession spi = ConnectSpi();
+  SPIPlanPtr plan = KeptPlan(
+      &plan_known,
+      "SELECT result, applied_at FROM slotted_counter.requests WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND request_id OPERATOR(pg_catalog.=) $2",
+      2, types);
+  Datum args[2] = {Int32GetDatum(counter), PointerGetDatum(id)};
+  // Through the primary key always: the time is checked here, not in the query, whose generic
+  // plan could otherwise scan the index on applied_at (and, with statistics of an empty table,
+  // the whole table: spi.hpp).
+  int nest_level = PlannerSettingsOff({"enable_seqscan"});
+  if (SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false,
+                           1) != SPI_OK_SELECT)
+    elog(ERROR, "reading slotted_counter.requests failed");
+  PlannerSettingsBack(nest_level);
+  bool found = false;
+  if (SPI_processed == 1) {
+    bool isnull;
+    TimestampTz at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+                                                       SPI_tuptable->tupdesc, 2, &isnull));
+    found = at >= since;
+    if (found) {
+      *result = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+                                            &isnull));
+      if (applied_at != nullptr) *applied_at = at;
+    }
+  }
+  FinishSpi(spi);
+  return found;
+}
+
+// Inserts the id's row in this transaction (or takes over one older than the window); false if
+// a row of the window is there (committed by another transaction meanwhile, which this one
+// waited for, or inserted by this one).
+bool ClaimRequest(int32 counter, text* id, int64 key, int64 bucket, int64 result,
+                  TimestampTz at) {
+  SpiSession spi = ConnectSpi();
+  static const Oid types[7] = {INT4OID, TEXTOID,        INT8OID,    TIMESTAMPTZOID,
+                               INT8OID, TIMESTAMPTZOID, INTERVALOID};
+  SPIPlanPtr claim = KeptPlan(
+      &plan_claim,
+      "INSERT INTO slotted_counter.requests AS r (counter, request_id, key, bucket, result, "
+      "applied_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (counter, request_id) DO UPDATE "
+      "SET key = excluded.key, bucket = excluded.bucket, result = excluded.result, "
+      "applied_at = excluded.applied_at WHERE r.applied_at OPERATOR(pg_catalog.<) "
+      "(excluded.applied_at OPERATOR(pg_catalog.-) $7)",
+      7, types);
+  Interval window{WindowMicros(), 0, 0};
+  Datum args[7] = {Int32GetDatum(counter),     PointerGetDatum(id),
+                   Int64GetDatum(key),         Int64GetDatum(bucket),
+                   Int64GetDatum(result),      TimestampTzGetDatum(at),
+                   IntervalPGetDatum(&window)};
+  char nulls[7] = {' ', ' ', ' ', bucket == kNoBucket ? 'n' : ' ', ' ', ' ', ' '};
+  if (SPI_execute_plan(claim, args, nulls, false, 0) != SPI_OK_INSERT)
+    elog(ERROR, "writing slotted_counter.requests failed");
+  bool claimed = SPI_processed == 1;
+  FinishSpi(spi);
+  return claimed;
+}
+
+int64 TransactionalOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, text* id) {
+  TimestampTz now = GetCurrentTimestamp();
+  int64 result;
+  if (StoredResult(def.id, id, now - WindowMicros(), &result)) return result;
+  CounterDef copy = def;
+  int64 value = TransactionalIncrement(copy, key, bucket, delta);
+  if (ClaimRequest(def.id, id, key, bucket, value, now)) return value;
+  // Applied by another transaction that committed while this one waited for it: this delta
+  // goes, and the first call's result is the answer.
+  (void)TransactionalIncrement(copy, key, bucket, -delta);
+  if (!StoredResult(def.id, id, DT_NOBEGIN, &result))
+    elog(ERROR, "request id of counter \"%s\" vanished", def.name);
+  return result;
+}
+
+void AbandonOwnedId(int, Datum index) {
+  AbandonRequestId(shared->request_ids, DatumGetUInt32(index));
+}
+
+int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, text* id) {
+  RequestIdTable* ids = shared->request_ids;
+  const char* bytes = VARDATA_ANY(id);
+  int len = int(VARSIZE_ANY_EXHDR(id));
+  TimestampTz full_since = 0;
+  for (;;) {
+    TimestampTz now = GetCurrentTimestamp();
+    int64 result;
+    uint32 index;
+    switch (LookUpRequestId(ids, MyDatabaseId, def.id, bytes, len, now, WindowMicros(), &result,
+                            &index)) {
+      case IdLookup::kKnown:
+        return result;
+      case IdLookup::kBusy:
+        pg_usleep(200);
+        CHECK_FOR_INTERRUPTS();
+        continue;
+      case IdLookup::kFull:
+        if (full_since == 0) full_since = now;
+        if (TimestampDifferenceExceeds(full_since, now, kIdRoomWaitMs))
+          ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                          errmsg("no room for the request id of counter \"%s\"", def.name),
+                          errdetail("All %d request ids of buffered sc_incr_once calls stayed "
+                                    "unflushed for %d seconds.",
+                                    settings.max_request_ids, kIdRoomWaitMs / 1000),
+                          errhint("Raise slotted_counter.max_request_ids.")));
+        // The ids leave shared memory with the next flush: have it now.
+        AskForFlush(EnsureFlusher());
+        pg_usleep(1000);
+        CHECK_FOR_INTERRUPTS();
+        continue;
+      case IdLookup::kOwned:
+        break;
+    }
+    // This call owns the id until it is known or added (the entry goes on any error).
+    PG_ENSURE_ERROR_CLEANUP(AbandonOwnedId, UInt32GetDatum(index));
+    {
+      TimestampTz applied_at;
+      if (StoredResult(def.id, id, now - WindowMicros(), &result, &applied_at))
+        KnownRequestId(ids, index, result, applied_at);
+      else
+        result = BufferIncrementOnce(def, key, bucket, delta, index);
+    }
+    PG_END_ENSURE_ERROR_CLEANUP(AbandonOwnedId, UInt32GetDatum(index));
+    return result;
+  }
+}
+
+}  // namespace
+
+int64 IncrementOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                    const text* request_id) {
+  int len = int(VARSIZE_ANY_EXHDR(request_id));
+  if (len == 0 || len > kMaxRequestIdLen)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("request_id must be 1 to %d bytes long", kMaxRequestIdLen),
+                    errdetail("It is %d bytes long.", len)));
+  // A detoasted, unpacked copy: it goes into SPI arguments.
+  text* id = cstring_to_text_with_len(VARDATA_ANY(request_id), len);
+  EnsureFlusherFast();
+  int64 result = def.durability == Durability::kTransactional
+                     ? TransactionalOnce(def, key, bucket, delta, id)
+                     : BufferedOnce(def, key, bucket, delta, id);
+  EnsureFlusherFast(true);
+  return result;
+}
+
+void ForgetOldRequests() {
+  static const Oid type = TIMESTAMPTZOID;
+  SPIPlanPtr plan = KeptPlan(&plan_forget,
+                             "DELETE FROM slotted_counter.requests "
+                             "WHERE applied_at OPERATOR(pg_catalog.<) $1",
+                             1, &type);
+  Datum since = TimestampTzGetDatum(GetCurrentTimestamp() - WindowMicros());
+  // Through the index on applied_at: the old rows are few beside the table.
+  int nest_level = PlannerSettingsOff({"enable_seqscan"});
+  if (SPI_execute_plan(plan, &since, nullptr, false, 0) != SPI_OK_DELETE)
+    elog(ERROR, "deleting old request ids failed");
+  PlannerSettingsBack(nest_level);
+}
+
+}  // namespace sc

@@ -1,0 +1,59 @@
+// flusher_slots.hpp: a database's slot and its flusher, seen from a backend (starting, waking and
+// asking the flusher of this database) and from the flusher (claiming the slot).
+#pragma once
+
+#include "shared/shmem.hpp"
+
+namespace sc {
+
+// This database's slot, with its flusher running or registered; fails with 53400 if no slot or
+// no worker process can be had. Called again after a write with after_write = true: then it
+// orders the write before its check (see worker.cpp) and only warns, returning nullptr.
+DatabaseSlot* EnsureFlusher(bool after_write = false);
+
+// This backend's slot, once EnsureFlusher found it; the flusher's own slot, once claimed.
+extern DatabaseSlot* my_flusher_slot;
+
+// Whether my_flusher_slot has a live flusher of this database, read without a lock: a slot is
+// reassigned only after its flusher left, so a live flusher in the slot that still names this
+// database is this database's flusher.
+inline bool MyFlusherRuns() {
+  DatabaseSlot* slot = my_flusher_slot;
+  return slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
+         *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId;
+}
+
+// EnsureFlusher with its fast path inline.
+inline void EnsureFlusherFast(bool after_write = false) {
+  if (after_write) pg_memory_barrier();
+  if (likely(MyFlusherRuns())) return;
+  (void)EnsureFlusher(after_write);
+}
+
+// How long a request to start a worker (a flusher, an attacher) is taken to be on its way: none
+// is registered again before.
+constexpr int kStartRetryMs = 10000;
+
+// The flusher of db (worker.cpp) claims db's slot, assigned now if need be: false if another
+// flusher already serves it or no slot is free. Sets my_flusher_slot.
+bool ClaimFlusherSlot(Oid db);
+
+// From _PG_init: registers a flusher of database db that starts with the server (to write the
+// values a clean shutdown saved; saved_values.cpp).
+void RegisterFlusherAtStart(Oid db);
+
+// Registers an attacher for database db (attach_run.cpp), for the round that began at `round`
+// (0: a new round, when it starts); logs and returns false if no worker process can be had.
+bool StartAttacher(Oid db, TimestampTz round = 0);
+
+// Sets the flusher's latch, if it runs.
+void WakeFlusher(DatabaseSlot* slot);
+
+// Asks for a flush that starts after this call and waits for it: returns the number of rows it
+// wrote, or fails with the flush's own error (a lock timeout, say) if it failed.
+int64 RequestFlush(DatabaseSlot* slot);
+// Asks for a flush as soon as the flusher can, without waiting for it (none is added while one
+// asked for is still to come).
+void AskForFlush(DatabaseSlot* slot);
+
+}  // namespace sc

@@ -1,0 +1,235 @@
+// shmem.cpp: sizing and creating the shared state (layout and lock protocol: shmem.hpp).
+#include <new>
+
+#include "shared/shmem.hpp"
+
+#include "shared/request_ids.hpp"
+
+#include "settings.hpp"
+
+namespace sc {
+
+SharedState* shared = nullptr;
+int counted_partition = -1;
+
+namespace {
+
+// The shared memory found was made by a library of another layout (CreateSharedState).
+bool layout_mismatch = false;
+
+const char* const kTranche = "slotted_counter";
+
+Size SharedStateSize() {
+  Size size = MAXALIGN(sizeof(SharedState));
+  size = add_size(size, MAXALIGN(mul_size(sizeof(DatabaseSlot), settings.max_databases)));
+  size = add_size(size, MAXALIGN(mul_size(mul_size(sizeof(DirtyRef), settings.max_databases),
+                                          DirtyRingCapacity(uint32(settings.max_entries)))));
+  size = add_size(size, MAXALIGN(mul_size(sizeof(WriteThroughRequest), MaxBackends)));
+  size = add_size(size, 64);  // the partition readers are cache-line aligned
+  size = add_size(size, mul_size(sizeof(PartitionReaders), kPartitions));
+  size = add_size(size, 64);  // the counter table is cache-line aligned
+  size = add_size(size, CounterTable::BytesFor(uint32(settings.max_entries)));
+  size = add_size(size, 64);  // the request ids are cache-line aligned
+  size = add_size(size, RequestIdTableSize(settings.max_request_ids));
+  return size;
+}
+
+}  // namespace
+
+void RequestSharedState() {
+  RequestAddinShmemSpace(SharedStateSize());
+  RequestNamedLWLockTranche(kTranche, kPartitions + 3);
+}
+
+bool CreateSharedState() {
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found;
+  auto* s = static_cast<SharedState*>(ShmemInitStruct("slotted_counter", SharedStateSize(), &found));
+  if (found && (s->layout_version != kLayoutVersion || s->layout_size != SharedStateSize())) {
+    // Made by another build of the library: not a byte of it is ours to read.
+    LWLockRelease(AddinShmemInitLock);
+    layout_mismatch = true;
+    return false;
+  }
+  if (!found) {
+    s->layout_version = kLayoutVersion;
+    s->layout_size = SharedStateSize();
+    LWLockPadded* locks = GetNamedLWLockTranche(kTranche);
+    s->slots_lock = &locks[0].lock;
+    s->partition_locks = &locks[1];
+    pg_atomic_init_u64(&s->catalog_epoch, 1);
+    pg_atomic_init_u32(&s->write_throughs_pending, 0);
+    pg_atomic_init_u64(&s->evictions, 0);
+    pg_atomic_init_u64(&s->room_wanted_at, 0);
+    for (auto& group : s->through_holds)
+      for (pg_atomic_uint32& hold : group) pg_atomic_init_u32(&hold, 0);
+    pg_atomic_init_u32(&s->batch_pins_used, 0);
+    SpinLockInit(&s->bucket_drops_mutex);
+    for (BucketDrop& drop : s->bucket_drops) drop = BucketDrop{InvalidOid, 0, 0, 0};
+    s->max_databases = settings.max_databases;
+    s->max_requests = MaxBackends;
+
+    char* p = reinterpret_cast<char*>(s) + MAXALIGN(sizeof(SharedState));
+    s->slots = reinterpret_cast<DatabaseSlot*>(p);
+    p += MAXALIGN(sizeof(DatabaseSlot) * settings.max_databases);
+    int ring_capacity = DirtyRingCapacity(uint32(settings.max_entries));
+    auto* ring_refs = reinterpret_cast<DirtyRef*>(p);
+    p += MAXALIGN(sizeof(DirtyRef) * settings.max_databases * size_t(ring_capacity));
+    for (int i = 0; i < settings.max_databases; i++) {
+      DatabaseSlot* slot = &s->slots[i];
+      memset(static_cast<void*>(slot), 0, sizeof(*slot));
+      slot->db = InvalidOid;
+      pg_atomic_init_u32(&slot->closing, 0);
+      pg_atomic_init_u32(&slot->leave_requested, 0);
+      SpinLockInit(&slot->mutex);
+      SpinLockInit(&slot->dirty_mutex);
+      slot->dirty.overflow = true;
+      slot->dirty.capacity = ring_capacity;
+      slot->dirty.refs = ring_refs + size_t(i) * size_t(ring_capacity);
+      pg_atomic_init_u32(&slot->fold_epoch, 1);
+      pg_atomic_init_u32(&slot->folded_epoch, 0);
+      pg_atomic_init_u32(&slot->deltas_until, 1);
+      pg_atomic_init_u32(&slot->evictable_epoch, 0);
+      SpinLockInit(&slot->fold_mutex);
+      slot->unfolded_count = 0;
+      slot->worker_state = kWorkerNone;
+      ConditionVariableInit(&slot->done_cv);
+    }
+    s->requests = reinterpret_cast<WriteThroughRequest*>(p);
+    p += MAXALIGN(sizeof(WriteThroughRequest) * MaxBackends);
+    for (int i = 0; i < MaxBackends; i++) {
+      WriteThroughRequest* r = &s->requests[i];
+      memset(static_cast<void*>(r), 0, sizeof(*r));
+      SpinLockInit(&r->mutex);
+      r->state = kRequestEmpty;
+    }
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->partition_readers = reinterpret_cast<PartitionReaders*>(p);
+    for (uint32 i = 0; i < kPartitions; i++)
+      new (&s->partition_readers[i]) PartitionReaders{{0}, {0}};
+    p += sizeof(PartitionReaders) * kPartitions;
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->table = CounterTable::Create(p, uint32(settings.max_entries));
+    p += CounterTable::BytesFor(uint32(settings.max_entries));
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->request_ids = CreateRequestIdTable(p, settings.max_request_ids,
+                                          &locks[kPartitions + 1].lock,
+                                          &locks[kPartitions + 2].lock);
+  }
+  LWLockRelease(AddinShmemInitLock);
+  shared = s;
+  return !found;
+}
+
+void ForgetCountedReader() {
+  if (counted_partition >= 0) Table().locks().ReleaseShared(uint32(counted_partition));
+}
+
+DatabaseSlot* FindSlot(Oid db) {
+  for (int i = 0; i < shared->max_databases; i++)
+    if (*reinterpret_cast<volatile Oid*>(&shared->slots[i].db) == db) return &shared->slots[i];
+  return nullptr;
+}
+
+void ResetFoldEpochs(DatabaseSlot* slot) {
+  // Epochs move forward only: a reader of the old database's values sees no step back.
+  pg_atomic_fetch_add_u32(&slot->fold_epoch, 1);
+  SpinLockAcquire(&slot->fold_mutex);
+  slot->unfolded_count = 0;
+  SpinLockRelease(&slot->fold_mutex);
+  RequireDeltaReads(slot);
+}
+
+void PublishFold(DatabaseSlot* slot, uint32 epoch, const int32* skipped, int nskipped) {
+  constexpr int kMaxUnfolded = int(sizeof(slot->unfolded) / sizeof(slot->unfolded[0]));
+  if (nskipped > kMaxUnfolded) return;
+  SpinLockAcquire(&slot->fold_mutex);
+  // An older fold that ends after a newer one (two flushers during a hand-over) says nothing new.
+  if (epoch > pg_atomic_read_u32(&slot->evictable_epoch)) {
+    memcpy(slot->unfolded, skipped, sizeof(int32) * nskipped);
+    slot->unfolded_count = nskipped;
+    pg_atomic_write_u32(&slot->evictable_epoch, epoch);
+  }
+  if (nskipped == 0) {
+    uint32 done = pg_atomic_read_u32(&slot->folded_epoch);
+    while (done < epoch && !pg_atomic_compare_exchange_u32(&slot->folded_epoch, &done, epoch)) {
+    }
+  }
+  SpinLockRelease(&slot->fold_mutex);
+}
+
+bool Folded(DatabaseSlot* slot, int32 counter, uint32 epoch) {
+  SpinLockAcquire(&slot->fold_mutex);
+  bool folded = epoch <= pg_atomic_read_u32(&slot->evictable_epoch);
+  for (int i = 0; folded && i < slot->unfolded_count; i++) folded = slot->unfolded[i] != counter;
+  SpinLockRelease(&slot->fold_mutex);
+  return folded;
+}
+
+void RequireDeltaReads(DatabaseSlot* slot) {
+  uint32 epoch = pg_atomic_read_u32(&slot->fold_epoch);
+  uint32 until = pg_atomic_read_u32(&slot->deltas_until);
+  while (until < epoch && !pg_atomic_compare_exchange_u32(&slot->deltas_until, &until, epoch)) {
+  }
+}
+
+void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation) {
+  if (slot == nullptr) {
+    // Not reached (every writer has its slot); but if so, no flush may trust its ring.
+    for (int i = 0; i < shared->max_databases; i++) MarkDirtyUntracked(&shared->slots[i]);
+    return;
+  }
+  SpinMutex mutex{&slot->dirty_mutex};
+  RingNote(slot->dirty, mutex, index, generation);
+}
+
+void MarkDirtyUntracked(DatabaseSlot* slot) {
+  SpinMutex mutex{&slot->dirty_mutex};
+  RingMarkUntracked(slot->dirty, mutex);
+}
+
+void OpenTotalsWrite(DatabaseSlot* slot) {
+  TimestampTz now = GetCurrentTimestamp();
+  SpinLockAcquire(&slot->mutex);
+  if (slot->totals_writers++ == 0 || now < slot->totals_writers_since)
+    slot->totals_writers_since = now;
+  SpinLockRelease(&slot->mutex);
+}
+
+void CloseTotalsWrite(DatabaseSlot* slot) {
+  SpinLockAcquire(&slot->mutex);
+  if (slot->totals_writers > 0) slot->totals_writers--;
+  SpinLockRelease(&slot->mutex);
+}
+
+TimestampTz TotalsWatermark(DatabaseSlot* slot) {
+  TimestampTz now = GetCurrentTimestamp();
+  SpinLockAcquire(&slot->mutex);
+  TimestampTz watermark = slot->totals_writers > 0 ? Min(now, slot->totals_writers_since) : now;
+  SpinLockRelease(&slot->mutex);
+  return watermark;
+}
+
+void ReportNotPreloaded() {
+  // Preloaded, yet this copy of the library has no shared memory: the server started with
+  // another file (the library was replaced while it runs, or this copy was loaded from another
+  // path), whose shared memory this one must not touch.
+  const char* preloaded = GetConfigOption("shared_preload_libraries", true, false);
+  if (layout_mismatch || (preloaded != nullptr && strstr(preloaded, "slotted_counter") != nullptr))
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("this slotted_counter library is not the one the server started with"),
+             errdetail("The library file was replaced, or loaded from another path, while the "
+                       "server runs: the shared memory belongs to the copy the server preloaded, "
+                       "and this copy (shared-memory layout %u) does not touch it.",
+                       kLayoutVersion),
+             errhint("Restart the server to use the installed library, then run ALTER "
+                     "EXTENSION slotted_counter UPDATE in each database.")));
+  ereport(ERROR,
+          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+           errmsg("slotted_counter must be loaded via \"shared_preload_libraries\""),
+           errhint("Add slotted_counter to shared_preload_libraries in postgresql.conf "
+                   "and restart the server.")));
+}
+
+}  // namespace sc

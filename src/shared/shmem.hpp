@@ -1,0 +1,348 @@
+// shmem.hpp: everything slotted_counter keeps in shared memory, and who may touch what.
+//
+// SharedState is created once by the postmaster (shmem_startup_hook) and found by every backend.
+// It holds:
+//   - the counter table (counter_table.hpp): the buffer of counter values of every database.
+//     Its kPartitions partitions are guarded by partition locks (partition_lock.hpp): readers
+//     count themselves in partition_readers[p], writers take the LWLock partition_locks[p]
+//     EXCLUSIVE and wait for the counted readers. Every step of the table's lock protocol is in
+//     protocol.hpp, run here with the policy PartitionLocks (below): the increment path takes
+//     its partition lock SHARED and changes a value with an atomic add;
+//     linking or unlinking an entry (load, eviction, purge), pins and reservations take it
+//     EXCLUSIVE. Lock order: never hold two partition locks (eviction takes its victim's
+//     conditionally, holding none).
+//   - one DatabaseSlot per database that uses the extension. slots_lock (an LWLock) guards the
+//     assignment of a slot to a database and its worker_pid / worker_latch / start request;
+//     the slot's spinlock `mutex` guards its flush-request counters and statistics (a few
+//     instructions, never held across anything that can fail). Waiters for a flush or a
+//     write-through sleep on the slot's condition variable `done_cv`.
+//   - one WriteThroughRequest per backend (indexed by BackendId - 1), guarded by its own spinlock.
+//     PENDING -> TAKEN (the flusher) -> DONE or FAILED (the flusher, after its transaction ended)
+//     -> EMPTY (the requester, having read the answer). A requester may withdraw a PENDING request
+//     itself (EMPTY at once) and ask the flusher to give up a TAKEN batch (`cancel`); it then
+//     still waits for the answer, which may be DONE if the flusher had finished.
+//     A backend fills a request for one key only while holding the key's partition lock EXCLUSIVE
+//     and having checked the key is not resident; a loader checks, under the same exclusive lock,
+//     that no request for its key is pending. (A batch's request is covered by through_holds
+//     instead.) So a stored value is never read while a write-through of the same key is changing
+//     it. The flusher of the request's database serves it, and answers after its transaction
+//     ended.
+//   - through_holds (ThroughHold(db, p)): how many batches of database db being written through
+//     (WriteThroughRequest::nbatch) have keys in partition p, plus 1 while db's flusher deletes
+//     the rows of expired keys of p. Databases share these counters by a hash of their OID
+//     (kHoldGroups groups), so one database's batches hold off loads of few others (a hold only
+//     delays a load; it is never wrong to wait for one)
+//     (retention.cpp). Raised under p's lock EXCLUSIVE after checking that none of those keys
+//     is resident (an expiry removes the clean entries of its keys first, under the same lock);
+//     while it is nonzero no key of p is loaded (loaders check it under the same lock). So no
+//     value of a batch's keys is linked into the buffer while the flusher writes them, and none
+//     of an expiring key while its row is being deleted.
+//   - catalog_epoch: bumped after any commit that drops a counter (and after the abort of one that
+//     created one); a backend that sees it change drops its cached counter definitions.
+//   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
+//     of requests when it is zero.
+//   - in each DatabaseSlot, the ring of entries that turned dirty (dirty_mutex, a spinlock taken
+//     under a partition lock at most) and the fold epochs (atomics that only move forward); see
+//     the struct for who writes what.
+//   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database;
+//     the flusher registers it, it claims attacher_pid itself and clears it as it exits, noting a
+//     run its exit cut short), and the count of open flusher transactions that write
+//     slotted_counter.totals with the time the first of them opened. An attachment run reads that
+//     (clock first, then the count) before it takes its snapshot; a flusher reads the clock,
+//     counts itself in, and only then starts its transaction, whose now() stamps the rows it
+//     writes. So every row that run cannot see is stamped at or after the watermark it keeps
+//     (attach_run.cpp).
+//   - request_ids, with its two LWLocks: the ids of buffered sc_incr_once calls
+//     until the flush that writes their increments writes them (request_ids.hpp).
+//   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
+//     their pre-commit until they have purged the buffer after the commit, guarded by the
+//     spinlock bucket_drops_mutex. The dropper holds its counter's row FOR UPDATE, so no flush of
+//     that counter runs until it commits; between its commit and its purge, a flusher that reads
+//     the registry after locking the counter (FOR KEY SHARE) leaves those buckets' entries alone,
+//     so no delta counted before the drop reaches the table after it.
+#pragma once
+
+#include <sched.h>
+
+#include "core/partition_lock.hpp"
+#include "core/protocol.hpp"
+#include "pg.hpp"
+
+namespace sc {
+
+enum WorkerState : uint32 { kWorkerNone = 0, kWorkerStarting, kWorkerIdle, kWorkerFlushing,
+                            kWorkerServing, kWorkerStopping, kWorkerFailing };
+
+struct DatabaseSlot {
+  Oid db;                        // slots_lock; InvalidOid when the slot is free
+  int worker_pid;                // slots_lock; 0 when no flusher runs
+  Latch* worker_latch;           // slots_lock; read racily to wake the flusher
+  TimestampTz start_requested;   // slots_lock; when a backend last registered a flusher
+  // Backends running a command on the whole database (databases.cpp): while nonzero no flusher
+  // or attacher of it starts, and one that starts leaves. Changed with atomic adds, so that taking
+  // the mark back after a failed command cannot fail; taken back under slots_lock when the slot
+  // is freed with it.
+  pg_atomic_uint32 closing;
+  // Set by a backend of another database that needs a slot or a worker process: the flusher, if
+  // idle, leaves now instead of after slotted_counter.idle_timeout (worker.cpp).
+  pg_atomic_uint32 leave_requested;
+
+  slock_t mutex;                 // guards everything below
+  uint32 worker_state;           // WorkerState
+  uint64 flush_requested;        // sc_rollup tickets handed out
+  uint64 flush_done;             // the highest ticket served by a committed flush
+  uint64 flush_failed;           // the highest ticket whose flush failed
+  int flush_error_code;          // the last failure's SQLSTATE, message and time
+  char flush_error[256];
+  TimestampTz flush_error_at;
+  uint64 flush_failures;         // failed flushes since the last committed one
+  int64 last_flush_rows;
+  uint64 flushes;
+  uint64 rows_written;
+  uint64 write_throughs;
+  uint64 attach_skipped;         // changed keys with no row in an attached table
+  uint64 attach_errors;          // attachment runs that failed
+  TimestampTz last_flush_at;
+  double last_flush_ms;
+
+  // Flusher transactions that write totals (flush.cpp), and the clock before the first of them.
+  int totals_writers;
+  TimestampTz totals_writers_since;
+
+  // The attacher of this database (attach_run.cpp).
+  int attacher_pid;              // 0: none runs
+  TimestampTz attacher_requested;  // when the flusher last registered one; 0 once it runs
+  // The attachment being run (run_open), or the one whose run ended with its process (run_cut;
+  // run_timed_out if its time limit ended it), for the next attacher to record as failed.
+  bool run_open;
+  bool run_cut;
+  bool run_timed_out;
+  int32 run_counter;
+  Oid run_target;
+
+  ConditionVariable done_cv;     // broadcast after each flush and each batch of write-throughs
+
+  // The entries of this database that became dirty since its flusher last took them, so that a
+  // flush reads those instead of the whole buffer (flush.cpp). Guarded by dirty_mutex. A writer
+  // that turns a clean entry dirty appends it; a flush that leaves an entry dirty (it failed, the
+  // entry was counted into meanwhile, or its counter was locked) appends it again. When the ring
+  // is full, or the slot was (re)assigned, dirty_overflow makes the next flush scan everything
+  // (as does the flusher every 10 s and before it exits, a safety net under the ring).
+  slock_t dirty_mutex;
+  DirtyRing dirty;
+
+  // Folds of transactional deltas (flush.cpp), so that loads need not read slotted_counter.deltas
+  // (buffer.cpp). A commit tags the entry it settles with fold_epoch (Entry::commit_epoch); a
+  // flush takes fold_epoch's value v and moves it on before its fold reads the deltas, so every
+  // delta tagged v or less is in that fold, except the deltas of the counters it had to skip
+  // (locked by a transaction dropping them or their buckets). Once the fold committed:
+  //   - if it skipped none, folded_epoch becomes v: every delta tagged v or less is in totals.
+  //     Loads read the deltas too while folded_epoch < deltas_until: after the slot was
+  //     (re)assigned (deltas from before a restart) and after a bucket drop purged entries whose
+  //     deltas a later commit kept.
+  //   - if it skipped at most 16, evictable_epoch becomes v and `unfolded` the counters it
+  //     skipped, together under fold_mutex (more leaves both as they were). A transactional entry
+  //     is evicted only if, read together under fold_mutex, commit_epoch <= evictable_epoch and
+  //     its counter is not in `unfolded`: so a transaction that holds one counter locked keeps
+  //     that counter's entries in the buffer, not every entry of the database.
+  // The four epochs are atomics that only ever move forward; evictable_epoch >= folded_epoch, and
+  // it is written under fold_mutex.
+  pg_atomic_uint32 fold_epoch;
+  pg_atomic_uint32 folded_epoch;
+  pg_atomic_uint32 deltas_until;
+  pg_atomic_uint32 evictable_epoch;
+  slock_t fold_mutex;
+  int unfolded_count;
+  int32 unfolded[16];
+};
+
+enum RequestState : uint32 { kRequestEmpty = 0, kRequestPending, kRequestTaken, kRequestDone,
+                             kRequestFailed };
+
+struct WriteThroughRequest {
+  slock_t mutex;
+  uint32 state;                  // RequestState
+  CounterKey key;
+  int64 delta;
+  int64 result;                  // the new value, when kRequestDone
+  int sqlerrcode;                // why, when kRequestFailed
+  // A batch (nbatch > 0): the keys of one counter and bucket (key.counter, key.bucket) in the
+  // dynamic shared memory segment `batch` (ThroughItem, write_through.hpp), written in one transaction;
+  // `key.key` and `delta` are then unused. The requester holds, in through_holds, every partition
+  // of those keys from before it fills the request until it has the outcome.
+  int32 nbatch;
+  dsm_handle batch;
+  int server_pid;                // the flusher that took it (kRequestTaken)
+  // A batch's requester was cancelled (or its statement timed out) after a flusher took it: the
+  // flusher checks this before each chunk it writes and, if set, rolls the batch back and answers
+  // kRequestFailed with 57014. Set by the requester, read by the flusher, under `mutex`.
+  bool cancel;
+};
+
+// Buckets of one counter, before `before`, dropped by a committing transaction.
+struct BucketDrop {
+  Oid db;                        // InvalidOid: a free slot
+  int32 counter;
+  int64 before;                  // a timestamp: buckets that start before it are dropped
+  int pid;                       // the committing backend
+};
+
+constexpr int kMaxBucketDrops = 32;
+
+struct RequestIdTable;
+
+// The version of the layout below: raised with every change to a struct in shared memory. A
+// library attaches only to shared memory of its own layout and size (CreateSharedState).
+constexpr uint32 kLayoutVersion = 9;
+
+// Groups of databases sharing the counters of through_holds.
+constexpr uint32 kHoldGroups = 16;
+
+struct SharedState {
+  uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
+  uint64 layout_size;             // SharedStateSize() then
+  LWLock* slots_lock;
+  LWLockPadded* partition_locks;  // kPartitions of them
+  PartitionReaders* partition_readers;  // kPartitions of them
+  pg_atomic_uint64 catalog_epoch;
+  pg_atomic_uint32 write_throughs_pending;
+  pg_atomic_uint64 evictions;
+  int max_databases;
+  int max_requests;
+  DatabaseSlot* slots;            // max_databases
+  WriteThroughRequest* requests;  // max_requests
+  CounterTable* table;
+  pg_atomic_uint32 through_holds[kHoldGroups][kPartitions];  // ThroughHold()
+  pg_atomic_uint32 batch_pins_used;  // entries pinned by buffered batches (buffer.cpp)
+  // When a database under its fair share of the buffer last found no entry to take (a
+  // TimestampTz): for kRoomWantedMs after, databases over their share take no clean entry of
+  // their own (buffer.cpp: LoadEntry). Written and read with plain atomic stores and loads.
+  pg_atomic_uint64 room_wanted_at;
+  slock_t bucket_drops_mutex;
+  BucketDrop bucket_drops[kMaxBucketDrops];
+  // The request ids of buffered sc_incr_once calls waiting for their flush (the protocol:
+  // request_ids.hpp).
+  RequestIdTable* request_ids;
+};
+
+// Shared by every process: plain layouts only (no constructor, no virtual, no pointer into one
+// process's heap).
+static_assert(std::is_standard_layout<DatabaseSlot>::value &&
+                  std::is_standard_layout<WriteThroughRequest>::value &&
+                  std::is_standard_layout<BucketDrop>::value &&
+                  std::is_standard_layout<SharedState>::value &&
+                  std::is_standard_layout<DirtyRing>::value,
+              "shared structs have a standard layout");
+
+// Set in every process once the shared state exists; NULL when the library was not preloaded.
+extern SharedState* shared;
+
+void RequestSharedState();
+// True if this call created it (rather than found it).
+bool CreateSharedState();
+
+// The hold of database db on partition p against loads (SharedState::through_holds).
+inline pg_atomic_uint32* ThroughHold(Oid db, uint32 p) {
+  return &shared->through_holds[MixBits(db) % kHoldGroups][p];
+}
+
+// The slot of database db, read without a lock (slots change hands only when a database stops
+// using the extension); nullptr if it has none.
+DatabaseSlot* FindSlot(Oid db);
+// (Re)sets the fold epochs of a slot just assigned to a database: loads read the deltas until
+// its first complete fold.
+void ResetFoldEpochs(DatabaseSlot* slot);
+// Whether loads of the slot's database must read slotted_counter.deltas too.
+inline bool LoadsReadDeltas(DatabaseSlot* slot) {
+  return slot == nullptr ||
+         pg_atomic_read_u32(&slot->folded_epoch) < pg_atomic_read_u32(&slot->deltas_until);
+}
+// Makes loads read the deltas until a fold of every commit so far.
+void RequireDeltaReads(DatabaseSlot* slot);
+// After a committed fold of epoch `epoch` that skipped the counters `skipped` (sorted): see
+// DatabaseSlot::fold_epoch.
+void PublishFold(DatabaseSlot* slot, uint32 epoch, const int32* skipped, int nskipped);
+// Whether the deltas committed into an entry of `counter` tagged `epoch` are all folded.
+bool Folded(DatabaseSlot* slot, int32 counter, uint32 epoch);
+
+// Appends an entry that became dirty to the ring of `slot` (this backend's database's slot).
+void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation);
+// The next flush of the slot's database scans the whole buffer.
+void MarkDirtyUntracked(DatabaseSlot* slot);
+
+// A flusher transaction that writes slotted_counter.totals opens (before it starts) and closes
+// (after it ended); see the protocol at the top.
+void OpenTotalsWrite(DatabaseSlot* slot);
+void CloseTotalsWrite(DatabaseSlot* slot);
+// The time from which on rows of totals that a snapshot taken after this call cannot see may
+// be stamped (updated_at).
+TimestampTz TotalsWatermark(DatabaseSlot* slot);
+
+// Fails with 55000 unless the library was preloaded.
+void ReportNotPreloaded();
+inline void RequireShared() {
+  if (unlikely(shared == nullptr)) ReportNotPreloaded();
+}
+
+// The lock policies of the protocol (protocol.hpp) in the server: the partition locks
+// (partition_lock.hpp) over the partition LWLocks, and a spinlock for a ring of dirty entries.
+struct PartitionLWLocks {
+  LWLockPadded* locks;
+  void Shared(uint32 p) { LWLockAcquire(&locks[p].lock, LW_SHARED); }
+  void Exclusive(uint32 p) { LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE); }
+  bool TryExclusive(uint32 p) { return LWLockConditionalAcquire(&locks[p].lock, LW_EXCLUSIVE); }
+  void ReleaseShared(uint32 p) { LWLockRelease(&locks[p].lock); }
+  void Release(uint32 p) { LWLockRelease(&locks[p].lock); }
+};
+
+// A writer's wait for the counted readers of its partition, who hold it for a few instructions
+// unless descheduled: spin, then yield the processor, then sleep.
+struct ReaderWaitBackoff {
+  int waits = 0;
+  void operator()() {
+    waits++;
+    if (waits <= 100)
+      SPIN_DELAY();
+    else if (waits <= 1100)
+      sched_yield();
+    else
+      pg_usleep(100);
+  }
+};
+
+// The partition this backend holds as a counted reader, or -1. A counted reader is not released
+// by an error's cleanup as an LWLock is; nothing under a partition lock SHARED can fail, but
+// should an error come there anyway, the abort callback releases the count
+// (ForgetCountedReader) rather than leave every writer of the partition waiting for it.
+extern int counted_partition;
+void ForgetCountedReader();
+
+struct PartitionLocks {
+  CountedReaderLocks<PartitionLWLocks, ReaderWaitBackoff> locks;
+  void Shared(uint32 p) {
+    locks.Shared(p);
+    counted_partition = int(p);
+  }
+  void ReleaseShared(uint32 p) {
+    counted_partition = -1;
+    locks.ReleaseShared(p);
+  }
+  void Exclusive(uint32 p) { locks.Exclusive(p); }
+  bool TryExclusive(uint32 p) { return locks.TryExclusive(p); }
+  void Release(uint32 p) { locks.Release(p); }
+};
+
+struct SpinMutex {
+  slock_t* mutex;
+  void lock() { SpinLockAcquire(mutex); }
+  void unlock() { SpinLockRelease(mutex); }
+};
+
+// The counter table of shared memory, with the protocol's steps.
+inline Protocol<PartitionLocks> Table() {
+  return Protocol<PartitionLocks>(
+      shared->table, PartitionLocks{{shared->partition_readers,
+                                     PartitionLWLocks{shared->partition_locks}}});
+}
+
+}  // namespace sc

@@ -1,0 +1,432 @@
+// transactional.cpp: increments that belong to their transaction.
+//
+// An increment of a transactional counter stays in this backend until the transaction commits:
+// a hash table of pending deltas by key (`totals`), and for increments inside a subtransaction
+// a second one by key and nesting level (`at_level`), so ROLLBACK TO SAVEPOINT drops what the
+// subtransaction added. Both are emptied at the end. Outside any subtransaction an increment
+// touches `totals` alone: only the top-level abort can undo it, and that empties everything.
+// sc_incr returns the committed value (the buffer entry) plus the pending delta; nothing shared
+// changes, and nobody waits.
+//
+// At pre-commit, for each key with a non-zero delta: BufferReserve makes the key resident,
+// checks for overflow against the value plus every other committing transaction's delta, and
+// pins the entry; then one row per key goes into slotted_counter.deltas (a direct heap insert),
+// so the deltas become durable with the commit record. At commit each pinned entry receives its delta;
+// at abort the reservations are dropped. The pin keeps the entry from being evicted (and so
+// reloaded from tables that already show this commit) until the delta is in it.
+//
+// PREPARE TRANSACTION with pending increments is refused: COMMIT PREPARED runs in another session,
+// with none of this backend's state, so the buffer could not receive the delta.
+#include "transactions/transactional.hpp"
+
+#include "buffer/buffer.hpp"
+#include "core/checked_math.hpp"
+#include "core/counter_table.hpp"
+#include "shared/shmem.hpp"
+
+namespace sc {
+
+namespace {
+
+struct LevelKey {
+  CounterKey key;
+  int level;
+};
+
+// bounds: what the bounded increments at that level (and of the committed subtransactions
+// below it) admit; all of bigint when there were none.
+struct PendingAtLevel {
+  LevelKey id;  // hash key
+  int64 delta;
+  Bounds bounds;
+};
+
+struct PendingTotal {
+  CounterKey key;  // hash key
+  int64 delta;     // over all levels
+  Bounds bounds;   // of the top level, and of the subtransactions committed into it
+};
+
+HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level (2 and deeper)
+// Room for every entry of at_level and one more, grown after each new entry (so an error while
+// growing still leaves room for all), so that the end of a subtransaction (a callback, which must
+// not fail) allocates nothing. In TopMemoryContext.
+constexpr long kInitialMoveRoom = 64;
+PendingAtLevel* moved_space = nullptr;
+long moved_capacity = 0;
+
+void KeepMoveRoom() {
+  long needed = hash_get_num_entries(at_level) + 1;
+  if (needed <= moved_capacity) return;
+  long capacity = Max(kInitialMoveRoom, needed * 2);
+  size_t bytes = sizeof(PendingAtLevel) * size_t(capacity);
+  moved_space = static_cast<PendingAtLevel*>(
+      moved_space == nullptr ? MemoryContextAllocHuge(TopMemoryContext, bytes)
+                             : repalloc_huge(moved_space, bytes));
+  moved_capacity = capacity;
+}
+HTAB* totals = nullptr;    // CounterKey -> delta over all levels
+
+// The names of the counters this transaction counted into, for a commit that finds one dropped.
+struct CounterName {
+  int32 id;  // hash key
+  char name[NAMEDATALEN];
+};
+HTAB* names = nullptr;
+int32 last_named = 0;  // the counter named last (ids start at 1)
+Reservation* reservations = nullptr;
+int reservation_count = 0;
+
+
+// The keys are hashed with the buffer's own mix (a third of hash_bytes' instructions on these
+// fixed-size keys); dynahash compares them with memcmp.
+uint32 HashKey(const void* key, Size) {
+  return HashCounterKey(*static_cast<const CounterKey*>(key));
+}
+uint32 HashLevelKey(const void* key, Size) {
+  const auto* lk = static_cast<const LevelKey*>(key);
+  return HashCounterKey(lk->key) ^ (uint32(lk->level) * 0x9e3779b9u);
+}
+
+// hash: nullptr for dynahash's own hash of the key's bytes.
+HTAB* MakeTable(const char* name, Size keysize, Size entrysize, HashValueFunc hash) {
+  HASHCTL ctl;
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = keysize;
+  ctl.entrysize = entrysize;
+  ctl.hash = hash;
+  return hash_create(name, 16, &ctl, HASH_ELEM | (hash != nullptr ? HASH_FUNCTION : HASH_BLOBS));
+}
+
+// The tables live as long as the backend (creating two per transaction costs more than the
+// increment) and are emptied when the transaction ends. `totals` is made last: it says they all
+// exist (an out-of-memory error before it leaves them to be made again).
+void MakeTables() {
+  at_level = MakeTable("slotted_counter pending by level", sizeof(LevelKey),
+                       sizeof(PendingAtLevel), HashLevelKey);
+  names = MakeTable("slotted_counter pending names", sizeof(int32), sizeof(CounterName), nullptr);
+  KeepMoveRoom();
+  totals = MakeTable("slotted_counter pending", sizeof(CounterKey), sizeof(PendingTotal), HashKey);
+}
+
+void RememberName(const CounterDef& def) {
+  if (def.id == last_named) return;
+  bool found;
+  auto* entry = static_cast<CounterName*>(hash_search(names, &def.id, HASH_ENTER, &found));
+  if (!found) strlcpy(entry->name, def.name, NAMEDATALEN);
+  last_named = def.id;
+}
+
+// The counter a commit applies to, by the name this transaction counted into it under; 42704
+// naming it if it was dropped since.
+CounterDef CommittingCounter(int32 id) {
+  const CounterDef* def = FindCounter(id);
+  if (def != nullptr) return *def;
+  auto* entry = static_cast<CounterName*>(hash_search(names, &id, HASH_FIND, nullptr));
+  ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                  errmsg("counter \"%s\" does not exist",
+                         entry != nullptr ? entry->name : psprintf("%d", id)),
+                  errdetail("It was dropped after this transaction counted into it; nothing of "
+                            "this transaction is committed.")));
+  return CounterDef{};
+}
+
+void Empty(HTAB* table) {
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, table);
+  for (void* p = hash_seq_search(&scan); p != nullptr; p = hash_seq_search(&scan))
+    hash_search(table, p, HASH_REMOVE, nullptr);  // the key is the entry's first member
+}
+
+LevelKey MakeLevelKey(const CounterKey& k, int level) {
+  LevelKey lk;
+  memset(&lk, 0, sizeof(lk));  // padding is part of the hash key
+  lk.key = k;
+  lk.level = level;
+  return lk;
+}
+
+CounterKey MakeKey(int32 counter, int64 key, int64 bucket) {
+  CounterKey k;
+  memset(&k, 0, sizeof(k));
+  k.db = MyDatabaseId;
+  k.counter = counter;
+  k.key = key;
+  k.bucket = bucket;
+  return k;
+}
+
+bool any_pending = false;  // the tables hold something of this transaction
+
+void Forget() {
+  if (any_pending) {
+    Empty(at_level);
+    Empty(totals);
+    Empty(names);
+    last_named = 0;
+    any_pending = false;
+  }
+  reservations = nullptr;  // in TopTransactionContext
+  reservation_count = 0;
+}
+
+// Writes one row per key with a non-zero delta into slotted_counter.deltas, and its index
+// entries. The table has no trigger or constraint beyond NOT NULL, so a direct heap insert
+// (WAL-logged, counted for autovacuum) plus the index inserts do what an INSERT would, without
+// planning a statement, and regardless of the caller's privileges on the table. The index
+// (counter, key, bucket) is what makes loading a key's committed deltas an index lookup.
+void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* buckets,
+                  const int64* deltas) {
+  // The extension may have been dropped by a transaction that committed meanwhile: then the
+  // table is gone by the time its lock is granted, and so are the counters.
+  Oid relid = ExtensionRelation("deltas");
+  Relation rel = OidIsValid(relid) ? try_relation_open(relid, RowExclusiveLock) : nullptr;
+  if (rel == nullptr) {
+    (void)CommittingCounter(counters[0]);  // reports the counter, by the name it was counted under
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                    errmsg("relation \"slotted_counter.deltas\" does not exist")));
+  }
+  // Rows go in with simple_heap_insert: the table must be a heap (the scripts create it USING
+  // heap; a table rewritten into another access method since is refused, not corrupted).
+  if (rel->rd_rel->relam != HEAP_TABLE_AM_OID)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("slotted_counter.deltas is not a heap table"),
+                    errhint("ALTER TABLE slotted_counter.deltas SET ACCESS METHOD heap;")));
+  TupleDesc desc = RelationGetDescr(rel);
+  EState* estate = CreateExecutorState();
+  ResultRelInfo* result_rel = makeNode(ResultRelInfo);
+  InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
+  ExecOpenIndices(result_rel, false);
+  TupleTableSlot* slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+  for (int i = 0; i < n; i++) {
+    Datum values[4] = {Int32GetDatum(counters[i]), Int64GetDatum(keys[i]),
+                       TimestampTzGetDatum(buckets[i]), Int64GetDatum(deltas[i])};
+    bool nulls[4] = {false, false, buckets[i] == kNoBucket, false};
+    HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+    simple_heap_insert(rel, tuple);
+    if (result_rel->ri_NumIndices > 0) {
+      ExecStoreHeapTuple(tuple, slot, false);
+      (void)ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+      ExecClearTuple(slot);
+    }
+    heap_freetuple(tuple);
+  }
+  ExecDropSingleTupleTableSlot(slot);
+  ExecCloseIndices(result_rel);
+  FreeExecutorState(estate);
+  table_close(rel, NoLock);
+}
+
+}  // namespace
+
+int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
+  if (!any_pending) return 0;
+  CounterKey k = MakeKey(counter, key, bucket);
+  auto* p = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_FIND, nullptr));
+  return p != nullptr ? p->delta : 0;
+}
+
+namespace {
+
+// The increment, with bounds or (kBounded false: nothing of them compiled in, the common case)
+// without.
+template <bool kBounded>
+pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int64 bucket,
+                                           int64 delta, Bounds bounds, int64* result) {
+  int64 committed = BufferRead(def, key, bucket, true);
+  if (totals == nullptr) MakeTables();
+  any_pending = true;
+  RememberName(def);
+  // Enter every entry before changing any: an error between them (out of memory, out of range)
+  // must not leave a delta counted in one table and not the other. A new entry holds 0, which
+  // changes nothing.
+  CounterKey k = MakeKey(def.id, key, bucket);
+  bool found;
+  auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
+  if (!found) {
+    total->delta = 0;
+    total->bounds = Bounds{};
+  }
+  int64 new_pending, value;
+  if (!CheckedAdd(total->delta, delta, &new_pending) ||
+      !CheckedAdd(committed, new_pending, &value))
+    ReportValueOutOfRange(def.name,
+                          psprintf("Key %lld holds %lld in this transaction; adding %lld leaves "
+                                   "the bigint range.",
+                                   (long long)key, (long long)(committed + total->delta),
+                                   (long long)delta));
+  if (kBounded && !bounds.Admit(value)) {
+    if (!CheckedAdd(committed, total->delta, result))
+      ReportValueOutOfRange(def.name,
+                            psprintf("Key %lld leaves the bigint range.", (long long)key));
+    return false;
+  }
+  int level = GetCurrentTransactionNestLevel();
+  if (level > 1) {
+    LevelKey lk = MakeLevelKey(k, level);
+    auto* here = static_cast<PendingAtLevel*>(hash_search(at_level, &lk, HASH_ENTER, &found));
+    if (!found) {
+      here->delta = 0;
+      here->bounds = Bounds{};
+      KeepMoveRoom();
+    }
+    here->delta += delta;
+    if (kBounded) here->bounds = here->bounds.And(bounds);
+  } else if (kBounded) {
+    total->bounds = total->bounds.And(bounds);
+  }
+  total->delta = new_pending;
+  *result = value;
+  return true;
+}
+
+}  // namespace
+
+int64 TransactionalIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delta) {
+  int64 value;
+  (void)AddPending<false>(def, key, bucket, delta, Bounds{}, &value);
+  return value;
+}
+
+bool TransactionalIncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                                  Bounds bounds, int64* value) {
+  return AddPending<true>(def, key, bucket, delta, bounds, value);
+}
+
+int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64** deltas) {
+  *keys = *buckets = *deltas = nullptr;
+  if (!any_pending) return 0;
+  long n = hash_get_num_entries(totals);
+  *keys = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  *buckets = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  *deltas = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  int count = 0;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, totals);
+  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingTotal*>(hash_seq_search(&scan))) {
+    if (p->key.counter != counter || p->delta == 0) continue;
+    (*keys)[count] = p->key.key;
+    (*buckets)[count] = p->key.bucket;
+    (*deltas)[count++] = p->delta;
+  }
+  return count;
+}
+
+int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 value) {
+  int64 committed = BufferRead(def, key, bucket, true);
+  int64 old, delta;
+  if (!CheckedAdd(committed, TransactionalPending(def.id, key, bucket), &old) ||
+      __builtin_sub_overflow(value, old, &delta))
+    ReportValueOutOfRange(def.name,
+                          psprintf("Setting key %lld to %lld is a change outside the bigint "
+                                   "range.",
+                                   (long long)key, (long long)value));
+  (void)TransactionalIncrement(def, key, bucket, delta);
+  return old;
+}
+
+void TransactionalPreCommit() {
+  if (!any_pending) return;
+  long n = hash_get_num_entries(totals);
+  MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+  reservations = static_cast<Reservation*>(palloc(sizeof(Reservation) * n));
+  auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
+  auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* deltas = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* bounds = static_cast<Bounds*>(palloc(sizeof(Bounds) * n));
+  MemoryContextSwitchTo(old);
+
+  int rows = 0;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, totals);
+  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingTotal*>(hash_seq_search(&scan))) {
+    if (p->delta == 0) continue;
+    counters[rows] = p->key.counter;
+    keys[rows] = p->key.key;
+    buckets[rows] = p->key.bucket;
+    deltas[rows] = p->delta;
+    bounds[rows] = p->bounds;
+    rows++;
+  }
+  // Reserve (and pin) every entry first, then write: if either fails, the abort settles the
+  // reservations made so far.
+  // Every changed key is pinned until the end of the commit; a transaction that would pin more
+  // than half the buffer could wait for room that only it can free.
+  uint32 limit = shared->table->capacity() / 2;
+  if (uint32(rows) > limit)
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("transaction changed %d keys of transactional counters", rows),
+                    errdetail("At most %u (half of slotted_counter.max_entries) can commit in "
+                              "one transaction.", limit),
+                    errhint("Raise slotted_counter.max_entries, or commit in smaller "
+                            "transactions.")));
+  // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
+  for (int i = 0; i < rows; i++) {
+    CounterDef def = CommittingCounter(counters[i]);
+    BufferReserve(def, keys[i], buckets[i], deltas[i], bounds[i],
+                  &reservations[reservation_count]);
+    reservation_count++;
+  }
+  if (rows > 0) InsertDeltas(rows, counters, keys, buckets, deltas);
+}
+
+void TransactionalPrePrepare() {
+  if (!any_pending) return;
+  // Increments undone by ROLLBACK TO SAVEPOINT (or summing to zero) leave nothing to apply.
+  bool changes = false;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, totals);
+  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingTotal*>(hash_seq_search(&scan)))
+    changes = changes || p->delta != 0;
+  if (!changes) return;
+  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                  errmsg("cannot PREPARE a transaction that has incremented transactional counters"),
+                  errhint("Commit the increments in a transaction of their own, or use a "
+                          "buffered counter.")));
+}
+
+void TransactionalEnd(bool committed) {
+  for (int i = 0; i < reservation_count; i++) BufferSettle(reservations[i], committed);
+  Forget();
+}
+
+void TransactionalSubEnd(bool committed, int level) {
+  if (!any_pending) return;
+  // Nothing here allocates: an abort takes this level's deltas out of the totals as it removes
+  // them; a commit collects them into moved_space first (dynahash allows deleting the current
+  // entry during a scan, not inserting), then enters them one level up, each into an element
+  // just freed by a removal. Deltas committed into the top level are in `totals` already: they
+  // are only removed.
+  bool move_up = committed && level - 1 > 1;
+  int count = 0;
+  HASH_SEQ_STATUS scan;
+  hash_seq_init(&scan, at_level);
+  for (auto* p = static_cast<PendingAtLevel*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingAtLevel*>(hash_seq_search(&scan))) {
+    if (p->id.level < level) continue;
+    if (move_up) {
+      moved_space[count++] = *p;
+    } else {
+      // Committed into the top level: its bounds join the key's; rolled back: its delta leaves
+      // the total and its bounds are forgotten.
+      auto* t = static_cast<PendingTotal*>(hash_search(totals, &p->id.key, HASH_FIND, nullptr));
+      if (t != nullptr && committed) t->bounds = t->bounds.And(p->bounds);
+      if (t != nullptr && !committed) t->delta -= p->delta;
+    }
+    hash_search(at_level, &p->id, HASH_REMOVE, nullptr);
+  }
+  for (int i = 0; i < count; i++) {
+    const PendingAtLevel& m = moved_space[i];
+    LevelKey parent = MakeLevelKey(m.id.key, level - 1);
+    bool found;
+    auto* p = static_cast<PendingAtLevel*>(hash_search(at_level, &parent, HASH_ENTER, &found));
+    p->delta = found ? p->delta + m.delta : m.delta;
+    p->bounds = found ? p->bounds.And(m.bounds) : m.bounds;
+  }
+}
+
+}  // namespace sc

@@ -1,0 +1,549 @@
+// attach_run.cpp: the attacher, a short-lived background worker per database that runs the
+// attachments that are due and exits.
+//
+// The flusher starts it after a committed flush when an attachment is due (worker.cpp), and
+// never waits for it: code on the user's table (triggers, index expressions, policies) cannot
+// delay or block a flush, and the attacher obeys pg_terminate_backend and shutdown at once.
+//
+// Each attachment runs in a transaction of its own. As the extension (the bootstrap superuser,
+// who may read every counter) it reads the keys of the counter changed since the last successful
+// run; then it updates the target the way PostgreSQL runs a table owner's code in maintenance
+// commands (VACUUM, REFRESH MATERIALIZED VIEW): as the table's owner, whose code it is (so a
+// trigger never runs with the rights of whoever attached, a superuser say), under
+// SECURITY_RESTRICTED_OPERATION, so no deferred trigger, WITH HOLD cursor, SET ROLE or temporary
+// table can carry that code past its run or into the superuser's part, and in a GUC nest level
+// that is rolled back, so settings its code changes end with it. Only a role with the owner's
+// privileges may attach, and the run checks again that the attaching role still has them and may
+// read the counter. A time limit (slotted_counter.attach_timeout) cancels the run; code that
+// swallows the cancel is ended with the process a second later, and the next attacher records
+// that run as failed.
+//
+// One process runs the due attachments of one table owner and hands the rest over to a new
+// attacher: what an owner's code leaves in its session (session advisory locks, the random seed)
+// ends with the process instead of reaching another owner's code. Owners take turns, one run
+// each: the owner whose attachments ran least recently goes first, and a process hands over after
+// each run as long as another owner has one due, so one owner's slow attachments delay another's
+// by one run (at most slotted_counter.attach_timeout), however many they are. A run whose
+// attachment row is locked (its sc_attach, sc_detach or sc_drop has not committed) is skipped and
+// stays due: the attacher never waits for a user's transaction.
+//
+// Which keys changed: the flusher stamps every totals row it writes with its transaction's start
+// (updated_at), and a run records as its watermark the time from which on rows its snapshot
+// could not see may be stamped (shmem.hpp: the totals writers). The next run reads the keys
+// stamped at or after it, so a flush that commits during a run is written by the next one.
+//
+// A failed run (its table, column or role gone, a lost privilege, its time limit, an error in a
+// trigger) changes nothing, is logged (a WARNING when an attachment starts failing) and counted
+// in slotted_counter.stats, is shown in slotted_counter.attachments (failures, last_error), and
+// is tried again after its interval (`every`), like any run.
+#include "functions/attach.hpp"
+
+#include "definitions/catalog.hpp"
+#include "definitions/databases.hpp"
+#include "definitions/privileges.hpp"
+#include "settings.hpp"
+#include "shared/flusher_slots.hpp"
+
+extern "C" {
+#include "catalog/pg_class.h"
+#include "storage/lmgr.h"
+#include "utils/syscache.h"
+#include "utils/timeout.h"
+}
+
+namespace sc {
+
+namespace {
+
+// How long code that ignores the cancel of its time limit gets before its process ends.
+constexpr int kKillGraceMs = 1000;
+
+struct DueAttachment {
+  int32 counter;
+  Oid target;
+  Oid owner;  // the target's owner when the round began; InvalidOid if it is gone
+  NameData key_column;
+  NameData value_column;
+  NameData role;
+  bool has_last_run;
+  TimestampTz last_run;
+};
+
+DatabaseSlot* my_slot = nullptr;
+TimeoutId cancel_timeout;
+TimeoutId kill_timeout;
+volatile sig_atomic_t time_limit_reached = false;
+volatile sig_atomic_t time_limit_ignored = false;
+
+void OnTimeLimit() {
+  time_limit_reached = true;
+  QueryCancelPending = true;
+  InterruptPending = true;
+  SetLatch(MyLatch);
+}
+
+void OnTimeLimitIgnored() {
+  time_limit_ignored = true;
+  ProcDiePending = true;
+  InterruptPending = true;
+  SetLatch(MyLatch);
+}
+
+void StartTimeLimit() {
+  time_limit_reached = false;
+  if (settings.attach_timeout <= 0) return;
+  EnableTimeoutParams limits[2];
+  memset(limits, 0, sizeof(limits));
+  limits[0].id = cancel_timeout;
+  limits[0].type = TMPARAM_AFTER;
+  limits[0].delay_ms = settings.attach_timeout;
+  limits[1].id = kill_timeout;
+  limits[1].type = TMPARAM_AFTER;
+  limits[1].delay_ms = settings.attach_timeout + kKillGraceMs;
+  enable_timeouts(limits, 2);
+}
+
+void StopTimeLimit() {
+  DisableTimeoutParams limits[2] = {{cancel_timeout, false}, {kill_timeout, false}};
+  disable_timeouts(limits, 2);
+  // A cancel that fired as the run ended belongs to the run, not to what follows it.
+  if (time_limit_reached) QueryCancelPending = false;
+}
+
+// Becomes the attacher of db's slot; false if the slot is gone or another attacher runs.
+bool ClaimAttacherRole(Oid db) {
+  DatabaseSlot* slot = FindSlot(db);
+  if (slot == nullptr) return false;
+  SpinLockAcquire(&slot->mutex);
+  bool claimed = slot->db == db && slot->attacher_pid == 0;
+  if (claimed) {
+    slot->attacher_pid = MyProcPid;
+    slot->attacher_requested = 0;
+  }
+  SpinLockRelease(&slot->mutex);
+  if (claimed) my_slot = slot;
+  return claimed;
+}
+
+// As the process exits, however: a run still open was cut short.
+void LeaveSlot(int, Datum) {
+  SpinLockAcquire(&my_slot->mutex);
+  if (my_slot->attacher_pid == MyProcPid) {
+    my_slot->attacher_pid = 0;
+    if (my_slot->run_open) {
+      my_slot->run_open = false;
+      my_slot->run_cut = true;
+      my_slot->run_timed_out = time_limit_ignored;
+    }
+  }
+  SpinLockRelease(&my_slot->mutex);
+}
+
+void MarkRun(const DueAttachment* a) {
+  SpinLockAcquire(&my_slot->mutex);
+  my_slot->run_open = a != nullptr;
+  if (a != nullptr) {
+    my_slot->run_counter = a->counter;
+    my_slot->run_target = a->target;
+  }
+  SpinLockRelease(&my_slot->mutex);
+}
+
+void CountRun(int64 skipped, bool failed) {
+  SpinLockAcquire(&my_slot->mutex);
+  if (my_slot->db == MyDatabaseId) {
+    my_slot->attach_skipped += uint64(skipped);
+    if (failed) my_slot->attach_errors++;
+  }
+  SpinLockRelease(&my_slot->mutex);
+}
+
+// The extension's tables a run reads, in the order DROP EXTENSION locks them (the order the
+// script created them), before anything else: attachments before counters was a deadlock with a
+// DROP EXTENSION that held counters and waited for attachments.
+void LockInDropOrder() {
+  static const char* const kTables[] = {"counters", "totals", "attachments"};
+  for (const char* table : kTables) {
+    Oid relid = ExtensionRelation(table);
+    if (OidIsValid(relid)) LockRelationOid(relid, AccessShareLock);
+  }
+}
+
+void Begin() {
+  SetCurrentStatementStartTimestamp();
+  StartTransactionCommand();
+  SPI_connect();
+  PushActiveSnapshot(GetTransactionSnapshot());
+  LockInDropOrder();
+}
+
+void End() {
+  PopActiveSnapshot();
+  SPI_finish();
+  CommitTransactionCommand();
+}
+
+// The attachments of this database due at `round`, in their own transaction, in
+// TopMemoryContext: by owner, the owner whose attachments ran least recently first (the turns of
+// owners); within an owner's, those that did not fail last time first, then the longest waiting,
+// so that an attachment whose runs fail or end with their process (every round, perhaps) delays
+// none of its owner's others.
+DueAttachment* ReadDue(TimestampTz round, int* count) {
+  Begin();
+  // Attachments of counters that no longer exist (an sc_attach that raced an sc_drop in an older
+  // version) are nobody's to detach: they go.
+  int rc = SPI_execute(
+      "DELETE FROM slotted_counter.attachments a WHERE NOT EXISTS (SELECT FROM "
+      "slotted_counter.counters c WHERE c.id OPERATOR(pg_catalog.=) a.counter)",
+      false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting orphan attachments failed: %d", rc);
+  Oid type = TIMESTAMPTZOID;
+  Datum arg = TimestampTzGetDatum(round);
+  rc = SPI_execute_with_args(
+      "SELECT * FROM (SELECT a.counter, a.target::pg_catalog.oid, a.key_column, a.value_column, "
+      "a.role, a.last_run, c.relowner, a.every, a.last_attempt, a.failures, "
+      "pg_catalog.max(a.last_attempt) OVER (PARTITION BY c.relowner) AS turn "
+      "FROM slotted_counter.attachments a "
+      "LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.target) d "
+      "WHERE COALESCE(d.last_attempt, '-infinity'::pg_catalog.timestamptz) "
+      "OPERATOR(pg_catalog.+) d.every OPERATOR(pg_catalog.<=) $1 "
+      "ORDER BY d.turn NULLS FIRST, d.relowner, d.failures OPERATOR(pg_catalog.>) 0, "
+      "d.last_attempt NULLS FIRST, d.counter, d.target",
+      1, &type, &arg, nullptr, true, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.attachments failed: %d", rc);
+  *count = int(SPI_processed);
+  auto* due = static_cast<DueAttachment*>(
+      MemoryContextAllocZero(TopMemoryContext, sizeof(DueAttachment) * (*count + 1)));
+  for (int i = 0; i < *count; i++) {
+    HeapTuple tup = SPI_tuptable->vals[i];
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    bool isnull;
+    DueAttachment& a = due[i];
+    a.counter = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+    a.target = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+    namestrcpy(&a.key_column, SPI_getvalue(tup, desc, 3));
+    namestrcpy(&a.value_column, SPI_getvalue(tup, desc, 4));
+    namestrcpy(&a.role, SPI_getvalue(tup, desc, 5));
+    Datum last = SPI_getbinval(tup, desc, 6, &isnull);
+    a.has_last_run = !isnull;
+    a.last_run = isnull ? 0 : DatumGetTimestampTz(last);
+    Datum owner = SPI_getbinval(tup, desc, 7, &isnull);
+    a.owner = isnull ? InvalidOid : DatumGetObjectId(owner);
+  }
+  End();
+  return due;
+}
+
+// Reads the changed keys of the attachment's counter as of this transaction's snapshot: two
+// int8[] (keys, values) in args; returns how many.
+int ChangedValues(const DueAttachment& a, Datum* args) {
+  Oid types[2] = {INT4OID, TIMESTAMPTZOID};
+  Datum params[2] = {Int32GetDatum(a.counter), TimestampTzGetDatum(a.last_run)};
+  char nulls[2] = {' ', a.has_last_run ? ' ' : 'n'};
+  int rc = SPI_execute_with_args(
+      "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND bucket IS NULL AND ($2::pg_catalog.timestamptz IS NULL "
+      "OR updated_at OPERATOR(pg_catalog.>=) $2)",
+      2, types, params, nulls, true, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  int n = int(SPI_processed);
+  auto* keys = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  for (int i = 0; i < n; i++) {
+    bool isnull;
+    keys[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+    values[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+  }
+  args[0] = PointerGetDatum(construct_array(keys, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+  args[1] = PointerGetDatum(construct_array(values, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+  return n;
+}
+
+// Writes the changed values into the target as its owner, where nothing the owner's code does can
+// outlast the statement or act as anyone else; returns the changed keys that have no row there.
+int64 WriteAsOwner(const DueAttachment& a, Oid owner, const char* table, Datum* args) {
+  const char* key = quote_identifier(NameStr(a.key_column));
+  const char* value = quote_identifier(NameStr(a.value_column));
+  char* sql = psprintf(
+      "WITH changed AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), "
+      "pg_catalog.unnest($2::pg_catalog.int8[])) AS c(key, value)), "
+      "written AS (UPDATE %s AS t SET %s = c.value FROM changed c "
+      "WHERE t.%s OPERATOR(pg_catalog.=) c.key RETURNING 1) "
+      "SELECT (SELECT pg_catalog.count(*) FROM changed c WHERE NOT EXISTS "
+      "(SELECT FROM %s AS t WHERE t.%s OPERATOR(pg_catalog.=) c.key)), "
+      "(SELECT pg_catalog.count(*) FROM written)",
+      table, value, key, table, key);
+  Oid types[2] = {INT8ARRAYOID, INT8ARRAYOID};
+  Oid saved_user;
+  int saved_context;
+  GetUserIdAndSecContext(&saved_user, &saved_context);
+  SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE |
+                                    SECURITY_RESTRICTED_OPERATION);
+  int nest_level = NewGUCNestLevel();
+  int rc = SPI_execute_with_args(sql, 2, types, args, nullptr, false, 0);
+  AtEOXact_GUC(false, nest_level);
+  SetUserIdAndSecContext(saved_user, saved_context);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "writing the attached table failed: %d", rc);
+  bool isnull;
+  return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+// kLocked: a user's transaction holds the attachment's row, so it stays due for a later round;
+// kOtherOwner: its table has another owner now, so it is handed over with the others.
+enum class Outcome { kRan, kLocked, kOtherOwner };
+
+// One attachment's run, in the current transaction, as `owner` (this process's table owner);
+// changes nothing unless kRan, when *skipped is the changed keys with no row.
+Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* skipped) {
+  Oid types[3] = {INT4OID, OIDOID, TIMESTAMPTZOID};
+  Datum params[3] = {Int32GetDatum(a.counter), ObjectIdGetDatum(a.target),
+                     TimestampTzGetDatum(watermark)};
+  int rc = SPI_execute_with_args(
+      "SELECT FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED",
+      2, types, params, nullptr, false, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "locking the attachment failed: %d", rc);
+  if (SPI_processed == 0) return Outcome::kLocked;
+
+  Oid role = get_role_oid(NameStr(a.role), true);
+  if (!OidIsValid(role))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("role \"%s\" does not exist", NameStr(a.role)),
+                    errdetail("An attachment runs only while the role that attached it exists.")));
+  const CounterDef* def = FindCounter(a.counter);
+  if (def == nullptr)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("counter %d does not exist", a.counter)));
+  if ((PrivilegesOf(*def, role) & kSelect) == 0)
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("role \"%s\" may not read counter \"%s\"", NameStr(a.role), def->name),
+                    errdetail("An attachment writes what its role may read; the counter's owner "
+                              "can grant SELECT with sc_grant().")));
+  // The time limit covers everything that can wait for the user: the table's lock and the update.
+  StartTimeLimit();
+  LockRelationOid(a.target, RowExclusiveLock);
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(a.target));
+  if (!HeapTupleIsValid(tuple))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                    errmsg("relation with OID %u does not exist", a.target)));
+  auto* rel = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple));
+  Oid table_owner = rel->relowner;
+  char relkind = rel->relkind;
+  ReleaseSysCache(tuple);
+  if (table_owner != owner) {
+    StopTimeLimit();
+    return Outcome::kOtherOwner;
+  }
+  char* table = quote_qualified_identifier(get_namespace_name(get_rel_namespace(a.target)),
+                                           get_rel_name(a.target));
+  if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                    errmsg("\"%s\" is not a table", table)));
+  if (!has_privs_of_role(role, owner))
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("role \"%s\" no longer owns table %s", NameStr(a.role), table),
+                    errdetail("An attachment runs as the table's owner, while the role that "
+                              "attached it has the owner's privileges.")));
+  Datum args[2];
+  *skipped = 0;
+  if (ChangedValues(a, args) > 0) *skipped = WriteAsOwner(a, owner, table, args);
+  StopTimeLimit();
+
+  rc = SPI_execute_with_args(
+      "UPDATE slotted_counter.attachments SET last_run = $3, last_attempt = pg_catalog.now(), "
+      "failures = 0, last_error = NULL WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2",
+      3, types, params, nullptr, false, 0);
+  if (rc != SPI_OK_UPDATE) elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
+  return Outcome::kRan;
+}
+
+// Records a failed run in its row (in a transaction of its own) and in the log: a WARNING when
+// the attachment starts failing, then LOG at each further failure (one per `every`).
+void RecordFailure(int32 counter, Oid target, const char* message) {
+  // Set inside PG_TRY and read after it: volatile, so that an error does not leave them stale.
+  const char* volatile table = nullptr;
+  const char* volatile name = nullptr;
+  volatile int failures = 1;
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    Begin();
+    // Copied at once into a context that outlives an abort of this transaction.
+    char* relname = get_rel_name(target);
+    table = relname != nullptr ? MemoryContextStrdup(TopMemoryContext, relname) : nullptr;
+    const CounterDef* def = FindCounter(counter);
+    name = def != nullptr ? MemoryContextStrdup(TopMemoryContext, def->name) : nullptr;
+    Oid types[3] = {INT4OID, OIDOID, TEXTOID};
+    Datum params[3] = {Int32GetDatum(counter), ObjectIdGetDatum(target),
+                       CStringGetTextDatum(message)};
+    // A row a user's transaction holds is left as it is (the failure is still logged).
+    int rc = SPI_execute_with_args(
+        "WITH mine AS (SELECT ctid FROM slotted_counter.attachments "
+        "WHERE counter OPERATOR(pg_catalog.=) $1 "
+        "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED) "
+        "UPDATE slotted_counter.attachments a SET last_attempt = pg_catalog.now(), "
+        "failures = a.failures OPERATOR(pg_catalog.+) 1, last_error = $3 FROM mine "
+        "WHERE a.ctid OPERATOR(pg_catalog.=) mine.ctid RETURNING a.failures",
+        3, types, params, nullptr, false, 0);
+    if (rc != SPI_OK_UPDATE_RETURNING)
+      elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
+    if (SPI_processed == 1) {
+      bool isnull;
+      failures = DatumGetInt32(
+          SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    }
+    End();
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    EmitErrorReport();
+    FlushErrorState();
+    AbortCurrentTransaction();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  ereport(failures <= 1 ? WARNING : LOG,
+          (errmsg("attachment of counter \"%s\" to %s failed: %s",
+                  name != nullptr ? name : psprintf("%d", counter),
+                  table != nullptr ? quote_identifier(table) : "a dropped table", message),
+           errdetail("It is tried again after its interval; slotted_counter.attachments shows "
+                     "its failures.")));
+  CountRun(0, true);
+}
+
+// Runs one attachment as `owner`: kRan also when the run failed (and was recorded).
+Outcome Run(const DueAttachment& a, Oid owner) {
+  // Read before this run's snapshot: see the top of the file.
+  TimestampTz watermark = TotalsWatermark(my_slot);
+  MarkRun(&a);
+  MemoryContext context = CurrentMemoryContext;
+  char message[512];
+  volatile bool failed = false;
+  volatile Outcome outcome = Outcome::kRan;
+  int64 skipped = 0;
+  PG_TRY();
+  {
+    Begin();
+    outcome = RunOne(a, owner, watermark, &skipped);
+    End();
+  }
+  PG_CATCH();
+  {
+    StopTimeLimit();
+    MemoryContextSwitchTo(context);
+    ErrorData* edata = CopyErrorData();
+    if (time_limit_reached && edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+      snprintf(message, sizeof(message),
+               "the run took longer than slotted_counter.attach_timeout (%d ms)",
+               settings.attach_timeout);
+    else
+      snprintf(message, sizeof(message), "%s", edata->message != nullptr ? edata->message : "");
+    FreeErrorData(edata);
+    FlushErrorState();
+    AbortCurrentTransaction();
+    failed = true;
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  MarkRun(nullptr);
+  if (failed) {
+    RecordFailure(a.counter, a.target, message);
+    return Outcome::kRan;
+  }
+  if (outcome == Outcome::kRan) CountRun(skipped, false);
+  return outcome;
+}
+
+// Leaves the attachments of other owners to a new attacher, started now, for the same round
+// (those due when it began: each run moves its attachment's last_attempt past it, so the chain
+// of attachers ends).
+void HandOver(Oid db, TimestampTz round) {
+  SpinLockAcquire(&my_slot->mutex);
+  bool mine = my_slot->attacher_pid == MyProcPid;
+  if (mine) {
+    my_slot->attacher_pid = 0;
+    my_slot->attacher_requested = GetCurrentTimestamp();
+  }
+  SpinLockRelease(&my_slot->mutex);
+  if (mine) StartAttacher(db, round);
+}
+
+// A run of the previous attacher that ended with its process (the time limit's second step, a
+// termination) is recorded as the failure it was.
+void RecordCutRun() {
+  SpinLockAcquire(&my_slot->mutex);
+  bool cut = my_slot->run_cut;
+  bool timed_out = my_slot->run_timed_out;
+  int32 counter = my_slot->run_counter;
+  Oid target = my_slot->run_target;
+  my_slot->run_cut = false;
+  SpinLockRelease(&my_slot->mutex);
+  if (!cut) return;
+  RecordFailure(counter, target,
+                timed_out ? "the run ignored the cancel of slotted_counter.attach_timeout and "
+                            "was ended with its process"
+                          : "the run was ended with its process (terminated)");
+}
+
+}  // namespace
+
+}  // namespace sc
+
+void slotted_counter_attacher_main(Datum arg) {
+  using namespace sc;
+  Oid db = DatumGetObjectId(arg);
+  // A terminated attacher ends at once, in the middle of a run if need be: the run's
+  // transaction aborts, and the next attacher records it as failed.
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  if (DatabaseClosing(db)) proc_exit(0);  // a command on the whole database waits for no one
+  BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
+  if (!ClaimAttacherRole(db)) proc_exit(0);
+  before_shmem_exit(LeaveSlot, 0);
+  if (DatabaseClosing(db)) proc_exit(0);
+  // What the database's or the superuser's defaults may say, the extension's own part needs
+  // these (the role's code may change them within its run; they are reset after it).
+  SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_SESSION);
+  SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+  SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+  SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+  cancel_timeout = RegisterTimeout(USER_TIMEOUT, OnTimeLimit);
+  kill_timeout = RegisterTimeout(USER_TIMEOUT, OnTimeLimitIgnored);
+  pgstat_report_activity(STATE_RUNNING, "running attachments");
+
+  RecordCutRun();
+  // The round this attacher belongs to: the flusher starts one now; one handed over keeps its
+  // predecessor's.
+  TimestampTz round;
+  memcpy(&round, MyBgworkerEntry->bgw_extra, sizeof(round));
+  if (round == 0) round = GetCurrentTimestamp();
+  int count = 0;
+  DueAttachment* due = ReadDue(round, &count);
+  // This process's identity: the owner of the table of the first attachment that runs (one whose
+  // row is locked runs no code and chooses nothing, else it could make every successor hand over
+  // again while the lock lasts; a gone table's attachment fails before any code runs). After each
+  // run, the turn goes to the next owner if one has an attachment due (ReadDue: owners in turn).
+  Oid owner = InvalidOid;
+  bool others = false;
+  for (int i = 0; i < count && !(others && OidIsValid(owner)); i++) {
+    CHECK_FOR_INTERRUPTS();
+    if (OidIsValid(owner) && OidIsValid(due[i].owner) && due[i].owner != owner) {
+      others = true;
+      continue;
+    }
+    Oid as = OidIsValid(owner) ? owner : due[i].owner;
+    Outcome outcome = Run(due[i], as);
+    if (outcome == Outcome::kOtherOwner) {
+      others = true;
+    } else if (outcome == Outcome::kRan) {
+      owner = as;
+      for (int j = i + 1; j < count && !others; j++)
+        others = OidIsValid(due[j].owner) && due[j].owner != owner;
+    }
+  }
+  pgstat_report_activity(STATE_IDLE, nullptr);
+  if (others) HandOver(db, round);
+  proc_exit(0);
+}

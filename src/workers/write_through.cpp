@@ -1,0 +1,334 @@
+// write_through.cpp: increments written through to slotted_counter.totals by the flusher, when
+// the buffer has no room (write_through.hpp; the lock protocol of requests is in shmem.hpp).
+//
+// The requester publishes its request (for a single key: under the key's partition lock
+// exclusive, having checked the key is not resident; a batch holds its partitions instead) and
+// sleeps on its database slot's condition variable until the flusher answered. The flusher serves
+// every pending request of its database in one transaction, a subtransaction each, and answers
+// after that transaction ended.
+#include "workers/write_through.hpp"
+
+#include "workers/flush.hpp"
+#include "spi.hpp"
+#include "shared/flusher_slots.hpp"
+
+namespace sc {
+
+namespace {
+
+int CompareItems(const void* a, const void* b) {
+  int64 x = static_cast<const ThroughItem*>(a)->key, y = static_cast<const ThroughItem*>(b)->key;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+}  // namespace
+
+ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
+  ThroughItem probe{key, 0, 0};
+  return static_cast<ThroughItem*>(bsearch(&probe, items, n, sizeof(ThroughItem), CompareItems));
+}
+
+bool WriteThroughPendingFor(const CounterKey& k) {
+  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return false;
+  for (int i = 0; i < shared->max_requests; i++) {
+    WriteThroughRequest* r = &shared->requests[i];
+    SpinLockAcquire(&r->mutex);
+    bool match = (r->state == kRequestPending || r->state == kRequestTaken) && r->nbatch == 0 &&
+                 r->key == k;
+    SpinLockRelease(&r->mutex);
+    if (match) return true;
+  }
+  return false;
+}
+
+void PublishRequest(WriteThroughRequest* r, const CounterKey& k, int64 delta, int nbatch,
+                    dsm_handle batch) {
+  SpinLockAcquire(&r->mutex);
+  r->state = kRequestPending;
+  r->key = k;
+  r->delta = delta;
+  r->result = 0;
+  r->sqlerrcode = 0;
+  r->nbatch = nbatch;
+  r->batch = batch;
+  r->server_pid = 0;
+  r->cancel = false;
+  SpinLockRelease(&r->mutex);
+  pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
+}
+
+RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_ms) {
+  DatabaseSlot* slot = EnsureFlusher(held);
+  TimestampTz start = GetCurrentTimestamp();
+  TimestampTz checked = start;
+  RequestAnswer answer;
+  for (;;) {
+    TimestampTz now = GetCurrentTimestamp();
+    // With interrupts held, a cancel, a statement timeout or a termination only sets its flag:
+    // the request is withdrawn, or the flusher asked to give it up.
+    bool cancelled = held && (QueryCancelPending || ProcDiePending);
+    SpinLockAcquire(&r->mutex);
+    answer = RequestAnswer{RequestState(r->state), r->result, r->sqlerrcode};
+    int server = r->server_pid;
+    bool open = answer.state == kRequestPending || answer.state == kRequestTaken;
+    bool withdraw = answer.state == kRequestPending &&
+                    (cancelled || (withdraw_after_ms > 0 &&
+                                   TimestampDifferenceExceeds(start, now, withdraw_after_ms)));
+    if (withdraw)
+      answer = RequestAnswer{kRequestFailed, 0,
+                             cancelled ? ERRCODE_QUERY_CANCELED
+                                       : ERRCODE_CONFIGURATION_LIMIT_EXCEEDED};
+    if (cancelled && answer.state == kRequestTaken) r->cancel = true;
+    if (!open || withdraw) {
+      r->state = kRequestEmpty;
+      r->nbatch = 0;
+    }
+    SpinLockRelease(&r->mutex);
+    if (withdraw) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+    if (!open || withdraw) break;
+    if (TimestampDifferenceExceeds(checked, now, 1000)) {
+      checked = now;
+      // A flusher that took the request and is gone (it could only have failed: it answers
+      // right after its commit) leaves it taken: give it back to the next flusher.
+      if (answer.state == kRequestTaken && server != 0 && BackendPidGetProc(server) == nullptr) {
+        SpinLockAcquire(&r->mutex);
+        if (r->state == kRequestTaken && r->server_pid == server) r->state = kRequestPending;
+        SpinLockRelease(&r->mutex);
+      }
+      // The flusher may have left meanwhile.
+      slot = EnsureFlusher(held);
+    }
+    if (slot != nullptr) {
+      WakeFlusher(slot);
+      ConditionVariableTimedSleep(&slot->done_cv, 100, PG_WAIT_EXTENSION);
+    } else {
+      pg_usleep(100000);
+    }
+  }
+  ConditionVariableCancelSleep();
+  return answer;
+}
+
+// This backend's request, once no earlier request of it is pending. A request left by an earlier
+// call that was cancelled while it waited is still served, by its own database's flusher: this
+// waits for it. One left by a process of another database that had this BackendId is withdrawn
+// if no flusher has taken it: its requester is gone, and this database's flusher would never
+// serve it.
+WriteThroughRequest* FreeRequest() {
+  WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
+  SpinLockAcquire(&r->mutex);
+  bool foreign = r->state == kRequestPending && r->key.db != MyDatabaseId;
+  if (foreign) r->state = kRequestEmpty;
+  SpinLockRelease(&r->mutex);
+  if (foreign) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+  (void)AwaitAnswer(r, false, 0);
+  return r;
+}
+
+// Fails the pending write-through requests of a dropped counter (counter 0: of a database whose
+// extension was dropped): the requester, if it still waits, gets 42704, and no later flusher
+// adds a stale delta to a counter that reuses the id.
+void FailRequests(Oid db, int32 counter) {
+  for (int i = 0; i < shared->max_requests; i++) {
+    WriteThroughRequest* r = &shared->requests[i];
+    SpinLockAcquire(&r->mutex);
+    bool fail = r->state == kRequestPending && r->key.db == db &&
+                (counter == 0 || r->key.counter == counter);
+    if (fail) {
+      r->state = kRequestFailed;
+      r->sqlerrcode = ERRCODE_UNDEFINED_OBJECT;
+    }
+    SpinLockRelease(&r->mutex);
+    if (fail) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+  }
+}
+
+namespace {
+
+SPIPlanPtr plan_write_through = nullptr;
+
+const char* const kWriteThroughSql =
+    "WITH live AS (SELECT id FROM slotted_counter.counters "
+    "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
+    "SELECT $1, $2, $3, $4 FROM live "
+    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
+    "RETURNING value";
+
+// A batch written through (WriteThroughRequest::nbatch): one counter, one bucket, distinct keys.
+const char* const kBatchThroughSql =
+    "WITH live AS (SELECT id FROM slotted_counter.counters "
+    "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
+    "SELECT $1, k.key, $3, k.delta FROM live, ROWS FROM "
+    "(pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
+    "AS k(key, delta) "
+    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
+    "RETURNING key, value";
+
+SPIPlanPtr plan_batch_through = nullptr;
+
+// A batch is written in chunks of this many keys; its requester's cancel is honoured between
+// two of them.
+constexpr int kThroughChunk = 10000;
+
+// Raises 57014 if the batch's requester asked to give it up (WriteThroughRequest::cancel).
+void CheckBatchCancel(WriteThroughRequest* r) {
+  SpinLockAcquire(&r->mutex);
+  bool cancel = r->cancel;
+  SpinLockRelease(&r->mutex);
+  if (cancel)
+    ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                    errmsg("the batch written through was cancelled by its requester")));
+}
+
+// Writes the keys of a batch request (in its requester's segment) and puts their new values
+// there; false if the counter was dropped. Inside the serving subtransaction, whose resource
+// owner detaches the segment on an error, which rolls back every chunk written.
+bool WriteBatchThrough(WriteThroughRequest* r) {
+  dsm_segment* segment = dsm_attach(r->batch);
+  if (segment == nullptr) elog(ERROR, "the segment of a batch written through is gone");
+  auto* items = static_cast<ThroughItem*>(dsm_segment_address(segment));
+  int m = r->nbatch;
+  static const Oid types[4] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
+  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 4, types, true);
+  Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
+  Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
+  bool done = true;
+  for (int first = 0; done && first < m; first += kThroughChunk) {
+    CheckBatchCancel(r);
+    int count = Min(m - first, kThroughChunk);
+    for (int i = 0; i < count; i++) {
+      keys[i] = Int64GetDatum(items[first + i].key);
+      deltas[i] = Int64GetDatum(items[first + i].delta);
+    }
+    ArrayType* key_array = construct_array(keys, count, INT8OID, 8, true, TYPALIGN_DOUBLE);
+    ArrayType* delta_array = construct_array(deltas, count, INT8OID, 8, true, TYPALIGN_DOUBLE);
+    Datum args[4] = {Int32GetDatum(r->key.counter), PointerGetDatum(key_array),
+                     TimestampTzGetDatum(r->key.bucket), PointerGetDatum(delta_array)};
+    char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
+    int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+    if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
+    done = SPI_processed == uint64(count);
+    for (uint64 row = 0; done && row < SPI_processed; row++) {
+      bool isnull;
+      int64 key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1,
+                                              &isnull));
+      ThroughItem* item = FindThroughItem(items + first, count, key);
+      if (item != nullptr)
+        item->result = DatumGetInt64(
+            SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull));
+    }
+    SPI_freetuptable(SPI_tuptable);
+    pfree(key_array);
+    pfree(delta_array);
+  }
+  dsm_detach(segment);
+  return done;
+}
+
+}  // namespace
+
+int ServeWriteThroughs(Oid db) {
+  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return 0;
+  MemoryContext caller = MemoryContextSwitchTo(WorkContext());
+  auto* mine = static_cast<int*>(palloc(sizeof(int) * shared->max_requests));
+  int n = 0;
+  for (int i = 0; i < shared->max_requests; i++) {
+    WriteThroughRequest* r = &shared->requests[i];
+    SpinLockAcquire(&r->mutex);
+    if (r->state == kRequestPending && r->key.db == db) {
+      r->state = kRequestTaken;
+      r->server_pid = MyProcPid;
+      mine[n++] = i;
+    }
+    SpinLockRelease(&r->mutex);
+  }
+  if (n == 0) {
+    MemoryContextSwitchTo(caller);
+    return 0;
+  }
+  // Outcome per request: kRequestDone, kRequestFailed, or kRequestPending to retry later.
+  auto* outcome = static_cast<uint32*>(palloc(sizeof(uint32) * n));
+  auto* result = static_cast<int64*>(palloc0(sizeof(int64) * n));
+  auto* code = static_cast<int*>(palloc0(sizeof(int) * n));
+  PG_TRY();
+  {
+    BeginWork(db);
+    static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
+    SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 4, types);
+    for (volatile int j = 0; j < n; j++) {
+      WriteThroughRequest* r = &shared->requests[mine[j]];
+      Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
+                       TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta)};
+      char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
+      ErrorData* error = InSubtransaction([&] {
+        // No row: the counter was dropped.
+        bool done;
+        if (r->nbatch > 0) {
+          done = WriteBatchThrough(r);
+        } else {
+          int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+          if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
+          done = SPI_processed == 1;
+          bool isnull;
+          if (done)
+            result[j] = DatumGetInt64(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        }
+        outcome[j] = done ? kRequestDone : kRequestFailed;
+        if (!done) code[j] = ERRCODE_UNDEFINED_OBJECT;
+      });
+      bool withdrawn = false;
+      if (error != nullptr) {
+        SpinLockAcquire(&r->mutex);
+        withdrawn = r->cancel;
+        SpinLockRelease(&r->mutex);
+      }
+      if (error != nullptr && (withdrawn || error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)) {
+        outcome[j] = kRequestFailed;
+        code[j] = withdrawn ? ERRCODE_QUERY_CANCELED : error->sqlerrcode;
+        FreeErrorData(error);
+      } else if (error != nullptr) {
+        // A lock timeout or the like: keep the increment and try again on the next round.
+        error->elevel = LOG;
+        ThrowErrorData(error);
+        outcome[j] = kRequestPending;
+      }
+    }
+    EndWork();
+  }
+  PG_CATCH();
+  {
+    for (int j = 0; j < n; j++) {
+      WriteThroughRequest* r = &shared->requests[mine[j]];
+      SpinLockAcquire(&r->mutex);
+      r->state = kRequestPending;
+      SpinLockRelease(&r->mutex);
+    }
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
+
+  int served = 0;
+  for (int j = 0; j < n; j++) {
+    WriteThroughRequest* r = &shared->requests[mine[j]];
+    SpinLockAcquire(&r->mutex);
+    int keys = Max(r->nbatch, 1);  // read before the requester may reuse the request
+    r->state = outcome[j];
+    r->result = result[j];
+    r->sqlerrcode = code[j];
+    SpinLockRelease(&r->mutex);
+    if (outcome[j] != kRequestPending) {
+      pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+      served += keys;
+    }
+  }
+  ReportStatistics();
+  MemoryContextSwitchTo(caller);
+  return served;
+}
+
+}  // namespace sc

@@ -1,0 +1,57 @@
+// write_through.hpp: an increment the buffer has no room for, written to slotted_counter.totals
+// by the flusher: the request (shmem.hpp: WriteThroughRequest, and its lock protocol), where the
+// requester waits for the answer, and where the flusher serves it.
+#pragma once
+
+#include "shared/shmem.hpp"
+
+namespace sc {
+
+// One key of a batch written through (WriteThroughRequest::batch): the delta to add, and the new
+// value once added. Sorted by key, distinct.
+struct ThroughItem {
+  int64 key;
+  int64 delta;
+  int64 result;
+};
+// The item of key in items (n, sorted by key), or nullptr.
+ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key);
+
+// ---- the requester (a backend) ----
+
+// Whether a write-through of the single key k is pending or being served: then no loader may
+// link k (shmem.hpp). Under k's partition lock, exclusive.
+bool WriteThroughPendingFor(const CounterKey& k);
+
+// This backend's request, once no earlier request of it is pending (interruptible wait).
+WriteThroughRequest* FreeRequest();
+
+// Publishes r (free, this backend's): the single key k with delta (nbatch 0), or a batch of
+// nbatch keys of counter k.counter and bucket k.bucket in the segment `batch`.
+void PublishRequest(WriteThroughRequest* r, const CounterKey& k, int64 delta, int nbatch,
+                    dsm_handle batch);
+
+struct RequestAnswer {
+  RequestState state;  // kRequestDone or kRequestFailed (or kRequestEmpty: nothing was asked)
+  int64 result;        // the new value of a single key, when done
+  int sqlerrcode;      // why, when failed
+};
+
+// Waits until the flusher answered r, and frees r. held: interrupts are held (a batch's second
+// phase): no error is raised, a missing flusher only warns, and a request no flusher took within
+// withdraw_after_ms (0: never) is withdrawn and answered 54000. Otherwise the wait is
+// interruptible, and a cancelled requester's request is still served. Either way a request taken
+// by a flusher that is gone goes back to the next flusher.
+RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_ms);
+
+// Fails the pending requests of a dropped counter (counter 0: of a database whose extension was
+// dropped) with 42704. Takes only spinlocks; cannot fail.
+void FailRequests(Oid db, int32 counter);
+
+// ---- the flusher ----
+
+// Applies the pending write-through requests of db in one transaction; returns how many keys were
+// answered. Must run in db's flusher, outside a transaction; may throw (ereport).
+int ServeWriteThroughs(Oid db);
+
+}  // namespace sc
