@@ -70,6 +70,10 @@ PROVE_TESTS = test/t/*.pl
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
+# The pure core's assertions (core/core_assert.hpp) are live where PostgreSQL's own are.
+ifneq (,$(findstring enable-cassert,$(shell $(PG_CONFIG) --configure)))
+PG_CPPFLAGS += -DSC_CORE_ASSERTS
+endif
 include $(PGXS)
 
 BITCODE_CXXFLAGS += $(SC_CXXFLAGS)

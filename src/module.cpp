@@ -3,6 +3,7 @@
 // Everything that needs shared memory is installed only while shared_preload_libraries is being
 // processed; loaded any other way the module defines nothing and every SQL function fails with
 // 55000 (shmem.cpp, RequireShared).
+#include "core/core_assert.hpp"
 #include "definitions/databases.hpp"
 #include "pg.hpp"
 #include "shared/saved_values.hpp"
@@ -18,6 +19,11 @@ void _PG_init(void);
 namespace sc {
 
 Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400};
+
+// A failed SC_ASSERT of the pure core (core/core_assert.hpp): as a failed Assert().
+void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
+  ExceptionalCondition(condition, "FailedAssertion", file, line);
+}
 
 namespace {
 
