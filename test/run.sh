@@ -92,7 +92,9 @@ suite "lint" lint_tap
 suite "modules" python3 "$top/test/lint/modules.py"
 suite "pg_regress" check ISOLATION= TAP_TESTS=
 suite "isolation" check REGRESS= TAP_TESTS=
-suite "tap" check REGRESS= ISOLATION=
+# TAP tests two at a time: each starts servers of its own on ports of its own (PostgreSQL's test
+# modules lock the ports they take), and most of a test's time is spent waiting for events.
+suite "tap" check REGRESS= ISOLATION= PROVE_FLAGS=-j2
 suite "proxy" check_proxy
 suite "unit" bash "$top/test/unit/run.sh"
 # In the scratch copy, so that npm installs node-postgres where the suite's user may write.

@@ -1,10 +1,11 @@
 // transactional.cpp: increments that belong to their transaction.
 //
 // An increment of a transactional counter stays in this backend until the transaction commits:
-// a hash table of pending deltas by key (`totals`), and for increments inside a subtransaction
-// a second one by key and nesting level (`at_level`), so ROLLBACK TO SAVEPOINT drops what the
-// subtransaction added. Both are emptied at the end. Outside any subtransaction an increment
-// touches `totals` alone: only the top-level abort can undo it, and that empties everything.
+// a hash table of pending deltas by key (`pending_sums`), and for increments inside a
+// subtransaction a second one by key and nesting level (`at_level`), so ROLLBACK TO SAVEPOINT
+// drops what the subtransaction added. Both are emptied at the end. Outside any subtransaction an
+// increment touches `pending_sums` alone: only the top-level abort can undo it, and that empties
+// everything.
 // sc_incr returns the committed value (the buffer entry) plus the pending delta; nothing shared
 // changes, and nobody waits.
 //
@@ -41,7 +42,7 @@ struct PendingAtLevel {
   Bounds bounds;
 };
 
-struct PendingTotal {
+struct PendingSum {
   CounterKey key;  // hash key
   int64 delta;     // over all levels
   Bounds bounds;   // of the top level, and of the subtransactions committed into it
@@ -65,7 +66,7 @@ void KeepMoveRoom() {
                              : repalloc_huge(moved_space, bytes));
   moved_capacity = capacity;
 }
-HTAB* totals = nullptr;    // CounterKey -> delta over all levels
+HTAB* pending_sums = nullptr;    // CounterKey -> delta over all levels
 
 // The names of the counters this transaction counted into, for a commit that finds one dropped.
 struct CounterName {
@@ -99,14 +100,15 @@ HTAB* MakeTable(const char* name, Size keysize, Size entrysize, HashValueFunc ha
 }
 
 // The tables live as long as the backend (creating two per transaction costs more than the
-// increment) and are emptied when the transaction ends. `totals` is made last: it says they all
-// exist (an out-of-memory error before it leaves them to be made again).
+// increment) and are emptied when the transaction ends. `pending_sums` is made last: it says they
+// all exist (an out-of-memory error before it leaves them to be made again).
 void MakeTables() {
   at_level = MakeTable("slotted_counter pending by level", sizeof(LevelKey),
                        sizeof(PendingAtLevel), HashLevelKey);
   names = MakeTable("slotted_counter pending names", sizeof(int32), sizeof(CounterName), nullptr);
   KeepMoveRoom();
-  totals = MakeTable("slotted_counter pending", sizeof(CounterKey), sizeof(PendingTotal), HashKey);
+  pending_sums =
+      MakeTable("slotted_counter pending", sizeof(CounterKey), sizeof(PendingSum), HashKey);
 }
 
 void RememberName(const CounterDef& def) {
@@ -161,7 +163,7 @@ bool any_pending = false;  // the tables hold something of this transaction
 void Forget() {
   if (any_pending) {
     Empty(at_level);
-    Empty(totals);
+    Empty(pending_sums);
     Empty(names);
     last_named = 0;
     any_pending = false;
@@ -222,7 +224,7 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
 int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
   if (!any_pending) return 0;
   CounterKey k = MakeKey(counter, key, bucket);
-  auto* p = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_FIND, nullptr));
+  auto* p = static_cast<PendingSum*>(hash_search(pending_sums, &k, HASH_FIND, nullptr));
   return p != nullptr ? p->delta : 0;
 }
 
@@ -234,7 +236,7 @@ template <bool kBounded>
 pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int64 bucket,
                                            int64 delta, Bounds bounds, int64* result) {
   int64 committed = BufferRead(def, key, bucket, true);
-  if (totals == nullptr) MakeTables();
+  if (pending_sums == nullptr) MakeTables();
   any_pending = true;
   RememberName(def);
   // Enter every entry before changing any: an error between them (out of memory, out of range)
@@ -242,7 +244,7 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
   // changes nothing.
   CounterKey k = MakeKey(def.id, key, bucket);
   bool found;
-  auto* total = static_cast<PendingTotal*>(hash_search(totals, &k, HASH_ENTER, &found));
+  auto* total = static_cast<PendingSum*>(hash_search(pending_sums, &k, HASH_ENTER, &found));
   if (!found) {
     total->delta = 0;
     total->bounds = Bounds{};
@@ -296,15 +298,15 @@ bool TransactionalIncrementWithin(const CounterDef& def, int64 key, int64 bucket
 int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64** deltas) {
   *keys = *buckets = *deltas = nullptr;
   if (!any_pending) return 0;
-  long n = hash_get_num_entries(totals);
+  long n = hash_get_num_entries(pending_sums);
   *keys = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   *buckets = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   *deltas = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   int count = 0;
   HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, totals);
-  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
-       p = static_cast<PendingTotal*>(hash_seq_search(&scan))) {
+  hash_seq_init(&scan, pending_sums);
+  for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingSum*>(hash_seq_search(&scan))) {
     if (p->key.counter != counter || p->delta == 0) continue;
     (*keys)[count] = p->key.key;
     (*buckets)[count] = p->key.bucket;
@@ -328,7 +330,7 @@ int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 val
 
 void TransactionalPreCommit() {
   if (!any_pending) return;
-  long n = hash_get_num_entries(totals);
+  long n = hash_get_num_entries(pending_sums);
   MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
   reservations = static_cast<Reservation*>(palloc(sizeof(Reservation) * n));
   auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
@@ -340,9 +342,9 @@ void TransactionalPreCommit() {
 
   int rows = 0;
   HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, totals);
-  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
-       p = static_cast<PendingTotal*>(hash_seq_search(&scan))) {
+  hash_seq_init(&scan, pending_sums);
+  for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingSum*>(hash_seq_search(&scan))) {
     if (p->delta == 0) continue;
     counters[rows] = p->key.counter;
     keys[rows] = p->key.key;
@@ -378,9 +380,9 @@ void TransactionalPrePrepare() {
   // Increments undone by ROLLBACK TO SAVEPOINT (or summing to zero) leave nothing to apply.
   bool changes = false;
   HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, totals);
-  for (auto* p = static_cast<PendingTotal*>(hash_seq_search(&scan)); p != nullptr;
-       p = static_cast<PendingTotal*>(hash_seq_search(&scan)))
+  hash_seq_init(&scan, pending_sums);
+  for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
+       p = static_cast<PendingSum*>(hash_seq_search(&scan)))
     changes = changes || p->delta != 0;
   if (!changes) return;
   ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -396,11 +398,11 @@ void TransactionalEnd(bool committed) {
 
 void TransactionalSubEnd(bool committed, int level) {
   if (!any_pending) return;
-  // Nothing here allocates: an abort takes this level's deltas out of the totals as it removes
+  // Nothing here allocates: an abort takes this level's deltas out of pending_sums as it removes
   // them; a commit collects them into moved_space first (dynahash allows deleting the current
   // entry during a scan, not inserting), then enters them one level up, each into an element
-  // just freed by a removal. Deltas committed into the top level are in `totals` already: they
-  // are only removed.
+  // just freed by a removal. Deltas committed into the top level are in `pending_sums` already:
+  // they are only removed.
   bool move_up = committed && level - 1 > 1;
   int count = 0;
   HASH_SEQ_STATUS scan;
@@ -413,7 +415,8 @@ void TransactionalSubEnd(bool committed, int level) {
     } else {
       // Committed into the top level: its bounds join the key's; rolled back: its delta leaves
       // the total and its bounds are forgotten.
-      auto* t = static_cast<PendingTotal*>(hash_search(totals, &p->id.key, HASH_FIND, nullptr));
+      auto* t =
+          static_cast<PendingSum*>(hash_search(pending_sums, &p->id.key, HASH_FIND, nullptr));
       if (t != nullptr && committed) t->bounds = t->bounds.And(p->bounds);
       if (t != nullptr && !committed) t->delta -= p->delta;
     }
