@@ -37,24 +37,32 @@ sub batch_sql
 	  . "array_fill(1::bigint, ARRAY[$size])))";
 }
 
+# Batches a session runs at most while it waits for its interruptions (a count, not a time).
+my $max_batches = 3000;
+
 # Runs `interrupt` (SQL; $pid stands for the pid of the session that runs batches) every few
-# tens of milliseconds for `seconds`, in a child process. Returns the child's pid.
+# tens of milliseconds, in a child process, until stop_interrupter. Returns the child's pid.
 sub interrupter
 {
-	my ($seconds, $interrupt) = @_;
+	my ($interrupt) = @_;
 	my $child = fork();
 	die "fork: $!" unless defined $child;
 	return $child if $child;
-	my $end = time() + $seconds;
 	(my $sql = $interrupt) =~
 	  s/\$pid/(SELECT pid FROM pg_stat_activity WHERE application_name = 'batcher')/g;
-	while (time() < $end)
+	for (;;)
 	{
 		system($node->installed_command('psql'), '-X', '-q', '-d', $node->connstr('postgres'),
 			'-c', $sql, '-o', '/dev/null');
 		usleep(int(rand(30_000)));
 	}
-	POSIX::_exit(0);
+}
+
+sub stop_interrupter
+{
+	my ($child) = @_;
+	kill 'TERM', $child;
+	waitpid($child, 0);
 }
 
 # Records the outcome of batch n: acknowledged, or failed with an error matching `expected`
@@ -72,23 +80,23 @@ sub record
 	return 1;
 }
 
-# Batches in one session for `seconds`, interrupted by `interrupt`; returns how many failed.
+# Batches in one session, interrupted by `interrupt`, until `want` of them failed (or
+# $max_batches ran); returns how many failed.
 sub interrupted_session
 {
-	my ($seconds, $setup, $interrupt, $expected, $kind) = @_;
+	my ($want, $setup, $interrupt, $expected, $kind) = @_;
 	my $session = $node->background_psql('postgres', on_error_stop => 0);
 	$session->query_safe("SET application_name = 'batcher'; $setup");
-	my $child = interrupter($seconds, $interrupt);
-	my $end = time() + $seconds;
+	my $child = interrupter($interrupt);
 	my $failures = 0;
-	while (time() < $end)
+	for (my $i = 0; $failures < $want && $i < $max_batches; $i++)
 	{
 		my $n = ++$batch;
 		my ($out, $error) = $session->query(batch_sql($n));
 		$failures += record($n, !$error && $out eq $size, $session->{stderr}, $expected, $kind);
 		$session->{stderr} = '';
 	}
-	waitpid($child, 0);
+	stop_interrupter($child);
 	$session->quit;
 	return $failures;
 }
@@ -96,11 +104,10 @@ sub interrupted_session
 # The same with one connection per batch, for interruptions that end the connection.
 sub interrupted_connections
 {
-	my ($seconds, $interrupt, $expected) = @_;
-	my $child = interrupter($seconds, $interrupt);
-	my $end = time() + $seconds;
+	my ($want, $interrupt, $expected) = @_;
+	my $child = interrupter($interrupt);
 	my $failures = 0;
-	while (time() < $end)
+	for (my $i = 0; $failures < $want && $i < $max_batches; $i++)
 	{
 		my $n = ++$batch;
 		my ($out, $err);
@@ -108,11 +115,11 @@ sub interrupted_connections
 			stdout => \$out, stderr => \$err);
 		$failures += record($n, $rc == 0 && $out eq $size, $err, $expected, 'terminated');
 	}
-	waitpid($child, 0);
+	stop_interrupter($child);
 	return $failures;
 }
 
-my $cancelled = interrupted_session(8, '',
+my $cancelled = interrupted_session(20, '',
 	q{SELECT pg_cancel_backend($pid), pg_sleep(0.002 + random() * 0.004), pg_cancel_backend($pid)},
 	qr/canceling statement due to user request/, 'cancelled');
 cmp_ok($cancelled, '>=', 5, "double cancels interrupted batches ($cancelled)");
@@ -121,11 +128,11 @@ cmp_ok($cancelled, '>=', 5, "double cancels interrupted batches ($cancelled)");
 # statement and reported there as a cancel "due to user request" (PostgreSQL's own behaviour for
 # any statement whose timeout fires after its last check for interrupts): the next batch then
 # fails before it changed anything, which the checks below hold it to like any other.
-my $timed_out = interrupted_session(4, q{SET statement_timeout = '3ms'}, q{SELECT 1},
+my $timed_out = interrupted_session(20, q{SET statement_timeout = '3ms'}, q{SELECT 1},
 	qr/canceling statement due to (?:statement timeout|user request)/, 'timed out');
 cmp_ok($timed_out, '>=', 5, "a statement_timeout shorter than a batch ended batches ($timed_out)");
 
-my $terminated = interrupted_connections(8, q{SELECT pg_terminate_backend($pid)},
+my $terminated = interrupted_connections(20, q{SELECT pg_terminate_backend($pid)},
 	qr/terminating connection|server closed the connection|connection to server was lost/);
 cmp_ok($terminated, '>=', 2, "terminations ended batches ($terminated)");
 
