@@ -13,7 +13,7 @@
 #                                     on exit; psql_ runs psql on its postgres database
 # DIR must be reachable by the server's user, and short: a socket path has 107 bytes at most.
 
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 
 # PostgreSQL refuses to run as root: as root, the server and its clients run as "postgres".
 if [[ $(id -u) -eq 0 ]]; then as_pg() { runuser -u postgres -- "$@"; }; else as_pg() { "$@"; }; fi
