@@ -354,33 +354,31 @@ is($node->safe_psql('postgres', q{SELECT attach_errors > 0 FROM slotted_counter.
 # With no time limit, a trigger that sleeps for an hour holds its run for as long as the test
 # lasts: sc_rollup() returns meanwhile, and a fast shutdown ends without waiting for the trigger
 # (else pg_ctl gives up and the test fails) and loses no acknowledged increment. An attacher reads
-# the limit as it starts: the one running is ended, so that the next one starts without a limit.
+# the limit as it starts: one started before a new session sees the new limit is ended, and only
+# one started after is watched.
 $node->append_conf('postgresql.conf', 'slotted_counter.attach_timeout = 0');
 $node->reload;
 ok( $node->poll_query_until(
 		'postgres', q{SELECT current_setting('slotted_counter.attach_timeout') = '0'}),
 	'shutdown: the time limit is off');
+my $limit_off_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
 $node->safe_psql('postgres', q{SELECT sc_detach('m_stubborn', 'mallory.t_stubborn')});
-$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                               WHERE backend_type = 'slotted_counter attacher'});
-ok( $node->poll_query_until(
-		'postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
-		              WHERE backend_type = 'slotted_counter attacher'}),
-	'shutdown: no attacher runs with the old limit');
+$node->safe_psql('postgres', qq{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                                WHERE backend_type = 'slotted_counter attacher'
+                                  AND backend_start < '$limit_off_at'});
 $node->safe_psql('postgres', q{SELECT sc_incr('m_sleep', 1, 5)});
-ok( $node->poll_query_until(
-		'postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
-		              WHERE backend_type = 'slotted_counter attacher' AND wait_event = 'PgSleep'}),
-	'shutdown: the attacher is in the sleeping trigger');
+my $sleeping_attacher = qq{SELECT count(*) FROM pg_stat_activity
+                          WHERE backend_type = 'slotted_counter attacher' AND wait_event = 'PgSleep'
+                            AND backend_start > '$limit_off_at'};
+ok($node->poll_query_until('postgres', $sleeping_attacher, '1'),
+	'shutdown: an attacher with no time limit is in the sleeping trigger');
 $node->safe_psql('postgres',
 	q{SELECT sc_incr('plain', g % 10, 1) FROM generate_series(1, 1000) g});
 # A rollup that waited for the run would not return before the trigger's hour: the psql time-out
 # fails the test instead.
 $node->safe_psql('postgres', q{SELECT sc_rollup()},
 	timeout => $PostgreSQL::Test::Utils::timeout_default);
-is( $node->safe_psql(
-		'postgres', q{SELECT count(*) FROM pg_stat_activity
-		              WHERE backend_type = 'slotted_counter attacher' AND wait_event = 'PgSleep'}),
+is($node->safe_psql('postgres', $sleeping_attacher),
 	'1', 'shutdown: sc_rollup() returned while the trigger sleeps');
 $node->stop('fast');
 ok(!-e $node->data_dir . '/postmaster.pid',
