@@ -34,11 +34,6 @@ bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits)
 // for the flusher to make room; 53400 after 10 s, naming `action`.
 void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, int* waits);
 
-// The value of k if it is resident (no lock but the partition's SHARED, core/protocol.hpp).
-inline Probe ReadResident(const CounterKey& k, uint32 hash, int64* value) {
-  return Table().ReadIfResident(k, hash, value);
-}
-
 // A write that turned a clean entry dirty (protocol.hpp: CheckDirtied) tells its database's
 // flusher where to look (shmem.hpp: DatabaseSlot::dirty); after the partition lock.
 inline void NoteDirtied(const Dirtied& dirtied) {

@@ -10,6 +10,16 @@
 
 namespace sc {
 
+namespace {
+
+// The value of k if it is resident (no lock but the partition's SHARED, core/protocol.hpp).
+// Always inlined: sc_sum's hot path is this probe, and the compiler would call it otherwise.
+pg_attribute_always_inline Probe ReadResident(const CounterKey& k, uint32 hash, int64* value) {
+  return Table().ReadIfResident(k, hash, value);
+}
+
+}  // namespace
+
 int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) {
   CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);

@@ -1,5 +1,7 @@
-// functions.cpp: the SQL functions (sc_create, sc_drop, sc_incr, sc_set, sc_sum, sc_series,
-// sc_top, sc_drop_buckets, sc_rollup; the batch, group and range forms).
+// functions.cpp: the SQL functions of counters and their values: sc_create, sc_drop, sc_incr (and
+// sc_incr_at, _batch, _bounded, _once), sc_set, sc_sum (and _keys, _range), sc_series, sc_top,
+// sc_drop_buckets, sc_rollup. The others live with their feature: privileges.cpp (sc_grant, ...),
+// attach.cpp, retention.cpp, stats.cpp, counter_type.cpp (the type's I/O).
 //
 // Each reads and checks its arguments, then calls the buffer, the catalog or the flusher. No C++
 // object with a destructor lives in these frames, so an ereport from anywhere below is safe.
