@@ -103,7 +103,7 @@ memcheck_cassert() {
   memcheck_stop_servers
   memcheck_check "$memcheck/pg" REGRESS= TAP_TESTS= || failed=1
   memcheck_stop_servers
-  memcheck_check "$memcheck/pg" REGRESS= ISOLATION= PROVE_TESTS="$memcheck_tap" || failed=1
+  memcheck_check "$memcheck/pg" REGRESS= ISOLATION= PROVE_TESTS="$memcheck_tap" PROVE_FLAGS=-j2 || failed=1
   memcheck_stop_servers
   memcheck_server_logs "$memcheck/tree" || failed=1
   return "$failed"
