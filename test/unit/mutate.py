@@ -25,6 +25,7 @@ P = "core/protocol.hpp"
 CT = "core/counter_table.hpp"
 CTC = "core/counter_table.cpp"
 PL = "core/partition_lock.hpp"
+FE = "core/fold_epochs.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -285,6 +286,59 @@ MUTATIONS = [
     ("allocated entry keeps old pins", CTC,
      "      e.pins.store(0, std::memory_order_relaxed);\n      e.commit_epoch.store(0, std::memory_order_relaxed);\n      used_",
      "      e.commit_epoch.store(0, std::memory_order_relaxed);\n      used_", False),
+    # the fold epochs (core/fold_epochs.hpp)
+    ("fold: take does not move the epoch on", FE,
+     "  uint32_t epoch = f.fold_epoch.fetch_add(1, std::memory_order_seq_cst);",
+     "  uint32_t epoch = f.fold_epoch.load(std::memory_order_seq_cst);", False),
+    ("fold: a commit tags the epoch before", FE,
+     "  return f.fold_epoch.load(std::memory_order_seq_cst);\n}",
+     "  return f.fold_epoch.load(std::memory_order_seq_cst) - 1;\n}", True),
+    ("fold: a fold that skipped counters completes the fold", FE,
+     "  if (nskipped == 0 && epoch > folded) f.folded_epoch",
+     "  if (epoch > folded) f.folded_epoch", True),
+    ("fold: an older fold moves folded back", FE,
+     "  if (nskipped == 0 && epoch > folded) f.folded_epoch",
+     "  if (nskipped == 0) f.folded_epoch", False),
+    ("fold: an older fold moves evictable back", FE,
+     "  if (epoch > evictable) {", "  if (epoch != evictable) {", False),
+    ("fold: skipped counters not recorded", FE,
+     "    f.unfolded_count = nskipped;", "    f.unfolded_count = 0;", True),
+    ("fold: a fold that skipped too many publishes some", FE,
+     "  if (nskipped > kMaxUnfolded) return;", "  if (nskipped > kMaxUnfolded) nskipped = kMaxUnfolded;",
+     False),
+    ("fold: a fold that skipped the most allowed publishes nothing", FE,
+     "  if (nskipped > kMaxUnfolded) return;", "  if (nskipped >= kMaxUnfolded) return;", False),
+    ("fold: publish writes without the mutex", FE,
+     "  mutex.lock();\n  uint32_t evictable = f.evictable_epoch.load(std::memory_order_relaxed);",
+     "  uint32_t evictable = f.evictable_epoch.load(std::memory_order_relaxed);", True),
+    ("fold: folded ignores the skipped counters", FE,
+     "  for (int i = 0; folded && i < f.unfolded_count; i++) folded = f.unfolded[i] != counter;\n",
+     "", True),
+    ("fold: folded counts the evictable epoch out", FE,
+     "  bool folded = epoch <= f.evictable_epoch", "  bool folded = epoch < f.evictable_epoch", False),
+    ("fold: folded counts the taken epoch in", FE,
+     "  bool folded = epoch <= f.evictable_epoch.load(std::memory_order_relaxed);",
+     "  bool folded = epoch <= f.evictable_epoch.load(std::memory_order_relaxed) + 1;", True),
+    ("fold: folded reads without the mutex", FE,
+     "  mutex.lock();\n  SC_ASSERT(f.unfolded_count >= 0 && f.unfolded_count <= kMaxUnfolded);",
+     "  SC_ASSERT(f.unfolded_count >= 0 && f.unfolded_count <= kMaxUnfolded);", True),
+    ("fold: a bucket drop does not make loads read deltas", FE,
+     "  while (until < epoch && !f.deltas_until.compare_exchange_weak(until, epoch)) {\n  }\n",
+     "", True),
+    ("fold: loads read deltas until the last taken epoch", FE,
+     "  while (until < epoch && !f.deltas_until.compare_exchange_weak(until, epoch)) {",
+     "  while (until + 1 < epoch && !f.deltas_until.compare_exchange_weak(until, epoch - 1)) {", True),
+    ("fold: loads stop reading deltas at the epoch", FE,
+     "  return f.folded_epoch.load(std::memory_order_seq_cst) <\n         f.deltas_until",
+     "  return f.folded_epoch.load(std::memory_order_seq_cst) + 1 <\n         f.deltas_until", True),
+    ("fold: reset does not move the epoch on", FE,
+     "  uint32_t previous = f.fold_epoch.fetch_add(1, std::memory_order_seq_cst);",
+     "  uint32_t previous = f.fold_epoch.load(std::memory_order_seq_cst) - 1;", False),
+    ("fold: reset keeps the old database's skipped counters", FE,
+     "  f.unfolded_count = 0;\n  mutex.unlock();\n  RequireDeltaReads(f);",
+     "  mutex.unlock();\n  RequireDeltaReads(f);", False),
+    ("fold: reset does not make loads read deltas", FE,
+     "  mutex.unlock();\n  RequireDeltaReads(f);\n}", "  mutex.unlock();\n}", False),
 ]
 
 
