@@ -78,17 +78,15 @@ bool CreateSharedState() {
     for (int i = 0; i < settings.max_databases; i++) {
       DatabaseSlot* slot = &s->slots[i];
       memset(static_cast<void*>(slot), 0, sizeof(*slot));
-      slot->db = InvalidOid;
-      pg_atomic_init_u32(&slot->closing, 0);
-      pg_atomic_init_u32(&slot->leave_requested, 0);
+      InitSlotClaim(*new (&slot->claim) SlotClaim);
       SpinLockInit(&slot->mutex);
+      InitFlushTickets(slot->tickets);
       SpinLockInit(&slot->dirty_mutex);
       slot->dirty.overflow = true;
       slot->dirty.capacity = ring_capacity;
       slot->dirty.refs = ring_refs + size_t(i) * size_t(ring_capacity);
       SpinLockInit(&slot->fold_mutex);
       InitFoldEpochs(*new (&slot->fold) FoldEpochs);
-      slot->worker_state = kWorkerNone;
       ConditionVariableInit(&slot->done_cv);
     }
     s->requests = reinterpret_cast<WriteThroughRequest*>(p);
@@ -121,11 +119,7 @@ void ForgetCountedReader() {
   if (counted_partition >= 0) Table().locks().ReleaseShared(uint32(counted_partition));
 }
 
-DatabaseSlot* FindSlot(Oid db) {
-  for (int i = 0; i < shared->max_databases; i++)
-    if (*reinterpret_cast<volatile Oid*>(&shared->slots[i].db) == db) return &shared->slots[i];
-  return nullptr;
-}
+DatabaseSlot* FindSlot(Oid db) { return FindSlot(shared->slots, shared->max_databases, db); }
 
 void ResetFoldEpochs(DatabaseSlot* slot) {
   SpinMutex mutex{&slot->fold_mutex};

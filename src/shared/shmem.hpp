@@ -11,11 +11,11 @@
 //     linking or unlinking an entry (load, eviction, purge), pins and reservations take it
 //     EXCLUSIVE. Lock order: never hold two partition locks (eviction takes its victim's
 //     conditionally, holding none).
-//   - one DatabaseSlot per database that uses the extension. slots_lock (an LWLock) guards the
-//     assignment of a slot to a database and its worker_pid / worker_latch / start request;
-//     the slot's spinlock `mutex` guards its flush-request counters and statistics (a few
-//     instructions, never held across anything that can fail). Waiters for a flush or a
-//     write-through sleep on the slot's condition variable `done_cv`.
+//   - one DatabaseSlot per database that uses the extension. Its life cycle, its flusher's claim
+//     and hand-over, and its flush tickets are core/database_slot.hpp's (SlotClaim under the
+//     LWLock slots_lock, FlushTickets under the slot's spinlock `mutex`); `mutex` also guards the
+//     slot's statistics (a few instructions, never held across anything that can fail). Waiters
+//     for a flush or a write-through sleep on the slot's condition variable `done_cv`.
 //   - one WriteThroughRequest per backend (indexed by BackendId - 1), guarded by its own spinlock.
 //     PENDING -> TAKEN (the flusher) -> DONE or FAILED (the flusher, after its transaction ended)
 //     -> EMPTY (the requester, having read the answer). A requester may withdraw a PENDING request
@@ -63,6 +63,7 @@
 
 #include <sched.h>
 
+#include "core/database_slot.hpp"
 #include "core/fold_epochs.hpp"
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
@@ -70,28 +71,14 @@
 
 namespace sc {
 
-enum WorkerState : uint32 { kWorkerNone = 0, kWorkerStarting, kWorkerIdle, kWorkerFlushing,
-                            kWorkerServing, kWorkerStopping, kWorkerFailing };
-
 struct DatabaseSlot {
-  Oid db;                        // slots_lock; InvalidOid when the slot is free
-  int worker_pid;                // slots_lock; 0 when no flusher runs
-  Latch* worker_latch;           // slots_lock; read racily to wake the flusher
-  TimestampTz start_requested;   // slots_lock; when a backend last registered a flusher
-  // Backends running a command on the whole database (databases.cpp): while nonzero no flusher
-  // or attacher of it starts, and one that starts leaves. Changed with atomic adds, so that taking
-  // the mark back after a failed command cannot fail; taken back under slots_lock when the slot
-  // is freed with it.
-  pg_atomic_uint32 closing;
-  // Set by a backend of another database that needs a slot or a worker process: the flusher, if
-  // idle, leaves now instead of after slotted_counter.idle_timeout (worker.cpp).
-  pg_atomic_uint32 leave_requested;
+  // The database it is assigned to (db, 0 when free), its flusher (worker_pid, worker_latch),
+  // the start asked for, the closing mark of commands on the whole database (databases.cpp) and
+  // the request to leave: core/database_slot.hpp, under slots_lock (SlotsLock()).
+  SlotClaim claim;
 
   slock_t mutex;                 // guards everything below
-  uint32 worker_state;           // WorkerState
-  uint64 flush_requested;        // sc_rollup tickets handed out
-  uint64 flush_done;             // the highest ticket served by a committed flush
-  uint64 flush_failed;           // the highest ticket whose flush failed
+  FlushTickets tickets;          // sc_rollup's (core/database_slot.hpp) and the worker's state
   int flush_error_code;          // the last failure's SQLSTATE, message and time
   char flush_error[256];
   TimestampTz flush_error_at;
@@ -175,7 +162,7 @@ struct RequestIdTable;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 10;
+constexpr uint32 kLayoutVersion = 11;
 
 // Groups of databases sharing the counters of through_holds.
 constexpr uint32 kHoldGroups = 16;
@@ -314,6 +301,19 @@ struct SpinMutex {
   void lock() { SpinLockAcquire(mutex); }
   void unlock() { SpinLockRelease(mutex); }
 };
+
+// The slots' lock policy (core/database_slot.hpp) over the LWLock slots_lock.
+struct SlotsLWLock {
+  LWLock* lock_;
+  void lock() { LWLockAcquire(lock_, LW_EXCLUSIVE); }
+  void unlock() { LWLockRelease(lock_); }
+  void lock_shared() { LWLockAcquire(lock_, LW_SHARED); }
+  void unlock_shared() { LWLockRelease(lock_); }
+};
+inline SlotsLWLock SlotsLock() { return SlotsLWLock{shared->slots_lock}; }
+
+// The slot's own (the tickets', the statistics') spinlock.
+inline SpinMutex SlotMutex(DatabaseSlot* slot) { return SpinMutex{&slot->mutex}; }
 
 // The counter table of shared memory, with the protocol's steps.
 inline Protocol<PartitionLocks> Table() {
