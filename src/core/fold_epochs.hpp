@@ -29,8 +29,8 @@
 //     deltas_until <= fold_epoch, folded_epoch < fold_epoch, folded_epoch <= evictable_epoch
 //     (both written under the mutex) and evictable_epoch < fold_epoch.
 //
-// Nothing here allocates, throws or fails: every function is noexcept. The asserts (SC_ASSERT) check
-// the rules above at each change.
+// Nothing here allocates, throws or fails: every function is noexcept. The asserts (SC_ASSERT)
+// check the rules above at each change.
 #pragma once
 
 #include <atomic>

@@ -119,8 +119,8 @@ struct DatabaseSlot {
   DirtyRing dirty;
 
   // Folds of transactional deltas (flush.cpp), so that loads need not read slotted_counter.deltas
-  // (load.cpp, stored.cpp): the protocol and who writes what are in core/fold_epochs.hpp; fold_mutex
-  // is its Mutex.
+  // (load.cpp, stored.cpp): the protocol and who writes what are in core/fold_epochs.hpp;
+  // fold_mutex is its Mutex.
   slock_t fold_mutex;
   FoldEpochs fold;
 };

@@ -340,13 +340,15 @@ TEST_F(DatabaseSlotTest, AFailedFlushFailsItsTicketsUntilOneCommits) {
   FlushTickets& t = slots_[0].tickets;
   uint64_t ticket = sc::RequestTicket(t, mutex_);
   sc::FlushBegun b = sc::BeginFlush(t, mutex_);
+  uint64_t next = sc::RequestTicket(t, mutex_);  // asked while the flush runs
   sc::EndFlush(t, mutex_, b.ticket, false, [] {});
   EXPECT_EQ(t.worker_state, sc::kWorkerFailing);
   sc::TicketOutcome o = sc::CheckTicket(t, mutex_, ticket, [] {});
   EXPECT_FALSE(o.done);
   EXPECT_TRUE(o.failed);
-  uint64_t next = sc::RequestTicket(t, mutex_);
-  EXPECT_FALSE(sc::CheckTicket(t, mutex_, next, [] {}).failed) << "a later ticket waits";
+  o = sc::CheckTicket(t, mutex_, next, [] {});
+  EXPECT_FALSE(o.failed) << "a ticket asked during the failed flush waits for the next one";
+  EXPECT_FALSE(o.done);
   sc::EndFlush(t, mutex_, sc::BeginFlush(t, mutex_).ticket, true, [] {});
   EXPECT_TRUE(sc::CheckTicket(t, mutex_, next, [] {}).done);
   o = sc::CheckTicket(t, mutex_, ticket, [] {});

@@ -47,9 +47,11 @@ struct World {
   std::shared_mutex slots_lock;
   std::atomic<uint64_t> writes[kDatabases + 1] = {};
   std::atomic<int> clients[kDatabases + 1] = {};
-  // Flushers of a database that left their slot and have not finished their last flush: the
-  // server has no such count (see the report of this test's commit); the slot is not freed
-  // under one here so that its last flush is recorded in its own database's slot.
+  // Flushers of a database that left their slot and have not finished their last flush. The
+  // server does not count them: a newer flusher that left idle can free the slot, and another
+  // database take it, while an older one still finishes its last flush in it (EndFlush ignores a
+  // ticket above those handed out; a lower one would answer the new database's). Here the slot
+  // is not freed under one, so that each flush is recorded in its own database's slot.
   std::atomic<int> finishing[kDatabases + 1] = {};
   std::atomic<int32_t> next_pid{100};
   std::atomic<int> wrong_claims{0}, early_answers{0}, served{0}, failed{0}, flushers{0};
@@ -115,7 +117,8 @@ void Flusher(World& w, uint32_t db) {
       bool committed = owned && FlushOnce(w, *s, db, r);
       w.finishing[db]--;
       if (owned && !committed) {
-        Slot* again = sc::ClaimForFlusher(w.slots_lock, w.slots, kSlots, db, pid, &w, World::Reset);
+        Slot* again =
+            sc::ClaimForFlusher(w.slots_lock, w.slots, kSlots, db, pid, &w, World::Reset);
         if (again == s) continue;  // stays, as the server's flusher does
         if (again != nullptr) w.wrong_claims++;
         return;
@@ -144,7 +147,7 @@ void Backend(World& w, uint32_t db, int seed) {
         r = r * 1103515245u + 12345u;
         // No worker process to be had, now and then; not for a slot this request assigned, whose
         // give-back can free it under another backend of the database that found it meanwhile
-        // (a race the server has too: see the report of this test's commit).
+        // (the server has that race too: TryEnsureFlusher, shared/flusher_slots.cpp).
         if (!req.fresh && (r >> 16) % 6 == 0) {
           sc::StartFailed(w.slots_lock, req, db);
         } else {
@@ -160,8 +163,8 @@ void Backend(World& w, uint32_t db, int seed) {
       slot = req.slot;
       if (ticket == 0) ticket = sc::RequestTicket(slot->tickets, slot->mutex);
       uint64_t flushed = 0;
-      sc::TicketOutcome o =
-          sc::CheckTicket(slot->tickets, slot->mutex, ticket, [&] { flushed = slot->flushed_upto; });
+      sc::TicketOutcome o = sc::CheckTicket(slot->tickets, slot->mutex, ticket,
+                                            [&] { flushed = slot->flushed_upto; });
       if (o.done) {
         if (flushed < my_write) w.early_answers++;
         w.served++;
