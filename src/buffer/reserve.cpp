@@ -1,6 +1,6 @@
 // reserve.cpp: a transactional counter's commit: its deltas are reserved in their entries before
 // the commit (bounds checked against the committed value plus every reservation) and settled
-// after it, with the fold epoch the commit is visible in (shared/shmem.hpp: fold epochs).
+// after it, with the fold epoch the commit is visible in (core/fold_epochs.hpp).
 #include "buffer/buffer.hpp"
 #include "buffer/buffer_internal.hpp"
 #include "shared/flusher_slots.hpp"
@@ -51,7 +51,7 @@ void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 del
 void BufferSettle(const Reservation& r, bool committed) {
   // The commit is visible by now, so a fold that takes this epoch (or a later one) sees it.
   DatabaseSlot* slot = FindSlot(MyDatabaseId);
-  uint32 epoch = slot != nullptr ? pg_atomic_read_u32(&slot->fold_epoch) : UINT32_MAX;
+  uint32 epoch = slot != nullptr ? CommitEpoch(slot->fold) : UINT32_MAX;
   bool ours = Table().SettleReservation(r, committed, epoch);
   // A drop purged the entry meanwhile (a bucket drop keeps deltas committed after its DELETE):
   // this commit's deltas now belong to a key that is not resident.

@@ -89,10 +89,11 @@ Oid TargetDatabase(Node* statement, bool* dropping, bool* force) {
 
 // The pids of the database's flusher and attacher (0: none).
 void WorkersOf(DatabaseSlot* slot, Oid db, int* flusher, int* attacher) {
-  LWLockAcquire(shared->slots_lock, LW_SHARED);
-  bool ours = slot->db == db;
-  *flusher = ours ? slot->worker_pid : 0;
-  LWLockRelease(shared->slots_lock);
+  auto lock = SlotsLock();
+  uint32 owner;
+  int pid = FlusherOf(lock, slot->claim, &owner);
+  bool ours = owner == db;
+  *flusher = ours ? pid : 0;
   SpinLockAcquire(&slot->mutex);
   *attacher = ours ? slot->attacher_pid : 0;
   SpinLockRelease(&slot->mutex);
@@ -124,15 +125,12 @@ void StopWorkers(DatabaseSlot* slot, Oid db) {
 }
 
 // After DROP DATABASE: nothing of the database stays in the buffer, and its slot is free once no
-// worker of it is left. Clears the closing mark in the same step (slots_lock), so that the slot
-// cannot be given to another database with the mark still on it.
+// worker of it is left. Clears the closing mark in the same step (core/database_slot.hpp:
+// ForgetDropped), so that the slot cannot be given to another database with the mark still on it.
 void ForgetDatabase(DatabaseSlot* slot, Oid db) {
   PurgeDatabase(db);
-  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  if (slot->db == db && slot->worker_pid == 0 && slot->attacher_pid == 0)
-    slot->db = InvalidOid;
-  pg_atomic_fetch_sub_u32(&slot->closing, 1);
-  LWLockRelease(shared->slots_lock);
+  auto lock = SlotsLock();
+  (void)ForgetDropped(lock, slot->claim, db, [&] { return slot->attacher_pid == 0; });
 }
 
 void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
@@ -152,7 +150,7 @@ void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
     if (dropping) PurgeDatabase(db);
     return;
   }
-  pg_atomic_fetch_add_u32(&slot->closing, 1);
+  MarkClosing(slot->claim);
   volatile bool done = false;
   PG_TRY();
   {
@@ -164,7 +162,7 @@ void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
   }
   PG_FINALLY();
   {
-    if (!done || !dropping) pg_atomic_fetch_sub_u32(&slot->closing, 1);
+    if (!done || !dropping) UnmarkClosing(slot->claim);
   }
   PG_END_TRY();
   if (dropping) ForgetDatabase(slot, db);
@@ -179,7 +177,7 @@ void InstallDatabaseHooks() {
 
 bool DatabaseClosing(Oid db) {
   DatabaseSlot* slot = FindSlot(db);
-  return slot != nullptr && pg_atomic_read_u32(&slot->closing) > 0;
+  return slot != nullptr && Closing(slot->claim);
 }
 
 }  // namespace sc

@@ -67,7 +67,7 @@ void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
   values[11] = Int64GetDatum(int64(copy->attach_errors));
   if (pid == 0) nulls[12] = true;
   else values[12] = Int32GetDatum(pid);
-  values[13] = CStringGetTextDatum(WorkerStateName(pid == 0 ? kWorkerNone : copy->worker_state));
+  values[13] = CStringGetTextDatum(WorkerStateName(pid == 0 ? kWorkerNone : copy->tickets.worker_state));
   values[14] = Int64GetDatum(int64(copy->flush_failures));
   if (copy->flush_error_at == 0) {
     nulls[15] = nulls[16] = true;
@@ -94,14 +94,13 @@ Datum sc_stats(PG_FUNCTION_ARGS) {
   bool seen_mine = false;
   for (int i = 0; i < shared->max_databases; i++) {
     DatabaseSlot* slot = &shared->slots[i];
-    LWLockAcquire(shared->slots_lock, LW_SHARED);
-    Oid db = slot->db;
-    int pid = slot->worker_pid;
-    LWLockRelease(shared->slots_lock);
+    auto lock = SlotsLock();
+    uint32 db;
+    int pid = FlusherOf(lock, slot->claim, &db);
     if (db == InvalidOid || (db != MyDatabaseId && !all)) continue;
     DatabaseSlot copy;
     SpinLockAcquire(&slot->mutex);
-    copy.worker_state = slot->worker_state;
+    copy.tickets.worker_state = slot->tickets.worker_state;
     copy.flushes = slot->flushes;
     copy.rows_written = slot->rows_written;
     copy.write_throughs = slot->write_throughs;

@@ -5,8 +5,10 @@
 // runs and none was asked for in the last kStartRetryMs. When every slot or worker process is
 // taken it asks idle flushers of other databases to leave (leave_requested) and waits 5 s at most
 // for one to go. The flusher itself (worker.cpp) claims the slot here (ClaimFlusherSlot); what it
-// does then, and how it gives the slot back, is worker.cpp's. Nothing here depends on the buffer,
-// the flush or the write-throughs: they call in, never the reverse.
+// does then, and how it gives the slot back, is worker.cpp's. The steps of the slot's life cycle
+// and of its flush tickets are core/database_slot.hpp's; what is here registers workers, sets
+// latches and sleeps. Nothing here depends on the buffer, the flush or the write-throughs: they
+// call in, never the reverse.
 #include "shared/flusher_slots.hpp"
 
 namespace sc {
@@ -15,46 +17,30 @@ DatabaseSlot* my_flusher_slot = nullptr;
 
 namespace {
 
-// The slot of db, or a free slot now assigned to db; nullptr if all are taken. slots_lock held.
-DatabaseSlot* SlotFor(Oid db) {
-  DatabaseSlot* free_slot = nullptr;
-  for (int i = 0; i < shared->max_databases; i++) {
-    DatabaseSlot* s = &shared->slots[i];
-    if (s->db == db) return s;
-    if (s->db == InvalidOid && free_slot == nullptr) free_slot = s;
-  }
-  if (free_slot != nullptr) {
-    // Readers find slots by db without a lock (FindSlot): reset the ring and the fold epochs
-    // before the slot names its new database.
-    SpinMutex mutex{&free_slot->dirty_mutex};
-    RingReset(free_slot->dirty, mutex);
-    ResetFoldEpochs(free_slot);
-    pg_write_barrier();
-    free_slot->db = db;
-    free_slot->worker_pid = 0;
-    free_slot->worker_latch = nullptr;
-    free_slot->start_requested = 0;
-    pg_atomic_write_u32(&free_slot->leave_requested, 0);
-    SpinLockAcquire(&free_slot->mutex);
-    free_slot->worker_state = kWorkerNone;
-    free_slot->flush_requested = free_slot->flush_done = free_slot->flush_failed = 0;
-    free_slot->flush_error_code = 0;
-    free_slot->flush_error[0] = '\0';
-    free_slot->flush_error_at = 0;
-    free_slot->flush_failures = 0;
-    free_slot->last_flush_rows = 0;
-    free_slot->flushes = free_slot->rows_written = free_slot->write_throughs = 0;
-    free_slot->attach_skipped = free_slot->attach_errors = 0;
-    free_slot->last_flush_at = 0;
-    free_slot->last_flush_ms = 0;
-    free_slot->totals_writers = 0;
-    free_slot->totals_writers_since = 0;
-    free_slot->attacher_pid = 0;
-    free_slot->attacher_requested = 0;
-    free_slot->run_open = free_slot->run_cut = free_slot->run_timed_out = false;
-    SpinLockRelease(&free_slot->mutex);
-  }
-  return free_slot;
+// A slot about to be assigned to a database (core/database_slot.hpp: SlotForLocked, under
+// slots_lock, before the slot names it): its ring, its fold epochs, its tickets and statistics
+// start anew.
+void ResetSlot(DatabaseSlot& slot) {
+  SpinMutex ring_mutex{&slot.dirty_mutex};
+  RingReset(slot.dirty, ring_mutex);
+  ResetFoldEpochs(&slot);
+  SpinLockAcquire(&slot.mutex);
+  InitFlushTickets(slot.tickets);
+  slot.flush_error_code = 0;
+  slot.flush_error[0] = '\0';
+  slot.flush_error_at = 0;
+  slot.flush_failures = 0;
+  slot.last_flush_rows = 0;
+  slot.flushes = slot.rows_written = slot.write_throughs = 0;
+  slot.attach_skipped = slot.attach_errors = 0;
+  slot.last_flush_at = 0;
+  slot.last_flush_ms = 0;
+  slot.totals_writers = 0;
+  slot.totals_writers_since = 0;
+  slot.attacher_pid = 0;
+  slot.attacher_requested = 0;
+  slot.run_open = slot.run_cut = slot.run_timed_out = false;
+  SpinLockRelease(&slot.mutex);
 }
 
 // Describes a worker of database db: the flusher, or the attacher (attach_run.cpp), with `extra`
@@ -90,16 +76,11 @@ bool RegisterFlusher(Oid db) { return RegisterWorker(db, kFlusherMain, kFlusherT
 
 // Claims db's slot; false if another flusher already serves it.
 bool ClaimFlusherSlot(Oid db) {
-  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  DatabaseSlot* slot = SlotFor(db);
-  bool claimed = slot != nullptr && slot->worker_pid == 0;
-  if (claimed) {
-    slot->worker_pid = MyProcPid;
-    slot->worker_latch = MyLatch;
-    my_flusher_slot = slot;
-  }
-  LWLockRelease(shared->slots_lock);
-  return claimed;
+  auto lock = SlotsLock();
+  DatabaseSlot* slot = ClaimForFlusher(lock, shared->slots, shared->max_databases, db, MyProcPid,
+                                       MyLatch, ResetSlot);
+  if (slot != nullptr) my_flusher_slot = slot;
+  return slot != nullptr;
 }
 
 
@@ -125,17 +106,9 @@ constexpr int kRoomForFlusherMs = 5000;
 // Asks the flushers of other databases to leave now if they are idle (no client connected):
 // their slots and processes are what this database needs. False if there is none to ask.
 bool AskIdleFlushersToLeave() {
-  bool asked = false;
-  LWLockAcquire(shared->slots_lock, LW_SHARED);
-  for (int i = 0; i < shared->max_databases; i++) {
-    DatabaseSlot* s = &shared->slots[i];
-    if (s->db == MyDatabaseId || s->worker_pid == 0) continue;
-    pg_atomic_write_u32(&s->leave_requested, 1);
-    if (s->worker_latch != nullptr) SetLatch(s->worker_latch);
-    asked = true;
-  }
-  LWLockRelease(shared->slots_lock);
-  return asked;
+  auto lock = SlotsLock();
+  return AskOthersToLeave(lock, shared->slots, shared->max_databases, MyDatabaseId,
+                          [](void* latch) { SetLatch(static_cast<Latch*>(latch)); });
 }
 
 enum class Start { kRunning, kStarted, kNoSlot, kNoWorker };
@@ -144,25 +117,15 @@ enum class Start { kRunning, kStarted, kNoSlot, kNoWorker };
 // runs. A slot assigned by an attempt whose flusher could not be registered is given back: no
 // value was written to it yet.
 Start TryEnsureFlusher(DatabaseSlot** out) {
-  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  bool fresh = FindSlot(MyDatabaseId) == nullptr;
-  DatabaseSlot* slot = SlotFor(MyDatabaseId);
-  bool start = false;
-  if (slot != nullptr && slot->worker_pid == 0 && pg_atomic_read_u32(&slot->closing) == 0) {
-    TimestampTz now = GetCurrentTimestamp();
-    start = slot->start_requested == 0 ||
-            TimestampDifferenceExceeds(slot->start_requested, now, kStartRetryMs);
-    if (start) slot->start_requested = now;
-  }
-  LWLockRelease(shared->slots_lock);
-  *out = slot;
-  if (slot == nullptr) return Start::kNoSlot;
-  if (!start) return Start::kRunning;
+  auto lock = SlotsLock();
+  StartRequest<DatabaseSlot> request =
+      EnsureStart(lock, shared->slots, shared->max_databases, MyDatabaseId, GetCurrentTimestamp(),
+                  int64(kStartRetryMs) * 1000, ResetSlot);
+  *out = request.slot;
+  if (request.slot == nullptr) return Start::kNoSlot;
+  if (!request.start) return Start::kRunning;
   if (RegisterFlusher(MyDatabaseId)) return Start::kStarted;
-  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  slot->start_requested = 0;
-  if (fresh && slot->db == MyDatabaseId && slot->worker_pid == 0) slot->db = InvalidOid;
-  LWLockRelease(shared->slots_lock);
+  StartFailed(lock, request, MyDatabaseId);
   return Start::kNoWorker;
 }
 
@@ -207,35 +170,31 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
 }
 
 void WakeFlusher(DatabaseSlot* slot) {
-  Latch* latch = *reinterpret_cast<Latch* volatile*>(&slot->worker_latch);
-  if (latch != nullptr) SetLatch(latch);
+  if (void* latch = FlusherLatch(slot->claim)) SetLatch(static_cast<Latch*>(latch));
 }
 
 void AskForFlush(DatabaseSlot* slot) {
-  SpinLockAcquire(&slot->mutex);
-  if (slot->flush_requested <= slot->flush_done) ++slot->flush_requested;
-  SpinLockRelease(&slot->mutex);
+  SpinMutex mutex = SlotMutex(slot);
+  AskForTicket(slot->tickets, mutex);
   WakeFlusher(slot);
 }
 
 int64 RequestFlush(DatabaseSlot* slot) {
-  SpinLockAcquire(&slot->mutex);
-  uint64 ticket = ++slot->flush_requested;
-  SpinLockRelease(&slot->mutex);
+  SpinMutex mutex = SlotMutex(slot);
+  uint64 ticket = RequestTicket(slot->tickets, mutex);
   ConditionVariablePrepareToSleep(&slot->done_cv);
   int64 rows;
   bool failed;
   int error_code;
   char error[sizeof(slot->flush_error)];
   for (;;) {
-    SpinLockAcquire(&slot->mutex);
-    bool done = slot->flush_done >= ticket;
-    failed = !done && slot->flush_failed >= ticket;
-    rows = slot->last_flush_rows;
-    error_code = slot->flush_error_code;
-    memcpy(error, slot->flush_error, sizeof(error));
-    SpinLockRelease(&slot->mutex);
-    if (done || failed) break;
+    TicketOutcome outcome = CheckTicket(slot->tickets, mutex, ticket, [&] {
+      rows = slot->last_flush_rows;
+      error_code = slot->flush_error_code;
+      memcpy(error, slot->flush_error, sizeof(error));
+    });
+    failed = outcome.failed;
+    if (outcome.done || outcome.failed) break;
     EnsureFlusher(false);
     WakeFlusher(slot);
     ConditionVariableTimedSleep(&slot->done_cv, 1000, PG_WAIT_EXTENSION);

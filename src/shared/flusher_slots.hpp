@@ -14,13 +14,11 @@ DatabaseSlot* EnsureFlusher(bool after_write = false);
 // This backend's slot, once EnsureFlusher found it; the flusher's own slot, once claimed.
 extern DatabaseSlot* my_flusher_slot;
 
-// Whether my_flusher_slot has a live flusher of this database, read without a lock: a slot is
-// reassigned only after its flusher left, so a live flusher in the slot that still names this
-// database is this database's flusher.
+// Whether my_flusher_slot has a live flusher of this database, read without a lock
+// (core/database_slot.hpp: FlusherRuns).
 inline bool MyFlusherRuns() {
   DatabaseSlot* slot = my_flusher_slot;
-  return slot != nullptr && *reinterpret_cast<volatile int*>(&slot->worker_pid) != 0 &&
-         *reinterpret_cast<volatile Oid*>(&slot->db) == MyDatabaseId;
+  return slot != nullptr && FlusherRuns(slot->claim, MyDatabaseId);
 }
 
 // EnsureFlusher with its fast path inline.

@@ -78,21 +78,15 @@ bool CreateSharedState() {
     for (int i = 0; i < settings.max_databases; i++) {
       DatabaseSlot* slot = &s->slots[i];
       memset(static_cast<void*>(slot), 0, sizeof(*slot));
-      slot->db = InvalidOid;
-      pg_atomic_init_u32(&slot->closing, 0);
-      pg_atomic_init_u32(&slot->leave_requested, 0);
+      InitSlotClaim(*new (&slot->claim) SlotClaim);
       SpinLockInit(&slot->mutex);
+      InitFlushTickets(slot->tickets);
       SpinLockInit(&slot->dirty_mutex);
       slot->dirty.overflow = true;
       slot->dirty.capacity = ring_capacity;
       slot->dirty.refs = ring_refs + size_t(i) * size_t(ring_capacity);
-      pg_atomic_init_u32(&slot->fold_epoch, 1);
-      pg_atomic_init_u32(&slot->folded_epoch, 0);
-      pg_atomic_init_u32(&slot->deltas_until, 1);
-      pg_atomic_init_u32(&slot->evictable_epoch, 0);
       SpinLockInit(&slot->fold_mutex);
-      slot->unfolded_count = 0;
-      slot->worker_state = kWorkerNone;
+      InitFoldEpochs(*new (&slot->fold) FoldEpochs);
       ConditionVariableInit(&slot->done_cv);
     }
     s->requests = reinterpret_cast<WriteThroughRequest*>(p);
@@ -125,52 +119,21 @@ void ForgetCountedReader() {
   if (counted_partition >= 0) Table().locks().ReleaseShared(uint32(counted_partition));
 }
 
-DatabaseSlot* FindSlot(Oid db) {
-  for (int i = 0; i < shared->max_databases; i++)
-    if (*reinterpret_cast<volatile Oid*>(&shared->slots[i].db) == db) return &shared->slots[i];
-  return nullptr;
-}
+DatabaseSlot* FindSlot(Oid db) { return FindSlot(shared->slots, shared->max_databases, db); }
 
 void ResetFoldEpochs(DatabaseSlot* slot) {
-  // Epochs move forward only: a reader of the old database's values sees no step back.
-  pg_atomic_fetch_add_u32(&slot->fold_epoch, 1);
-  SpinLockAcquire(&slot->fold_mutex);
-  slot->unfolded_count = 0;
-  SpinLockRelease(&slot->fold_mutex);
-  RequireDeltaReads(slot);
+  SpinMutex mutex{&slot->fold_mutex};
+  ResetFoldEpochs(slot->fold, mutex);
 }
 
 void PublishFold(DatabaseSlot* slot, uint32 epoch, const int32* skipped, int nskipped) {
-  constexpr int kMaxUnfolded = int(sizeof(slot->unfolded) / sizeof(slot->unfolded[0]));
-  if (nskipped > kMaxUnfolded) return;
-  SpinLockAcquire(&slot->fold_mutex);
-  // An older fold that ends after a newer one (two flushers during a hand-over) says nothing new.
-  if (epoch > pg_atomic_read_u32(&slot->evictable_epoch)) {
-    memcpy(slot->unfolded, skipped, sizeof(int32) * nskipped);
-    slot->unfolded_count = nskipped;
-    pg_atomic_write_u32(&slot->evictable_epoch, epoch);
-  }
-  if (nskipped == 0) {
-    uint32 done = pg_atomic_read_u32(&slot->folded_epoch);
-    while (done < epoch && !pg_atomic_compare_exchange_u32(&slot->folded_epoch, &done, epoch)) {
-    }
-  }
-  SpinLockRelease(&slot->fold_mutex);
+  SpinMutex mutex{&slot->fold_mutex};
+  PublishFold(slot->fold, mutex, epoch, skipped, nskipped);
 }
 
 bool Folded(DatabaseSlot* slot, int32 counter, uint32 epoch) {
-  SpinLockAcquire(&slot->fold_mutex);
-  bool folded = epoch <= pg_atomic_read_u32(&slot->evictable_epoch);
-  for (int i = 0; folded && i < slot->unfolded_count; i++) folded = slot->unfolded[i] != counter;
-  SpinLockRelease(&slot->fold_mutex);
-  return folded;
-}
-
-void RequireDeltaReads(DatabaseSlot* slot) {
-  uint32 epoch = pg_atomic_read_u32(&slot->fold_epoch);
-  uint32 until = pg_atomic_read_u32(&slot->deltas_until);
-  while (until < epoch && !pg_atomic_compare_exchange_u32(&slot->deltas_until, &until, epoch)) {
-  }
+  SpinMutex mutex{&slot->fold_mutex};
+  return Folded(slot->fold, mutex, counter, epoch);
 }
 
 void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation) {

@@ -11,11 +11,11 @@
 //     linking or unlinking an entry (load, eviction, purge), pins and reservations take it
 //     EXCLUSIVE. Lock order: never hold two partition locks (eviction takes its victim's
 //     conditionally, holding none).
-//   - one DatabaseSlot per database that uses the extension. slots_lock (an LWLock) guards the
-//     assignment of a slot to a database and its worker_pid / worker_latch / start request;
-//     the slot's spinlock `mutex` guards its flush-request counters and statistics (a few
-//     instructions, never held across anything that can fail). Waiters for a flush or a
-//     write-through sleep on the slot's condition variable `done_cv`.
+//   - one DatabaseSlot per database that uses the extension. Its life cycle, its flusher's claim
+//     and hand-over, and its flush tickets are core/database_slot.hpp's (SlotClaim under the
+//     LWLock slots_lock, FlushTickets under the slot's spinlock `mutex`); `mutex` also guards the
+//     slot's statistics (a few instructions, never held across anything that can fail). Waiters
+//     for a flush or a write-through sleep on the slot's condition variable `done_cv`.
 //   - one WriteThroughRequest per backend (indexed by BackendId - 1), guarded by its own spinlock.
 //     PENDING -> TAKEN (the flusher) -> DONE or FAILED (the flusher, after its transaction ended)
 //     -> EMPTY (the requester, having read the answer). A requester may withdraw a PENDING request
@@ -42,8 +42,7 @@
 //   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
 //     of requests when it is zero.
 //   - in each DatabaseSlot, the ring of entries that turned dirty (dirty_mutex, a spinlock taken
-//     under a partition lock at most) and the fold epochs (atomics that only move forward); see
-//     the struct for who writes what.
+//     under a partition lock at most) and the fold epochs (core/fold_epochs.hpp).
 //   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database;
 //     the flusher registers it, it claims attacher_pid itself and clears it as it exits, noting a
 //     run its exit cut short), and the count of open flusher transactions that write
@@ -64,34 +63,22 @@
 
 #include <sched.h>
 
+#include "core/database_slot.hpp"
+#include "core/fold_epochs.hpp"
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
 #include "pg.hpp"
 
 namespace sc {
 
-enum WorkerState : uint32 { kWorkerNone = 0, kWorkerStarting, kWorkerIdle, kWorkerFlushing,
-                            kWorkerServing, kWorkerStopping, kWorkerFailing };
-
 struct DatabaseSlot {
-  Oid db;                        // slots_lock; InvalidOid when the slot is free
-  int worker_pid;                // slots_lock; 0 when no flusher runs
-  Latch* worker_latch;           // slots_lock; read racily to wake the flusher
-  TimestampTz start_requested;   // slots_lock; when a backend last registered a flusher
-  // Backends running a command on the whole database (databases.cpp): while nonzero no flusher
-  // or attacher of it starts, and one that starts leaves. Changed with atomic adds, so that taking
-  // the mark back after a failed command cannot fail; taken back under slots_lock when the slot
-  // is freed with it.
-  pg_atomic_uint32 closing;
-  // Set by a backend of another database that needs a slot or a worker process: the flusher, if
-  // idle, leaves now instead of after slotted_counter.idle_timeout (worker.cpp).
-  pg_atomic_uint32 leave_requested;
+  // The database it is assigned to (db, 0 when free), its flusher (worker_pid, worker_latch),
+  // the start asked for, the closing mark of commands on the whole database (databases.cpp) and
+  // the request to leave: core/database_slot.hpp, under slots_lock (SlotsLock()).
+  SlotClaim claim;
 
   slock_t mutex;                 // guards everything below
-  uint32 worker_state;           // WorkerState
-  uint64 flush_requested;        // sc_rollup tickets handed out
-  uint64 flush_done;             // the highest ticket served by a committed flush
-  uint64 flush_failed;           // the highest ticket whose flush failed
+  FlushTickets tickets;          // sc_rollup's (core/database_slot.hpp) and the worker's state
   int flush_error_code;          // the last failure's SQLSTATE, message and time
   char flush_error[256];
   TimestampTz flush_error_at;
@@ -132,28 +119,10 @@ struct DatabaseSlot {
   DirtyRing dirty;
 
   // Folds of transactional deltas (flush.cpp), so that loads need not read slotted_counter.deltas
-  // (buffer.cpp). A commit tags the entry it settles with fold_epoch (Entry::commit_epoch); a
-  // flush takes fold_epoch's value v and moves it on before its fold reads the deltas, so every
-  // delta tagged v or less is in that fold, except the deltas of the counters it had to skip
-  // (locked by a transaction dropping them or their buckets). Once the fold committed:
-  //   - if it skipped none, folded_epoch becomes v: every delta tagged v or less is in totals.
-  //     Loads read the deltas too while folded_epoch < deltas_until: after the slot was
-  //     (re)assigned (deltas from before a restart) and after a bucket drop purged entries whose
-  //     deltas a later commit kept.
-  //   - if it skipped at most 16, evictable_epoch becomes v and `unfolded` the counters it
-  //     skipped, together under fold_mutex (more leaves both as they were). A transactional entry
-  //     is evicted only if, read together under fold_mutex, commit_epoch <= evictable_epoch and
-  //     its counter is not in `unfolded`: so a transaction that holds one counter locked keeps
-  //     that counter's entries in the buffer, not every entry of the database.
-  // The four epochs are atomics that only ever move forward; evictable_epoch >= folded_epoch, and
-  // it is written under fold_mutex.
-  pg_atomic_uint32 fold_epoch;
-  pg_atomic_uint32 folded_epoch;
-  pg_atomic_uint32 deltas_until;
-  pg_atomic_uint32 evictable_epoch;
+  // (load.cpp, stored.cpp): the protocol and who writes what are in core/fold_epochs.hpp;
+  // fold_mutex is its Mutex.
   slock_t fold_mutex;
-  int unfolded_count;
-  int32 unfolded[16];
+  FoldEpochs fold;
 };
 
 enum RequestState : uint32 { kRequestEmpty = 0, kRequestPending, kRequestTaken, kRequestDone,
@@ -193,7 +162,7 @@ struct RequestIdTable;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 9;
+constexpr uint32 kLayoutVersion = 11;
 
 // Groups of databases sharing the counters of through_holds.
 constexpr uint32 kHoldGroups = 16;
@@ -249,20 +218,15 @@ inline pg_atomic_uint32* ThroughHold(Oid db, uint32 p) {
 // The slot of database db, read without a lock (slots change hands only when a database stops
 // using the extension); nullptr if it has none.
 DatabaseSlot* FindSlot(Oid db);
-// (Re)sets the fold epochs of a slot just assigned to a database: loads read the deltas until
-// its first complete fold.
+// The steps of core/fold_epochs.hpp on a slot's epochs, with its spinlock fold_mutex.
 void ResetFoldEpochs(DatabaseSlot* slot);
-// Whether loads of the slot's database must read slotted_counter.deltas too.
+// Whether loads of the slot's database must read slotted_counter.deltas too (always without a
+// slot).
 inline bool LoadsReadDeltas(DatabaseSlot* slot) {
-  return slot == nullptr ||
-         pg_atomic_read_u32(&slot->folded_epoch) < pg_atomic_read_u32(&slot->deltas_until);
+  return slot == nullptr || LoadsReadDeltas(slot->fold);
 }
-// Makes loads read the deltas until a fold of every commit so far.
-void RequireDeltaReads(DatabaseSlot* slot);
-// After a committed fold of epoch `epoch` that skipped the counters `skipped` (sorted): see
-// DatabaseSlot::fold_epoch.
+inline void RequireDeltaReads(DatabaseSlot* slot) { RequireDeltaReads(slot->fold); }
 void PublishFold(DatabaseSlot* slot, uint32 epoch, const int32* skipped, int nskipped);
-// Whether the deltas committed into an entry of `counter` tagged `epoch` are all folded.
 bool Folded(DatabaseSlot* slot, int32 counter, uint32 epoch);
 
 // Appends an entry that became dirty to the ring of `slot` (this backend's database's slot).
@@ -337,6 +301,19 @@ struct SpinMutex {
   void lock() { SpinLockAcquire(mutex); }
   void unlock() { SpinLockRelease(mutex); }
 };
+
+// The slots' lock policy (core/database_slot.hpp) over the LWLock slots_lock.
+struct SlotsLWLock {
+  LWLock* lock_;
+  void lock() { LWLockAcquire(lock_, LW_EXCLUSIVE); }
+  void unlock() { LWLockRelease(lock_); }
+  void lock_shared() { LWLockAcquire(lock_, LW_SHARED); }
+  void unlock_shared() { LWLockRelease(lock_); }
+};
+inline SlotsLWLock SlotsLock() { return SlotsLWLock{shared->slots_lock}; }
+
+// The slot's own (the tickets', the statistics') spinlock.
+inline SpinMutex SlotMutex(DatabaseSlot* slot) { return SpinMutex{&slot->mutex}; }
 
 // The counter table of shared memory, with the protocol's steps.
 inline Protocol<PartitionLocks> Table() {

@@ -115,7 +115,7 @@ bool ClaimAttacherRole(Oid db) {
   DatabaseSlot* slot = FindSlot(db);
   if (slot == nullptr) return false;
   SpinLockAcquire(&slot->mutex);
-  bool claimed = slot->db == db && slot->attacher_pid == 0;
+  bool claimed = slot->claim.db.load(std::memory_order_relaxed) == db && slot->attacher_pid == 0;
   if (claimed) {
     slot->attacher_pid = MyProcPid;
     slot->attacher_requested = 0;
@@ -151,7 +151,7 @@ void MarkRun(const DueAttachment* a) {
 
 void CountRun(int64 skipped, bool failed) {
   SpinLockAcquire(&my_slot->mutex);
-  if (my_slot->db == MyDatabaseId) {
+  if (my_slot->claim.db.load(std::memory_order_relaxed) == MyDatabaseId) {
     my_slot->attach_skipped += uint64(skipped);
     if (failed) my_slot->attach_errors++;
   }

@@ -403,10 +403,8 @@ void AbandonTotalsWrite() {
   totals_write_slot = nullptr;
 }
 
-// The fold epoch this flush takes (shmem.hpp); moves it on.
-pg_noinline uint32 TakeFoldEpoch(DatabaseSlot* slot) {
-  return pg_atomic_fetch_add_u32(&slot->fold_epoch, 1);
-}
+// The fold epoch this flush takes (core/fold_epochs.hpp); moves it on.
+pg_noinline uint32 TakeFoldEpoch(DatabaseSlot* slot) { return TakeFoldEpoch(slot->fold); }
 
 namespace {
 

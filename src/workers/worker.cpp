@@ -99,31 +99,21 @@ void LogFailure(int code, const char* error, uint64 failures) {
 }
 
 void SetWorkerState(WorkerState state) {
-  SpinLockAcquire(&my_flusher_slot->mutex);
-  my_flusher_slot->worker_state = state;
-  SpinLockRelease(&my_flusher_slot->mutex);
+  SpinMutex mutex = SlotMutex(my_flusher_slot);
+  sc::SetWorkerState(my_flusher_slot->tickets, mutex, state);
 }
 
 // Gives up the slot, if this process still holds it; new writers then start a new flusher.
 void LeaveSlot(int, Datum) {
-  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  bool owned = my_flusher_slot->worker_pid == MyProcPid;
-  if (owned) {
-    my_flusher_slot->worker_pid = 0;
-    my_flusher_slot->worker_latch = nullptr;
-    my_flusher_slot->start_requested = 0;
-  }
-  LWLockRelease(shared->slots_lock);
-  if (owned) SetWorkerState(kWorkerNone);
+  auto lock = SlotsLock();
+  if (sc::LeaveSlot(lock, my_flusher_slot->claim, MyProcPid)) SetWorkerState(kWorkerNone);
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
 }
 
+// The extension is gone from the database: the slot is freed (core/database_slot.hpp).
 void FreeSlot() {
-  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
-  my_flusher_slot->worker_pid = 0;
-  my_flusher_slot->worker_latch = nullptr;
-  my_flusher_slot->db = InvalidOid;
-  LWLockRelease(shared->slots_lock);
+  auto lock = SlotsLock();
+  GiveUpAndFree(lock, my_flusher_slot->claim, MyProcPid);
 }
 
 bool ExtensionInstalled() {
@@ -140,11 +130,9 @@ bool ExtensionInstalled() {
 
 // One flush, recorded in the slot's statistics; false if it failed (already logged).
 bool FlushAndRecord(Oid db) {
-  SpinLockAcquire(&my_flusher_slot->mutex);
-  uint64 ticket = my_flusher_slot->flush_requested;
-  bool requested = ticket > my_flusher_slot->flush_done;
-  my_flusher_slot->worker_state = kWorkerFlushing;
-  SpinLockRelease(&my_flusher_slot->mutex);
+  SpinMutex mutex = SlotMutex(my_flusher_slot);
+  FlushBegun begun = BeginFlush(my_flusher_slot->tickets, mutex);
+  bool requested = begun.requested;
   pgstat_report_activity(STATE_RUNNING, "flush");
 
   TimestampTz start = GetCurrentTimestamp();
@@ -180,25 +168,24 @@ bool FlushAndRecord(Oid db) {
 
   TimestampTz end = GetCurrentTimestamp();
   flush_failing = rows < 0;
-  SpinLockAcquire(&my_flusher_slot->mutex);
-  my_flusher_slot->worker_state = flush_failing ? kWorkerFailing : kWorkerIdle;
-  uint64 failures = my_flusher_slot->flush_failures;
-  if (rows >= 0) {
-    my_flusher_slot->flush_failures = 0;
-    my_flusher_slot->flush_done = ticket;
-    my_flusher_slot->last_flush_rows = rows;
-    my_flusher_slot->flushes++;
-    my_flusher_slot->rows_written += uint64(rows);
-    my_flusher_slot->last_flush_at = end;
-    my_flusher_slot->last_flush_ms = double(end - start) / 1000.0;
-  } else {
-    failures = ++my_flusher_slot->flush_failures;
-    my_flusher_slot->flush_failed = ticket;
-    my_flusher_slot->flush_error_code = error_code;
-    memcpy(my_flusher_slot->flush_error, error, sizeof(error));
-    my_flusher_slot->flush_error_at = end;
-  }
-  SpinLockRelease(&my_flusher_slot->mutex);
+  uint64 failures = 0;
+  EndFlush(my_flusher_slot->tickets, mutex, begun.ticket, !flush_failing, [&] {
+    DatabaseSlot* slot = my_flusher_slot;
+    failures = slot->flush_failures;
+    if (rows >= 0) {
+      slot->flush_failures = 0;
+      slot->last_flush_rows = rows;
+      slot->flushes++;
+      slot->rows_written += uint64(rows);
+      slot->last_flush_at = end;
+      slot->last_flush_ms = double(end - start) / 1000.0;
+    } else {
+      failures = ++slot->flush_failures;
+      slot->flush_error_code = error_code;
+      memcpy(slot->flush_error, error, sizeof(error));
+      slot->flush_error_at = end;
+    }
+  });
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
   if (rows < 0)
     LogFailure(error_code, error, failures);
@@ -238,10 +225,8 @@ bool ServeAndRecord(Oid db) {
 }
 
 bool FlushRequested() {
-  SpinLockAcquire(&my_flusher_slot->mutex);
-  bool requested = my_flusher_slot->flush_requested > my_flusher_slot->flush_done;
-  SpinLockRelease(&my_flusher_slot->mutex);
-  return requested;
+  SpinMutex mutex = SlotMutex(my_flusher_slot);
+  return TicketsPending(my_flusher_slot->tickets, mutex);
 }
 
 void WaitOnLatch(long timeout_ms) {
@@ -307,15 +292,14 @@ bool Idle(Oid db) {
 void ReleaseSlot(Oid db) {
   uint32 kept = PurgeCleanEntries(db);
   bool clients = CountDBConnections(db) > 0;
-  LWLockAcquire(shared->slots_lock, LW_EXCLUSIVE);
   DatabaseSlot* slot = my_flusher_slot;
-  SpinLockAcquire(&slot->mutex);
-  bool attacher = slot->attacher_pid != 0;
-  SpinLockRelease(&slot->mutex);
-  if (kept == 0 && !clients && !attacher && slot->db == db && slot->worker_pid == 0 &&
-      slot->start_requested == 0 && pg_atomic_read_u32(&slot->closing) == 0)
-    slot->db = InvalidOid;
-  LWLockRelease(shared->slots_lock);
+  auto lock = SlotsLock();
+  (void)FreeIfIdle(lock, slot->claim, db, [&] {
+    SpinLockAcquire(&slot->mutex);
+    bool attacher = slot->attacher_pid != 0;
+    SpinLockRelease(&slot->mutex);
+    return kept == 0 && !clients && !attacher;
+  });
 }
 
 // Leaves for being idle: gives up the slot (the hand-over at the top of this file), flushes what
@@ -399,7 +383,7 @@ void slotted_counter_flusher_main(Datum arg) {
     // flusher again.
     // A write of another database that found every slot or worker taken asks for it at once.
     int idle_timeout = settings.idle_timeout;
-    bool asked = pg_atomic_exchange_u32(&my_flusher_slot->leave_requested, 0) != 0;
+    bool asked = TakeLeaveRequest(my_flusher_slot->claim);
     if (!failing && (idle_timeout > 0 || asked) && Idle(db)) {
       if (idle_since == 0) idle_since = GetCurrentTimestamp();
       if (asked || TimestampDifferenceExceeds(idle_since, GetCurrentTimestamp(), idle_timeout)) {
