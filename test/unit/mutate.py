@@ -285,6 +285,19 @@ MUTATIONS = [
     ("allocated entry keeps old pins", CTC,
      "      e.pins.store(0, std::memory_order_relaxed);\n      e.commit_epoch.store(0, std::memory_order_relaxed);\n      used_",
      "      e.commit_epoch.store(0, std::memory_order_relaxed);\n      used_", False),
+    # the clock's usage bit: every write marks its entry used (eviction reads it)
+    ("bounded add does not mark the entry used", CT,
+     "    if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);\n    *value = sum;",
+     "    *value = sum;", False),
+    ("add does not mark the entry used", CT,
+     "    if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);\n    *new_value = sum;",
+     "    *new_value = sum;", False),
+    ("a loaded entry is not marked used", CTC,
+     "      e.usage.store(1, std::memory_order_relaxed);\n      e.in_flush.store(0",
+     "      e.in_flush.store(0", False),
+    ("sweep does not clear the usage bit", CTC,
+     "    e.usage.store(0, std::memory_order_relaxed);\n    return false;",
+     "    return false;", False),
 ]
 
 
