@@ -187,13 +187,12 @@ class WriteThroughs {
   template <typename Locks>
   bool PublishForKey(Protocol<Locks>& table, int i, const CounterKey& k, uint32_t hash,
                      int64_t delta) noexcept {
-    bool published = false;
-    table.Exclusively(CounterTable::PartitionOf(hash), [&] {
-      if (table.table().Find(k, hash) != kNil) return;
-      Publish(i, k, delta, 0, 0);
-      published = true;
-    });
-    return published;
+    uint32_t p = CounterTable::PartitionOf(hash);
+    table.locks().Exclusive(p);
+    bool resident = table.table().Find(k, hash) != kNil;
+    if (!resident) Publish(i, k, delta, 0, 0);
+    table.locks().Release(p);
+    return !resident;
   }
 
   // Publishes request i (EMPTY, the caller's): a batch of nbatch keys of k.counter and k.bucket
