@@ -8,7 +8,7 @@ OBJS = \
 	src/module.o \
 	src/spi.o \
 	src/core/counter_table.o \
-	src/core/protocol.o \
+	src/core/header_only.o \
 	src/core/time_bucket.o \
 	src/shared/flusher_slots.o \
 	src/shared/request_ids.o \

@@ -1,5 +1,6 @@
 // batch.cpp: sc_incr_batch on a buffered counter, all or nothing (buffer.hpp,
-// BufferIncrementBatch; the lock protocol of pins and partition holds is in shmem.hpp).
+// BufferIncrementBatch; the lock protocol of pins is in core/protocol.hpp, that of partition
+// holds in core/through_holds.hpp).
 //
 // Phase 1, where an error changes nothing: the keys are made resident and pinned (batches
 // together pin a quarter of the buffer at most); the keys left over are summed per key into a
@@ -82,7 +83,7 @@ void ReleaseBatch() {
   if (batch_holding)
     for (uint32 p = 0; p < kPartitions; p++)
       if (batch_holds[p]) {
-        pg_atomic_fetch_sub_u32(ThroughHold(MyDatabaseId, p), 1);
+        ReleaseHold(shared->through_holds, MyDatabaseId, p);
         batch_holds[p] = false;
       }
   batch_holding = false;
@@ -123,26 +124,22 @@ void HoldPartitions(const CounterDef& def, int64 bucket, const ThroughKey* throu
     int end = first;
     while (end < nthrough && through[end].partition == p) end++;
     int waits = 0;
-    for (;;) {
-      bool loading = false;
-      table.Exclusively(p, [&] {
-        for (int j = first; j < end && !loading; j++) {
-          if (pinned[through[j].occurrence]) continue;
-          CounterKey k{MyDatabaseId, def.id, through[j].key, bucket};
-          Probe probe = table.PinLocked(k, through[j].hash, &batch_pins[batch_npins]);
-          loading = probe == Probe::kLoading;
-          if (probe != Probe::kFound) continue;
-          pin_of[through[j].occurrence] = batch_npins++;
-          pinned[through[j].occurrence] = true;
-        }
-        if (!loading) {
-          pg_atomic_fetch_add_u32(ThroughHold(MyDatabaseId, p), 1);
-          batch_holds[p] = true;
-        }
-      });
-      if (!loading) break;
+    auto key_of = [&](int j, CounterKey* k, uint32* hash) {
+      if (pinned[through[first + j].occurrence]) return false;
+      *k = CounterKey{MyDatabaseId, def.id, through[first + j].key, bucket};
+      *hash = through[first + j].hash;
+      return true;
+    };
+    // The pin is recorded under the lock that took it, so that no error can leak it.
+    auto pin = [&](int j, const Pin& taken) {
+      batch_pins[batch_npins] = taken;
+      pin_of[through[first + j].occurrence] = batch_npins++;
+      pinned[through[first + j].occurrence] = true;
+    };
+    while (!HoldPartitionForBatch(table, shared->through_holds, MyDatabaseId, p, end - first,
+                                  key_of, pin))
       WaitForLoad(&waits);
-    }
+    batch_holds[p] = true;
     first = end;
   }
 }
@@ -160,8 +157,7 @@ struct ThroughOutcome {
 ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segment* segment,
                                  int m) {
   WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
-  PublishRequest(r, CounterKey{MyDatabaseId, def.id, 0, bucket}, 0, m,
-                 dsm_segment_handle(segment));
+  PublishBatch(r, CounterKey{MyDatabaseId, def.id, 0, bucket}, m, dsm_segment_handle(segment));
   RequestAnswer answer = AwaitAnswer(r, true, kBatchThroughWaitMs);
   return ThroughOutcome{answer.state == kRequestDone, answer.sqlerrcode};
 }

@@ -100,7 +100,7 @@ int64 BufferIncrementOnce(const CounterDef& def, int64 key, int64 bucket, int64 
 // Retention of an unbucketed counter (retention.cpp): keys (all of partition p, with their hashes)
 // whose rows were last written long ago. Removes the entries of those that hold nothing the tables
 // lack, sets expirable[i] to whether keys[i] is out of the buffer, and holds partition p against
-// loads (shmem.hpp: through_holds) until ReleaseExpiryHold(p). Takes only LWLocks; cannot fail.
+// loads (core/through_holds.hpp) until ReleaseExpiryHold(p). Takes only LWLocks; cannot fail.
 void HoldForExpiry(uint32 p, const CounterKey* keys, const uint32* hashes, int n, bool* expirable);
 void ReleaseExpiryHold(uint32 p);
 

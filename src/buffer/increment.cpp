@@ -2,7 +2,7 @@
 // entry, an atomic add), bounded and once-only increments, sc_set. A key not resident is loaded
 // (load.cpp); with no room, a plain increment asks the flusher to apply it to the table in its own
 // transaction (a write-through) and waits for the new value, while the others wait for room.
-// The lock protocol is in core/protocol.hpp and shared/shmem.hpp.
+// The lock protocols are in core/protocol.hpp and core/write_through_request.hpp.
 #include "buffer/buffer.hpp"
 #include "buffer/buffer_internal.hpp"
 #include "core/checked_math.hpp"
@@ -26,12 +26,7 @@ namespace {
 int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta,
                    bool* retry) {
   WriteThroughRequest* r = FreeRequest();
-  // Under the key's exclusive partition lock, after checking it is not resident (shmem.hpp).
-  auto table = Table();
-  table.Exclusively(CounterTable::PartitionOf(hash), [&] {
-    *retry = table.table().Find(k, hash) != kNil;
-    if (!*retry) PublishRequest(r, k, delta, 0, DSM_HANDLE_INVALID);
-  });
+  *retry = !PublishForKey(r, k, hash, delta);
   if (*retry) return 0;
 
   RequestAnswer answer = AwaitAnswer(r, false, 0);

@@ -2,7 +2,7 @@
 // clock sweep evicts, the database's fair share respected), links it as kLoading under the
 // partition lock EXCLUSIVE, reads the stored value (stored.cpp) and marks it kResident; others
 // who find it kLoading wait. Purges of dropped counters, buckets and databases, and the expiry's
-// partition holds. The lock protocol is in core/protocol.hpp and shared/shmem.hpp.
+// partition holds. The lock protocols are in core/protocol.hpp and core/through_holds.hpp.
 #include "buffer/buffer.hpp"
 #include "buffer/buffer_internal.hpp"
 #include "shared/flusher_slots.hpp"
@@ -78,11 +78,10 @@ pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transact
     return LoadResult::kNoRoom;
   }
   Loading loading;
-  // Not while a write-through of the key is pending or a batch holds its partition (shmem.hpp).
-  LoadStart start = table.BeginLoad(index, k, hash, [&] {
-    if (WriteThroughPendingFor(k) ||
-        pg_atomic_read_u32(ThroughHold(k.db, CounterTable::PartitionOf(hash))) != 0)
-      return LoadStart::kRetry;
+  // Not while a batch or an expiry holds its partition (core/through_holds.hpp) or a
+  // write-through of the key is pending (core/write_through_request.hpp).
+  LoadStart start = BeginLoadUnlessHeld(table, shared->through_holds, index, k, hash, [&] {
+    if (WriteThroughPendingFor(k)) return LoadStart::kRetry;
     return pg_atomic_read_u64(&shared->catalog_epoch) != epoch ? LoadStart::kStale
                                                                : LoadStart::kLinked;
   }, &loading);
@@ -145,12 +144,12 @@ bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits)
 
 void HoldForExpiry(uint32 p, const CounterKey* keys, const uint32* hashes, int n,
                    bool* expirable) {
-  Table().UnlinkForExpiry(p, keys, hashes, n, expirable, DeltasFolded, [p] {
-    pg_atomic_fetch_add_u32(ThroughHold(MyDatabaseId, p), 1);
-  });
+  auto table = Table();
+  HoldPartitionForExpiry(table, shared->through_holds, MyDatabaseId, p, keys, hashes, n,
+                         expirable, DeltasFolded);
 }
 
-void ReleaseExpiryHold(uint32 p) { pg_atomic_fetch_sub_u32(ThroughHold(MyDatabaseId, p), 1); }
+void ReleaseExpiryHold(uint32 p) { ReleaseHold(shared->through_holds, MyDatabaseId, p); }
 
 void PurgeCounter(Oid db, int32 counter) {
   ForgetRequestIds(shared->request_ids, db, counter);

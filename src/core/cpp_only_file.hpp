@@ -1,5 +1,5 @@
 // cpp_only_file.hpp: included last by the files of the pure C++ core (counter_table.cpp,
-// protocol.cpp, time_bucket.cpp), which must build without PostgreSQL: including a PostgreSQL
+// header_only.cpp, time_bucket.cpp), which must build without PostgreSQL: including a PostgreSQL
 // header into one of them is a compile error, not a convention.
 #pragma once
 

@@ -13,7 +13,7 @@
 //     entry must neither outlive the row nor be loaded while the row goes: per partition, under
 //     the partition lock EXCLUSIVE, the flusher removes the clean entries of its candidates (an
 //     entry written since its last flush keeps its key: it was written lately) and holds the
-//     partition against loads (shmem.hpp: through_holds); for a batch (whole partitions, at most
+//     partition against loads (core/through_holds.hpp); for a batch (whole partitions, at most
 //     16 of the 128 and about 1,000 keys) it deletes the rows whose updated_at is still old, commits, and
 //     drops the holds. A write that comes meanwhile waits for the
 //     hold, then loads the key anew: from 0 if the row went. So a key is never deleted within

@@ -58,11 +58,10 @@ bool CreateSharedState() {
     s->slots_lock = &locks[0].lock;
     s->partition_locks = &locks[1];
     pg_atomic_init_u64(&s->catalog_epoch, 1);
-    pg_atomic_init_u32(&s->write_throughs_pending, 0);
+    new (&s->write_throughs_pending) std::atomic<uint32_t>(0);
     pg_atomic_init_u64(&s->evictions, 0);
     pg_atomic_init_u64(&s->room_wanted_at, 0);
-    for (auto& group : s->through_holds)
-      for (pg_atomic_uint32& hold : group) pg_atomic_init_u32(&hold, 0);
+    InitThroughHolds(s->through_holds);
     pg_atomic_init_u32(&s->batch_pins_used, 0);
     SpinLockInit(&s->bucket_drops_mutex);
     for (BucketDrop& drop : s->bucket_drops) drop = BucketDrop{InvalidOid, 0, 0, 0};
@@ -95,7 +94,7 @@ bool CreateSharedState() {
       WriteThroughRequest* r = &s->requests[i];
       memset(static_cast<void*>(r), 0, sizeof(*r));
       SpinLockInit(&r->mutex);
-      r->state = kRequestEmpty;
+      r->request.state = kRequestEmpty;
     }
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->partition_readers = reinterpret_cast<PartitionReaders*>(p);

@@ -16,31 +16,15 @@
 //     LWLock slots_lock, FlushTickets under the slot's spinlock `mutex`); `mutex` also guards the
 //     slot's statistics (a few instructions, never held across anything that can fail). Waiters
 //     for a flush or a write-through sleep on the slot's condition variable `done_cv`.
-//   - one WriteThroughRequest per backend (indexed by BackendId - 1), guarded by its own spinlock.
-//     PENDING -> TAKEN (the flusher) -> DONE or FAILED (the flusher, after its transaction ended)
-//     -> EMPTY (the requester, having read the answer). A requester may withdraw a PENDING request
-//     itself (EMPTY at once) and ask the flusher to give up a TAKEN batch (`cancel`); it then
-//     still waits for the answer, which may be DONE if the flusher had finished.
-//     A backend fills a request for one key only while holding the key's partition lock EXCLUSIVE
-//     and having checked the key is not resident; a loader checks, under the same exclusive lock,
-//     that no request for its key is pending. (A batch's request is covered by through_holds
-//     instead.) So a stored value is never read while a write-through of the same key is changing
-//     it. The flusher of the request's database serves it, and answers after its transaction
-//     ended.
-//   - through_holds (ThroughHold(db, p)): how many batches of database db being written through
-//     (WriteThroughRequest::nbatch) have keys in partition p, plus 1 while db's flusher deletes
-//     the rows of expired keys of p. Databases share these counters by a hash of their OID
-//     (kHoldGroups groups), so one database's batches hold off loads of few others (a hold only
-//     delays a load; it is never wrong to wait for one)
-//     (retention.cpp). Raised under p's lock EXCLUSIVE after checking that none of those keys
-//     is resident (an expiry removes the clean entries of its keys first, under the same lock);
-//     while it is nonzero no key of p is loaded (loaders check it under the same lock). So no
-//     value of a batch's keys is linked into the buffer while the flusher writes them, and none
-//     of an expiring key while its row is being deleted.
+//   - one WriteThroughRequest per backend (indexed by BackendId - 1), with its spinlock `mutex`,
+//     and write_throughs_pending (how many are PENDING or TAKEN): the requests' states, their
+//     lock rule and every step of them are in core/write_through_request.hpp, run here over
+//     Requests() (below).
+//   - through_holds: partitions held against loads while a batch's keys are written through or
+//     the rows of expired keys are deleted; the rule and its steps are in core/through_holds.hpp,
+//     run here with Table()'s partition locks.
 //   - catalog_epoch: bumped after any commit that drops a counter (and after the abort of one that
 //     created one); a backend that sees it change drops its cached counter definitions.
-//   - write_throughs_pending: how many requests are PENDING or TAKEN, so that loaders skip the scan
-//     of requests when it is zero.
 //   - in each DatabaseSlot, the ring of entries that turned dirty (dirty_mutex, a spinlock taken
 //     under a partition lock at most) and the fold epochs (core/fold_epochs.hpp).
 //   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database;
@@ -67,6 +51,8 @@
 #include "core/fold_epochs.hpp"
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
+#include "core/through_holds.hpp"
+#include "core/write_through_request.hpp"
 #include "pg.hpp"
 
 namespace sc {
@@ -125,28 +111,13 @@ struct DatabaseSlot {
   FoldEpochs fold;
 };
 
-enum RequestState : uint32 { kRequestEmpty = 0, kRequestPending, kRequestTaken, kRequestDone,
-                             kRequestFailed };
-
+// One backend's write-through request (core/write_through_request.hpp: its states and steps),
+// guarded by its own spinlock.
 struct WriteThroughRequest {
   slock_t mutex;
-  uint32 state;                  // RequestState
-  CounterKey key;
-  int64 delta;
-  int64 result;                  // the new value, when kRequestDone
-  int sqlerrcode;                // why, when kRequestFailed
-  // A batch (nbatch > 0): the keys of one counter and bucket (key.counter, key.bucket) in the
-  // dynamic shared memory segment `batch` (ThroughItem, write_through.hpp), written in one transaction;
-  // `key.key` and `delta` are then unused. The requester holds, in through_holds, every partition
-  // of those keys from before it fills the request until it has the outcome.
-  int32 nbatch;
-  dsm_handle batch;
-  int server_pid;                // the flusher that took it (kRequestTaken)
-  // A batch's requester was cancelled (or its statement timed out) after a flusher took it: the
-  // flusher checks this before each chunk it writes and, if set, rolls the batch back and answers
-  // kRequestFailed with 57014. Set by the requester, read by the flusher, under `mutex`.
-  bool cancel;
+  ThroughRequest request;
 };
+static_assert(sizeof(dsm_handle) == sizeof(ThroughRequest::batch), "a segment's handle fits");
 
 // Buckets of one counter, before `before`, dropped by a committing transaction.
 struct BucketDrop {
@@ -162,10 +133,7 @@ struct RequestIdTable;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 11;
-
-// Groups of databases sharing the counters of through_holds.
-constexpr uint32 kHoldGroups = 16;
+constexpr uint32 kLayoutVersion = 12;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -174,14 +142,14 @@ struct SharedState {
   LWLockPadded* partition_locks;  // kPartitions of them
   PartitionReaders* partition_readers;  // kPartitions of them
   pg_atomic_uint64 catalog_epoch;
-  pg_atomic_uint32 write_throughs_pending;
+  std::atomic<uint32_t> write_throughs_pending;  // core/write_through_request.hpp
   pg_atomic_uint64 evictions;
   int max_databases;
   int max_requests;
   DatabaseSlot* slots;            // max_databases
   WriteThroughRequest* requests;  // max_requests
   CounterTable* table;
-  pg_atomic_uint32 through_holds[kHoldGroups][kPartitions];  // ThroughHold()
+  ThroughHolds through_holds;     // core/through_holds.hpp
   pg_atomic_uint32 batch_pins_used;  // entries pinned by buffered batches (buffer.cpp)
   // When a database under its fair share of the buffer last found no entry to take (a
   // TimestampTz): for kRoomWantedMs after, databases over their share take no clean entry of
@@ -209,11 +177,6 @@ extern SharedState* shared;
 void RequestSharedState();
 // True if this call created it (rather than found it).
 bool CreateSharedState();
-
-// The hold of database db on partition p against loads (SharedState::through_holds).
-inline pg_atomic_uint32* ThroughHold(Oid db, uint32 p) {
-  return &shared->through_holds[MixBits(db) % kHoldGroups][p];
-}
 
 // The slot of database db, read without a lock (slots change hands only when a database stops
 // using the extension); nullptr if it has none.
@@ -320,6 +283,20 @@ inline Protocol<PartitionLocks> Table() {
   return Protocol<PartitionLocks>(
       shared->table, PartitionLocks{{shared->partition_readers,
                                      PartitionLWLocks{shared->partition_locks}}});
+}
+
+// The write-through requests of shared memory, for their steps (core/write_through_request.hpp).
+struct SharedRequests {
+  WriteThroughRequest* requests;
+  int count;
+  int size() const { return count; }
+  SpinMutex mutex(int i) const { return SpinMutex{&requests[i].mutex}; }
+  ThroughRequest& at(int i) const { return requests[i].request; }
+};
+
+inline WriteThroughs<SharedRequests> Requests() {
+  return WriteThroughs<SharedRequests>(SharedRequests{shared->requests, shared->max_requests},
+                                       &shared->write_throughs_pending);
 }
 
 }  // namespace sc

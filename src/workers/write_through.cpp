@@ -1,5 +1,6 @@
 // write_through.cpp: increments written through to slotted_counter.totals by the flusher, when
-// the buffer has no room (write_through.hpp; the lock protocol of requests is in shmem.hpp).
+// the buffer has no room (write_through.hpp; the requests' states and lock rule are in
+// core/write_through_request.hpp).
 //
 // The requester publishes its request (for a single key: under the key's partition lock
 // exclusive, having checked the key is not resident; a batch holds its partitions instead) and
@@ -28,36 +29,20 @@ ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
   return static_cast<ThroughItem*>(bsearch(&probe, items, n, sizeof(ThroughItem), CompareItems));
 }
 
-bool WriteThroughPendingFor(const CounterKey& k) {
-  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return false;
-  for (int i = 0; i < shared->max_requests; i++) {
-    WriteThroughRequest* r = &shared->requests[i];
-    SpinLockAcquire(&r->mutex);
-    bool match = (r->state == kRequestPending || r->state == kRequestTaken) && r->nbatch == 0 &&
-                 r->key == k;
-    SpinLockRelease(&r->mutex);
-    if (match) return true;
-  }
-  return false;
+bool WriteThroughPendingFor(const CounterKey& k) { return Requests().OpenFor(k); }
+
+bool PublishForKey(WriteThroughRequest* r, const CounterKey& k, uint32 hash, int64 delta) {
+  auto table = Table();
+  return Requests().PublishForKey(table, int(r - shared->requests), k, hash, delta);
 }
 
-void PublishRequest(WriteThroughRequest* r, const CounterKey& k, int64 delta, int nbatch,
-                    dsm_handle batch) {
-  SpinLockAcquire(&r->mutex);
-  r->state = kRequestPending;
-  r->key = k;
-  r->delta = delta;
-  r->result = 0;
-  r->sqlerrcode = 0;
-  r->nbatch = nbatch;
-  r->batch = batch;
-  r->server_pid = 0;
-  r->cancel = false;
-  SpinLockRelease(&r->mutex);
-  pg_atomic_fetch_add_u32(&shared->write_throughs_pending, 1);
+void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_handle batch) {
+  Requests().PublishBatch(int(r - shared->requests), k, nbatch, batch);
 }
 
 RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_ms) {
+  auto requests = Requests();
+  int i = int(r - shared->requests);
   DatabaseSlot* slot = EnsureFlusher(held);
   TimestampTz start = GetCurrentTimestamp();
   TimestampTz checked = start;
@@ -67,34 +52,25 @@ RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_
     // With interrupts held, a cancel, a statement timeout or a termination only sets its flag:
     // the request is withdrawn, or the flusher asked to give it up.
     bool cancelled = held && (QueryCancelPending || ProcDiePending);
-    SpinLockAcquire(&r->mutex);
-    answer = RequestAnswer{RequestState(r->state), r->result, r->sqlerrcode};
-    int server = r->server_pid;
-    bool open = answer.state == kRequestPending || answer.state == kRequestTaken;
-    bool withdraw = answer.state == kRequestPending &&
-                    (cancelled || (withdraw_after_ms > 0 &&
-                                   TimestampDifferenceExceeds(start, now, withdraw_after_ms)));
-    if (withdraw)
+    Look look = requests.LookAt(
+        i, cancelled,
+        withdraw_after_ms > 0 && TimestampDifferenceExceeds(start, now, withdraw_after_ms));
+    if (look.step == AwaitStep::kAnswered) {
+      answer = look.answer;
+      break;
+    }
+    if (look.step == AwaitStep::kWithdrawn) {
       answer = RequestAnswer{kRequestFailed, 0,
                              cancelled ? ERRCODE_QUERY_CANCELED
                                        : ERRCODE_CONFIGURATION_LIMIT_EXCEEDED};
-    if (cancelled && answer.state == kRequestTaken) r->cancel = true;
-    if (!open || withdraw) {
-      r->state = kRequestEmpty;
-      r->nbatch = 0;
+      break;
     }
-    SpinLockRelease(&r->mutex);
-    if (withdraw) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-    if (!open || withdraw) break;
     if (TimestampDifferenceExceeds(checked, now, 1000)) {
       checked = now;
-      // A flusher that took the request and is gone (it could only have failed: it answers
-      // right after its commit) leaves it taken: give it back to the next flusher.
-      if (answer.state == kRequestTaken && server != 0 && BackendPidGetProc(server) == nullptr) {
-        SpinLockAcquire(&r->mutex);
-        if (r->state == kRequestTaken && r->server_pid == server) r->state = kRequestPending;
-        SpinLockRelease(&r->mutex);
-      }
+      // A flusher that took the request and is gone leaves it taken: give it back to the next
+      // flusher.
+      if (look.server != 0 && BackendPidGetProc(look.server) == nullptr)
+        (void)requests.GiveBackFromGone(i, look.server);
       // The flusher may have left meanwhile.
       slot = EnsureFlusher(held);
     }
@@ -116,11 +92,7 @@ RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_
 // serve it.
 WriteThroughRequest* FreeRequest() {
   WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
-  SpinLockAcquire(&r->mutex);
-  bool foreign = r->state == kRequestPending && r->key.db != MyDatabaseId;
-  if (foreign) r->state = kRequestEmpty;
-  SpinLockRelease(&r->mutex);
-  if (foreign) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
+  (void)Requests().ForgetForeign(MyBackendId - 1, MyDatabaseId);
   (void)AwaitAnswer(r, false, 0);
   return r;
 }
@@ -129,18 +101,7 @@ WriteThroughRequest* FreeRequest() {
 // extension was dropped): the requester, if it still waits, gets 42704, and no later flusher
 // adds a stale delta to a counter that reuses the id.
 void FailRequests(Oid db, int32 counter) {
-  for (int i = 0; i < shared->max_requests; i++) {
-    WriteThroughRequest* r = &shared->requests[i];
-    SpinLockAcquire(&r->mutex);
-    bool fail = r->state == kRequestPending && r->key.db == db &&
-                (counter == 0 || r->key.counter == counter);
-    if (fail) {
-      r->state = kRequestFailed;
-      r->sqlerrcode = ERRCODE_UNDEFINED_OBJECT;
-    }
-    SpinLockRelease(&r->mutex);
-    if (fail) pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-  }
+  (void)Requests().FailPending(db, counter, ERRCODE_UNDEFINED_OBJECT);
 }
 
 namespace {
@@ -175,11 +136,8 @@ SPIPlanPtr plan_batch_through = nullptr;
 constexpr int kThroughChunk = 10000;
 
 // Raises 57014 if the batch's requester asked to give it up (WriteThroughRequest::cancel).
-void CheckBatchCancel(WriteThroughRequest* r) {
-  SpinLockAcquire(&r->mutex);
-  bool cancel = r->cancel;
-  SpinLockRelease(&r->mutex);
-  if (cancel)
+void CheckBatchCancel(int i) {
+  if (Requests().CancelRequested(i))
     ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
                     errmsg("the batch written through was cancelled by its requester")));
 }
@@ -187,7 +145,8 @@ void CheckBatchCancel(WriteThroughRequest* r) {
 // Writes the keys of a batch request (in its requester's segment) and puts their new values
 // there; false if the counter was dropped. Inside the serving subtransaction, whose resource
 // owner detaches the segment on an error, which rolls back every chunk written.
-bool WriteBatchThrough(WriteThroughRequest* r) {
+bool WriteBatchThrough(int i) {
+  const ThroughRequest* r = &shared->requests[i].request;
   dsm_segment* segment = dsm_attach(r->batch);
   if (segment == nullptr) elog(ERROR, "the segment of a batch written through is gone");
   auto* items = static_cast<ThroughItem*>(dsm_segment_address(segment));
@@ -198,7 +157,7 @@ bool WriteBatchThrough(WriteThroughRequest* r) {
   Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
   bool done = true;
   for (int first = 0; done && first < m; first += kThroughChunk) {
-    CheckBatchCancel(r);
+    CheckBatchCancel(i);
     int count = Min(m - first, kThroughChunk);
     for (int i = 0; i < count; i++) {
       keys[i] = Int64GetDatum(items[first + i].key);
@@ -232,20 +191,11 @@ bool WriteBatchThrough(WriteThroughRequest* r) {
 }  // namespace
 
 int ServeWriteThroughs(Oid db) {
-  if (pg_atomic_read_u32(&shared->write_throughs_pending) == 0) return 0;
+  auto requests = Requests();
+  if (requests.open().load() == 0) return 0;
   MemoryContext caller = MemoryContextSwitchTo(WorkContext());
   auto* mine = static_cast<int*>(palloc(sizeof(int) * shared->max_requests));
-  int n = 0;
-  for (int i = 0; i < shared->max_requests; i++) {
-    WriteThroughRequest* r = &shared->requests[i];
-    SpinLockAcquire(&r->mutex);
-    if (r->state == kRequestPending && r->key.db == db) {
-      r->state = kRequestTaken;
-      r->server_pid = MyProcPid;
-      mine[n++] = i;
-    }
-    SpinLockRelease(&r->mutex);
-  }
+  int n = requests.TakePending(db, MyProcPid, mine);
   if (n == 0) {
     MemoryContextSwitchTo(caller);
     return 0;
@@ -260,7 +210,8 @@ int ServeWriteThroughs(Oid db) {
     static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
     SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 4, types);
     for (volatile int j = 0; j < n; j++) {
-      WriteThroughRequest* r = &shared->requests[mine[j]];
+      // Taken: its fields stay as they are until this answers (write_through_request.hpp).
+      const ThroughRequest* r = &shared->requests[mine[j]].request;
       Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
                        TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta)};
       char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
@@ -268,7 +219,7 @@ int ServeWriteThroughs(Oid db) {
         // No row: the counter was dropped.
         bool done;
         if (r->nbatch > 0) {
-          done = WriteBatchThrough(r);
+          done = WriteBatchThrough(mine[j]);
         } else {
           int rc = SPI_execute_plan(plan, args, nulls, false, 0);
           if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
@@ -281,12 +232,7 @@ int ServeWriteThroughs(Oid db) {
         outcome[j] = done ? kRequestDone : kRequestFailed;
         if (!done) code[j] = ERRCODE_UNDEFINED_OBJECT;
       });
-      bool withdrawn = false;
-      if (error != nullptr) {
-        SpinLockAcquire(&r->mutex);
-        withdrawn = r->cancel;
-        SpinLockRelease(&r->mutex);
-      }
+      bool withdrawn = error != nullptr && requests.CancelRequested(mine[j]);
       if (error != nullptr && (withdrawn || error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)) {
         outcome[j] = kRequestFailed;
         code[j] = withdrawn ? ERRCODE_QUERY_CANCELED : error->sqlerrcode;
@@ -302,30 +248,14 @@ int ServeWriteThroughs(Oid db) {
   }
   PG_CATCH();
   {
-    for (int j = 0; j < n; j++) {
-      WriteThroughRequest* r = &shared->requests[mine[j]];
-      SpinLockAcquire(&r->mutex);
-      r->state = kRequestPending;
-      SpinLockRelease(&r->mutex);
-    }
+    for (int j = 0; j < n; j++) requests.GiveBack(mine[j]);
     PG_RE_THROW();
   }
   PG_END_TRY();
 
   int served = 0;
-  for (int j = 0; j < n; j++) {
-    WriteThroughRequest* r = &shared->requests[mine[j]];
-    SpinLockAcquire(&r->mutex);
-    int keys = Max(r->nbatch, 1);  // read before the requester may reuse the request
-    r->state = outcome[j];
-    r->result = result[j];
-    r->sqlerrcode = code[j];
-    SpinLockRelease(&r->mutex);
-    if (outcome[j] != kRequestPending) {
-      pg_atomic_fetch_sub_u32(&shared->write_throughs_pending, 1);
-      served += keys;
-    }
-  }
+  for (int j = 0; j < n; j++)
+    served += requests.Finish(mine[j], RequestState(outcome[j]), result[j], code[j]);
   ReportStatistics();
   MemoryContextSwitchTo(caller);
   return served;

@@ -1,6 +1,6 @@
 // write_through.hpp: an increment the buffer has no room for, written to slotted_counter.totals
-// by the flusher: the request (shmem.hpp: WriteThroughRequest, and its lock protocol), where the
-// requester waits for the answer, and where the flusher serves it.
+// by the flusher: the request (its states, steps and lock rule: core/write_through_request.hpp),
+// where the requester waits for the answer, and where the flusher serves it.
 #pragma once
 
 #include "shared/shmem.hpp"
@@ -20,22 +20,18 @@ ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key);
 // ---- the requester (a backend) ----
 
 // Whether a write-through of the single key k is pending or being served: then no loader may
-// link k (shmem.hpp). Under k's partition lock, exclusive.
+// link k. Under k's partition lock, exclusive.
 bool WriteThroughPendingFor(const CounterKey& k);
 
 // This backend's request, once no earlier request of it is pending (interruptible wait).
 WriteThroughRequest* FreeRequest();
 
-// Publishes r (free, this backend's): the single key k with delta (nbatch 0), or a batch of
-// nbatch keys of counter k.counter and bucket k.bucket in the segment `batch`.
-void PublishRequest(WriteThroughRequest* r, const CounterKey& k, int64 delta, int nbatch,
-                    dsm_handle batch);
-
-struct RequestAnswer {
-  RequestState state;  // kRequestDone or kRequestFailed (or kRequestEmpty: nothing was asked)
-  int64 result;        // the new value of a single key, when done
-  int sqlerrcode;      // why, when failed
-};
+// Publishes r (free, this backend's) for the single key k with delta, under k's partition lock
+// exclusive, unless k is resident: false then (nothing published; add to the buffer instead).
+bool PublishForKey(WriteThroughRequest* r, const CounterKey& k, uint32 hash, int64 delta);
+// Publishes r (free, this backend's) for a batch of nbatch keys of counter k.counter and bucket
+// k.bucket in the segment `batch`, whose partitions this backend holds (core/through_holds.hpp).
+void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_handle batch);
 
 // Waits until the flusher answered r, and frees r. held: interrupts are held (a batch's second
 // phase): no error is raised, a missing flusher only warns, and a request no flusher took within

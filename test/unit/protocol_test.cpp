@@ -255,6 +255,67 @@ TEST_F(SmallTable, RecentlyUsedEntriesGetASecondChance) {
   EXPECT_NE(Take(4), kNil);
 }
 
+// Every write to a key marks its entry used, whichever step made it: a key counted into since
+// the last pass of the clock survives that pass, even when it is clean again by then (its flush
+// settled). Eviction reads only the usage bit; a write that forgot it would leave hot keys to be
+// evicted and reloaded from the table on every miss.
+TEST_F(SmallTable, EveryKindOfWriteGivesItsEntryASecondChance) {
+  struct Write {
+    const char* name;
+    std::function<void(const CounterKey&)> write;
+  };
+  const Write writes[] = {
+      {"plain add",
+       [this](const CounterKey& k) {
+         int64_t value = 0;
+         bool overflow = true;
+         Dirtied dirtied;
+         ASSERT_EQ(p_.AddIfResident(k, H(k), 1, &value, &overflow, &dirtied), Probe::kFound);
+         ASSERT_FALSE(overflow);
+       }},
+      {"bounded add",
+       [this](const CounterKey& k) {
+         int64_t value = 0;
+         bool refused = true;
+         Dirtied dirtied;
+         ASSERT_EQ(p_.AddIfResidentWithin(k, H(k), 1, Bounds{0, 100}, &value, &refused, &dirtied),
+                   Probe::kFound);
+         ASSERT_FALSE(refused);
+       }},
+      {"set",
+       [this](const CounterKey& k) {
+         int64_t old_value = 0;
+         Dirtied dirtied;
+         ASSERT_EQ(p_.ExchangeIfResident(k, H(k), 5, &old_value, &dirtied), Probe::kFound);
+       }},
+      {"batch's pinned add",
+       [this](const CounterKey& k) {
+         Pin pin{kNil, 0, 0};
+         Probe probe = Probe::kMissing;
+         p_.Exclusively(P(k), [&] { probe = p_.PinLocked(k, H(k), &pin); });
+         ASSERT_EQ(probe, Probe::kFound);
+         int64_t value = 0;
+         Dirtied dirtied;
+         ASSERT_TRUE(p_.AddPinned(pin, 1, &value, &dirtied));
+         p_.Unpin(pin);
+       }},
+  };
+  for (const Write& w : writes) {
+    SCOPED_TRACE(w.name);
+    // Four clean keys that the clock has aged (usage bits cleared), each written once.
+    p_.PurgeIf([](const Entry&) { return true; });
+    Fill();
+    for (int64_t key = 0; key < 4; key++) w.write(Key(key));
+    for (const Claim& c : ClaimAllOf(Key(0).db)) p_.SettleClaim(c, true);
+    for (uint32_t i = 0; i < 4; i++)
+      ASSERT_EQ(t().at(i).value.load(), t().at(i).flushed.load()) << "clean again";
+    EXPECT_EQ(Take(4), kNil) << "an entry written since the last pass was evicted at once";
+    uint32_t taken = Take(4);
+    EXPECT_NE(taken, kNil) << "the second pass evicts";
+    if (taken != kNil) t().Release(taken);
+  }
+}
+
 TEST_F(SmallTable, DirtyPinnedClaimedOrLoadingEntriesAreNotEvicted) {
   Fill();
   t().at(0).value.store(1);       // dirty

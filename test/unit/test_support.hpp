@@ -216,3 +216,80 @@ struct OwnedRing {
 };
 
 }  // namespace sc_test
+
+// ---- the handshakes of the shared state (core/write_through_request.hpp, core/through_holds.hpp)
+
+#include "core/through_holds.hpp"
+#include "core/write_through_request.hpp"
+
+namespace sc_test {
+
+using sc::AwaitStep;
+using sc::Look;
+using sc::RequestAnswer;
+using sc::RequestState;
+using sc::ThroughHolds;
+using sc::ThroughRequest;
+
+// Write-through requests over standard mutexes, as shared memory lays them out (every byte
+// garbage first, then the state EMPTY). Copies share them. A test may count the lock taken by
+// each step (locks()); a threaded test must not.
+class StdRequests {
+ public:
+  explicit StdRequests(int n) : s_(std::make_shared<Shared>(n)) {}
+  struct Mutex {
+    std::mutex* m;
+    std::atomic<int>* taken;
+    void lock() {
+      m->lock();
+      taken->fetch_add(1, std::memory_order_relaxed);
+    }
+    void unlock() { m->unlock(); }
+  };
+  int size() const { return int(s_->r.size()); }
+  Mutex mutex(int i) const { return Mutex{&s_->m[size_t(i)], &s_->taken}; }
+  ThroughRequest& at(int i) const { return s_->r[size_t(i)]; }
+  int locks() const { return s_->taken.load(); }
+  // Every request's mutex at once, in order (no step holds two), and the requests PENDING or
+  // TAKEN then: the steps keep the open count equal to it.
+  uint32_t CountOpenLocked(const std::atomic<uint32_t>& open, uint32_t* counted) {
+    for (std::mutex& m : s_->m) m.lock();
+    uint32_t n = 0;
+    for (const ThroughRequest& r : s_->r)
+      if (r.state == sc::kRequestPending || r.state == sc::kRequestTaken) n++;
+    uint32_t seen = open.load();
+    for (std::mutex& m : s_->m) m.unlock();
+    *counted = n;
+    return seen;
+  }
+
+ private:
+  struct Shared {
+    explicit Shared(int n) : m(size_t(n)), r(size_t(n)) {
+      std::memset(static_cast<void*>(r.data()), 0xA5, sizeof(ThroughRequest) * r.size());
+      for (ThroughRequest& q : r) q.state = sc::kRequestEmpty;
+    }
+    std::vector<std::mutex> m;
+    std::vector<ThroughRequest> r;
+    std::atomic<int> taken{0};
+  };
+  std::shared_ptr<Shared> s_;
+};
+
+// Holds as shared memory lays them out (garbage, then InitThroughHolds).
+struct OwnedHolds {
+  OwnedHolds() : mem(new ThroughHolds) {
+    std::memset(static_cast<void*>(mem.get()), 0xA5, sizeof(ThroughHolds));
+    sc::InitThroughHolds(*mem);
+  }
+  ThroughHolds& operator*() const { return *mem; }
+  std::unique_ptr<ThroughHolds> mem;
+};
+
+// Two databases whose holds are counted apart (different hold groups).
+inline uint32_t OtherGroupDb(uint32_t db) {
+  for (uint32_t other = db + 1;; other++)
+    if (sc::HoldGroup(other) != sc::HoldGroup(db)) return other;
+}
+
+}  // namespace sc_test
