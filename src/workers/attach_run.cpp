@@ -24,8 +24,9 @@
 // each: the owner whose attachments ran least recently goes first, and a process hands over after
 // each run as long as another owner has one due, so one owner's slow attachments delay another's
 // by one run (at most slotted_counter.attach_timeout), however many they are. A run whose
-// attachment row is locked (its sc_attach, sc_detach or sc_drop has not committed) is skipped and
-// stays due: the attacher never waits for a user's transaction.
+// attachment row is locked (its sc_attach, sc_detach or sc_drop has not committed), or whose table
+// another transaction holds in a mode that excludes an UPDATE (a DROP TABLE, an ALTER TABLE, a
+// LOCK TABLE), is skipped and stays due: the attacher never waits for a user's transaction.
 //
 // Which keys changed: the flusher stamps every totals row it writes with its transaction's start
 // (updated_at), and a run records as its watermark the time from which on rows its snapshot
@@ -288,8 +289,8 @@ int64 WriteAsOwner(const DueAttachment& a, Oid owner, const char* table, Datum* 
   return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-// kLocked: a user's transaction holds the attachment's row, so it stays due for a later round;
-// kOtherOwner: its table has another owner now, so it is handed over with the others.
+// kLocked: a user's transaction holds the attachment's row or its table, so it stays due for a
+// later round; kOtherOwner: its table has another owner now, so it is handed over with the others.
 enum class Outcome { kRan, kLocked, kOtherOwner };
 
 // One attachment's run, in the current transaction, as `owner` (this process's table owner);
@@ -319,9 +320,10 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
                     errmsg("role \"%s\" may not read counter \"%s\"", NameStr(a.role), def->name),
                     errdetail("An attachment writes what its role may read; the counter's owner "
                               "can grant SELECT with sc_grant().")));
-  // The time limit covers everything that can wait for the user: the table's lock and the update.
+  // Nor for the table: a transaction that holds it in a conflicting mode may wait for the row
+  // this run holds (a DROP TABLE deletes it: a deadlock). The time limit covers the rest.
+  if (!ConditionalLockRelationOid(a.target, RowExclusiveLock)) return Outcome::kLocked;
   StartTimeLimit();
-  LockRelationOid(a.target, RowExclusiveLock);
   HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(a.target));
   if (!HeapTupleIsValid(tuple))
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),

@@ -56,5 +56,28 @@ $holder->quit;
 ok(wait_attached($node, 'postgres'), 'once released, the attachment runs');
 is($node->safe_psql('postgres', q{SELECT v FROM ta}), '3', 'and writes what changed meanwhile');
 
+# The same with the table held instead of the row (a transaction that goes on to drop it): the
+# run is skipped rather than wait for the table while it holds the attachment's row, which the
+# DROP TABLE deletes (a deadlock).
+$holder = $node->background_psql('postgres', extra_params => [ '-U', 'alice' ]);
+$holder->query_safe(q{BEGIN; LOCK TABLE ta IN ACCESS EXCLUSIVE MODE});
+$node->safe_psql('postgres', q{SELECT sc_incr('ca', 1, 4), sc_incr('cb', 1, 1)});
+$node->safe_psql('postgres', q{SELECT sc_rollup()});
+ok($node->poll_query_until('postgres', q{SELECT v = 8 FROM tb}),
+	'table held: bob\'s attachment ran although alice\'s table was held');
+ok( $node->poll_query_until(
+		'postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
+		              WHERE backend_type = 'slotted_counter attacher'}),
+	'table held: the attachers ended while the table stayed held');
+is( $node->safe_psql(
+		'postgres', q{SELECT failures FROM slotted_counter.attachments WHERE target = 'ta'::regclass}),
+	'0', 'table held: alice\'s attachment was skipped, not failed');
+my ($dropped, $drop_failed) = $holder->query(q{DROP TABLE ta; COMMIT});
+is($drop_failed ? $holder->{stderr} : 'dropped', 'dropped',
+	'table held: the transaction that held it drops it and commits');
+$holder->quit;
+is($node->safe_psql('postgres', q{SELECT count(*) FROM slotted_counter.attachments}),
+	'1', 'table held: the dropped table\'s attachment went with it');
+
 $node->stop;
 done_testing();
