@@ -9,7 +9,9 @@ OBJS = \
 	src/spi.o \
 	src/core/counter_table.o \
 	src/core/protocol.o \
+	src/core/through_holds.o \
 	src/core/time_bucket.o \
+	src/core/write_through_request.o \
 	src/shared/flusher_slots.o \
 	src/shared/request_ids.o \
 	src/shared/saved_values.o \

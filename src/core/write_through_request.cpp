@@ -1,0 +1,6 @@
+// write_through_request.cpp: write_through_request.hpp is header-only (templates over the
+// caller's locks); this file compiles it where no PostgreSQL header may be included, so that one
+// reached from it is a compile error.
+#include "core/write_through_request.hpp"
+
+#include "core/cpp_only_file.hpp"
