@@ -11,11 +11,11 @@
 // expired keys of p. It is raised only under p's partition lock EXCLUSIVE, after checking that
 // none of the keys it covers is resident (a batch pins those that are and adds to them in the
 // buffer instead; an expiry unlinks the clean entries of its keys first) and none is being loaded
-// (HoldPartitionForBatch, HoldForExpiry). While it is nonzero no key of p is loaded: loaders check it under
-// the same exclusive lock (BeginLoadUnlessHeld). So no value of a batch's keys is linked into the
-// buffer while the flusher writes them, and none of an expiring key while its row is deleted.
-// It is lowered (ReleaseHold) with no lock, by whoever raised it, once the write or the delete is
-// over (committed or not); never below zero.
+// (HoldPartitionForBatch, HoldPartitionForExpiry). While it is nonzero no key of p is loaded:
+// loaders check it under the same exclusive lock (BeginLoadUnlessHeld). So no value of a batch's
+// keys is linked into the buffer while the flusher writes them, and none of an expiring key while
+// its row is deleted. It is lowered (ReleaseHold) with no lock, by whoever raised it, once the
+// write or the delete is over (committed or not); never below zero.
 //
 // Databases share the counters by a hash of their OID (kHoldGroups groups, HoldGroup), so one
 // database's batches hold off the loads of few others: a hold only delays a load, and it is
@@ -39,7 +39,8 @@ constexpr uint32_t kHoldGroups = 16;
 struct ThroughHolds {
   std::atomic<uint32_t> held[kHoldGroups][kPartitions];
 };
-static_assert(std::is_standard_layout<ThroughHolds>::value, "shared structs have a standard layout");
+static_assert(std::is_standard_layout<ThroughHolds>::value,
+              "shared structs have a standard layout");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "the holds are lock-free");
 
 inline void InitThroughHolds(ThroughHolds& holds) noexcept {

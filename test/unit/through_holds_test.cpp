@@ -34,7 +34,8 @@ class HoldTest : public ::testing::Test {
 
   LoadStart BeginLoad(const CounterKey& k, sc::Loading* loading) {
     uint64_t evicted = 0;
-    uint32_t index = p_.TakeFreeOrClean(k.db, false, 16, [](const Entry&) { return true; }, &evicted);
+    uint32_t index =
+        p_.TakeFreeOrClean(k.db, false, 16, [](const Entry&) { return true; }, &evicted);
     EXPECT_NE(index, kNil);
     return sc::BeginLoadUnlessHeld(p_, *holds_, index, k, H(k), [] { return LoadStart::kLinked; },
                                    loading);

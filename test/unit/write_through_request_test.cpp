@@ -1,8 +1,8 @@
-// Single-threaded tests of the write-through request's handshake (src/core/write_through_request.hpp):
-// each step alone, the whole life cycle, and the races the design names, played in the order two
-// processes could run them (the requester and the flusher, a drop, a flusher that is gone). After
-// every step the open count equals the number of requests PENDING or TAKEN; a step applied in the
-// wrong state fails its SC_ASSERT.
+// Single-threaded tests of the write-through request's handshake
+// (src/core/write_through_request.hpp): each step alone, the whole life cycle, and the races the
+// design names, played in the order two processes could run them (the requester and the flusher,
+// a drop, a flusher that is gone). After every step the open count equals the number of requests
+// PENDING or TAKEN; a step applied in the wrong state fails its SC_ASSERT.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -22,7 +22,11 @@ constexpr int kDropped = 42704;
 class RequestTest : public ::testing::Test {
  protected:
   RequestTest()
-      : requests_(4), open_(0), w_(requests_, &open_), mem_(16), p_(mem_.get(), RecordingLocks(&log_)) {}
+      : requests_(4),
+        open_(0),
+        w_(requests_, &open_),
+        mem_(16),
+        p_(mem_.get(), RecordingLocks(&log_)) {}
 
   ThroughRequest& r(int i) { return requests_.at(i); }
   RequestState State(int i) { return RequestState(r(i).state); }
@@ -60,7 +64,7 @@ class RequestTest : public ::testing::Test {
   sc::Protocol<RecordingLocks> p_;
 };
 
-// ---- the whole life cycle ------------------------------------------------------------------------
+// ---- the whole life cycle -----------------------------------------------------------------------
 
 TEST_F(RequestTest, ASingleKeyIsPublishedTakenAnsweredAndCollected) {
   CounterKey k = Key(1);
@@ -124,7 +128,7 @@ TEST_F(RequestTest, ANewRequestStartsAfresh) {
   EXPECT_EQ(LookAt(0).answer.result, 6);
 }
 
-// ---- publishing a single key: under its partition lock, not when resident -------------------------
+// ---- publishing a single key: under its partition lock, not when resident -----------------------
 
 TEST_F(RequestTest, ASingleKeyIsPublishedUnderItsPartitionLockExclusive) {
   CounterKey k = Key(1);
@@ -189,7 +193,7 @@ TEST_F(RequestTest, WithNothingOpenTheScansTakeNoLock) {
   EXPECT_EQ(requests_.locks(), before) << "loaders and flushers skip the scan when nothing is open";
 }
 
-// ---- the requester's withdraw and cancel ---------------------------------------------------------
+// ---- the requester's withdraw and cancel --------------------------------------------------------
 
 TEST_F(RequestTest, APendingRequestIsWithdrawnWhenCancelledOrDue) {
   for (int how = 0; how < 2; how++) {
@@ -238,7 +242,7 @@ TEST_F(RequestTest, ACancelAfterTheAnswerCollectsTheAnswer) {
   EXPECT_EQ(look.answer.result, 9);
 }
 
-// ---- the flusher ----------------------------------------------------------------------------------
+// ---- the flusher --------------------------------------------------------------------------------
 
 TEST_F(RequestTest, AFlusherTakesOnlyItsDatabasesPendingRequests) {
   ASSERT_TRUE(Publish(0, Key(1, 7), 1));
@@ -287,7 +291,7 @@ TEST_F(RequestTest, ARequestWhoseFlusherIsGoneGoesBackOnce) {
   EXPECT_EQ(LookAt(0).answer.state, sc::kRequestDone);
 }
 
-// ---- drops and reused slots -------------------------------------------------------------------
+// ---- drops and reused slots ---------------------------------------------------------------------
 
 TEST_F(RequestTest, ADropFailsTheCountersPendingRequestsOnly) {
   ASSERT_TRUE(Publish(0, Key(1, 7, 3), 1));
@@ -327,7 +331,7 @@ TEST_F(RequestTest, ABackendForgetsAnotherDatabasesPendingRequestInItsSlot) {
   EXPECT_EQ(LookAt(0).answer.state, sc::kRequestDone);
 }
 
-// ---- the seams: every step asserts the state it expects ------------------------------------------
+// ---- the seams: every step asserts the state it expects -----------------------------------------
 
 using RequestDeathTest = RequestTest;
 
