@@ -254,6 +254,22 @@ TEST(PartitionHolds, NoKeyIsLoadedWhileABatchWritesItThrough) {
   };
   std::atomic<int64_t> stored[6] = {};
   std::atomic<int64_t> expected[6] = {};
+  // A flush of every dirty entry into `stored` (the table), settled as committed.
+  auto flush = [&](Proto& table) {
+    std::vector<Claim> claims;
+    std::vector<int> slots;
+    table.ClaimAll(
+        kDb, [](const Entry&) { return true; }, [] { return true; },
+        [&](const Claim& c, const Entry& e) {
+          claims.push_back(c);
+          slots.push_back(slot_of(e.id));
+        },
+        [](uint32_t, uint32_t) {}, [](const Entry&) {});
+    for (size_t c = 0; c < claims.size(); c++) {
+      stored[slots[c]].fetch_add(claims[c].delta);
+      table.SettleClaim(claims[c], true);
+    }
+  };
   std::atomic<int> batchers_left{kBatchers};
   std::atomic<int> linked_while_held{0}, written_through{0}, pinned_adds{0};
   std::atomic<bool> start{false};
@@ -327,19 +343,7 @@ TEST(PartitionHolds, NoKeyIsLoadedWhileABatchWritesItThrough) {
         }
         if (rng() % 4 == 0) {
           // A flush: the pinned adds into the table, so that entries turn clean and evictable.
-          std::vector<Claim> claims;
-          std::vector<int> slots;
-          table.ClaimAll(
-              kDb, [](const Entry&) { return true; }, [] { return true; },
-              [&](const Claim& c, const Entry& e) {
-                claims.push_back(c);
-                slots.push_back(slot_of(e.id));
-              },
-              [](uint32_t, uint32_t) {}, [](const Entry&) {});
-          for (size_t c = 0; c < claims.size(); c++) {
-            stored[slots[c]].fetch_add(claims[c].delta);
-            table.SettleClaim(claims[c], true);
-          }
+          flush(table);
         }
         std::this_thread::yield();
       }
@@ -352,19 +356,7 @@ TEST(PartitionHolds, NoKeyIsLoadedWhileABatchWritesItThrough) {
   EXPECT_GT(written_through.load(), 0);
   EXPECT_GT(pinned_adds.load(), 0) << "no key was ever resident: the loaders never ran between";
   Proto table(mem.get(), locks);
-  std::vector<Claim> claims;
-  std::vector<int> slots;
-  table.ClaimAll(
-      kDb, [](const Entry&) { return true; }, [] { return true; },
-      [&](const Claim& c, const Entry& e) {
-        claims.push_back(c);
-        slots.push_back(slot_of(e.id));
-      },
-      [](uint32_t, uint32_t) {}, [](const Entry&) {});
-  for (size_t c = 0; c < claims.size(); c++) {
-    stored[slots[c]].fetch_add(claims[c].delta);
-    table.SettleClaim(claims[c], true);
-  }
+  flush(table);
   for (size_t j = 0; j < keys.size(); j++) {
     EXPECT_EQ(stored[j].load(), expected[j].load()) << "key " << j;
     int64_t value;
