@@ -108,6 +108,8 @@ void Flusher(World& w, uint32_t db) {
       idle++;
     }
     bool asked = sc::TakeLeaveRequest(s->claim);
+    // Leaves more often than the server's flusher, which waits for its database's clients to go
+    // too (worker.cpp: Idle), so that hand-overs come while backends ask for flushes.
     if ((asked || idle > 20) && !sc::TicketsPending(s->tickets, s->mutex)) {
       // Leave: give the slot up, then the last flush, beside a new flusher perhaps.
       sc::SetWorkerState(s->tickets, s->mutex, sc::kWorkerStopping);
@@ -204,9 +206,12 @@ TEST(DatabaseSlotThreads, EveryFlushAskedForIsAnsweredAfterItsWrite) {
   EXPECT_EQ(w.wrong_claims.load(), 0);
   EXPECT_GT(w.served.load(), 0);
   EXPECT_GT(w.flushers.load(), kDatabases) << "flushers came and went";
+  // A slot is freed by the flusher that leaves it, unless a client of its database is connected
+  // (the server's ReleaseSlot too): here, where flushers leave beside clients, a slot can stay
+  // assigned, with no flusher and nothing asked of it, until its database needs a flusher again.
   for (Slot& s : w.slots) {
     EXPECT_EQ(s.claim.worker_pid.load(), 0) << "every flusher left";
-    EXPECT_EQ(s.claim.db.load(), 0u) << "every slot freed";
+    EXPECT_FALSE(sc::TicketsPending(s.tickets, s.mutex)) << "nothing asked of a slot left behind";
   }
 }
 
