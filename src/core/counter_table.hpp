@@ -127,7 +127,7 @@ struct Entry {
   std::atomic<uint32_t> pins;
   // The fold epoch of the entry's database when a transaction last committed a delta into it
   // (0: none since it was loaded). The entry may be evicted only after a fold of that epoch
-  // moved those deltas into the values table (buffer.cpp), so a key that is not resident has
+  // moved those deltas into the values table (buffer/load.cpp), so a key that is not resident has
   // no unfolded deltas and its load reads the values table alone.
   std::atomic<uint32_t> commit_epoch;
 };

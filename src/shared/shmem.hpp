@@ -150,10 +150,10 @@ struct SharedState {
   WriteThroughRequest* requests;  // max_requests
   CounterTable* table;
   ThroughHolds through_holds;     // core/through_holds.hpp
-  pg_atomic_uint32 batch_pins_used;  // entries pinned by buffered batches (buffer.cpp)
+  pg_atomic_uint32 batch_pins_used;  // entries pinned by buffered batches (buffer/batch.cpp)
   // When a database under its fair share of the buffer last found no entry to take (a
   // TimestampTz): for kRoomWantedMs after, databases over their share take no clean entry of
-  // their own (buffer.cpp: LoadEntry). Written and read with plain atomic stores and loads.
+  // their own (buffer/load.cpp: LoadEntry). Written and read with plain atomic stores and loads.
   pg_atomic_uint64 room_wanted_at;
   slock_t bucket_drops_mutex;
   BucketDrop bucket_drops[kMaxBucketDrops];

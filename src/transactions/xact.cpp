@@ -4,7 +4,7 @@
 // Creating and dropping counters is transactional, like any DDL; the buffer is not. So the buffer
 // hears of it only at the end: a committed drop (or DROP EXTENSION) and an aborted create remove
 // the counter's entries from the buffer, after bumping shared->catalog_epoch so that no backend
-// goes on using a cached definition (and no loader links an entry for it: buffer.cpp re-checks
+// goes on using a cached definition (and no loader links an entry for it: buffer/load.cpp re-checks
 // the epoch under the partition lock). A transaction that did either cannot be prepared.
 //
 // Dropping old buckets (sc_drop_buckets) is transactional too: the rows go with the transaction,

@@ -864,9 +864,10 @@ CounterKey KeyInPartition(uint32_t p, int64_t from) {
     if (CounterTable::PartitionOf(sc::HashCounterKey(Key(k))) == p) return Key(k);
 }
 
-// buffer.cpp's TakeEntry does Unlink, LWLockRelease, then Release. A second sweep that takes the
-// lock in between must not find the unlinked slot evictable, or both sweeps Release it: the slot
-// would be pushed on the free list twice and handed to two keys. Unlink hands it to its caller.
+// The buffer's take (core/protocol.hpp: TakeFreeOrClean) does Unlink, releases the partition
+// lock, then Release. A second sweep that takes the lock in between must not find the unlinked
+// slot evictable, or both sweeps Release it: the slot would be pushed on the free list twice and
+// handed to two keys. Unlink hands it to its caller.
 TEST(CounterTableProtocol, UnlinkedEntryIsNotEvictableASecondTime) {
   TableBuffer t(4);
   const uint32_t p = 5;
@@ -894,7 +895,7 @@ TEST(CounterTableProtocol, UnlinkedEntryIsNotEvictableASecondTime) {
 // The check that makes a lock-free choice of victim safe: between reading the victim's hash (to
 // pick the lock) and testing it under that lock, the slot can be freed and refilled by a key of
 // another partition and become resident there, clean and unused. Only the generation tells; the
-// model in counter_table_threads_test.cpp rechecks it, buffer.cpp's TakeEntry does not.
+// model in counter_table_threads_test.cpp rechecks it, the server's take does not.
 TEST(CounterTableProtocol, GenerationExposesASlotRecycledUnderTheSweep) {
   TableBuffer t(2);
   const uint32_t p = 9, q = 77;

@@ -576,7 +576,7 @@ TEST(ConcurrentClaim, ExactlyOneOfOverlappingFlushersClaimsAnEntry) {
 
 
 // ---------------------------------------------------------------------------------------------
-// The whole protocol at once, as the server runs it (buffer.cpp, batch.cpp, transactional.cpp,
+// The whole protocol at once, as the server runs it (buffer/, transactions/transactional.cpp,
 // flush.cpp), with a std::map for the values table and a std::mutex for its transactions.
 //
 // Keys of even counters are buffered, of odd counters transactional (as in the server, a counter
@@ -645,7 +645,7 @@ class ServerRun {
       Probe probe = Transactional(k) ? Commit(k, h, delta, alternate, ki, st)
                                      : Increment(k, h, delta, alternate, ki, st);
       if (probe == Probe::kFound) return;
-      if (probe == Probe::kLoading) {  // back off like buffer.cpp's WaitForLoad
+      if (probe == Probe::kLoading) {  // back off like buffer/load.cpp's WaitForLoad
         std::this_thread::sleep_for(
             std::chrono::microseconds(std::min<uint64_t>(1000, 20u << std::min(waits, 6))));
         waits++;
