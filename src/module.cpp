@@ -12,7 +12,7 @@
 #include "transactions/xact.hpp"
 
 extern "C" {
-PG_MODULE_MAGIC;
+SC_MODULE_MAGIC("slotted_counter", SC_VERSION);
 void _PG_init(void);
 }
 
@@ -22,7 +22,7 @@ Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400};
 
 // A failed SC_ASSERT of the pure core (core/core_assert.hpp): as a failed Assert().
 void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
-  ExceptionalCondition(condition, "FailedAssertion", file, line);
+  ReportFailedAssertion(condition, file, line);
 }
 
 namespace {

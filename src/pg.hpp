@@ -54,3 +54,6 @@ extern "C" {
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 }
+
+// What differs between versions (compat.hpp), after the headers it adapts.
+#include "compat.hpp"

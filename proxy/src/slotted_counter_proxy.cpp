@@ -55,8 +55,13 @@ extern "C" {
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+}
 
-PG_MODULE_MAGIC;
+// What differs between PostgreSQL versions: the extension's own header.
+#include "../../src/compat.hpp"
+
+extern "C" {
+SC_MODULE_MAGIC("slotted_counter_proxy", SC_VERSION);
 
 void _PG_init(void);
 PG_FUNCTION_INFO_V1(sc_proxy_check_autocommit);

@@ -156,7 +156,7 @@ struct ThroughOutcome {
 // runs (the flusher answers after its transaction ended, one way or the other).
 ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segment* segment,
                                  int m) {
-  WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
+  WriteThroughRequest* r = &shared->requests[MyProcIndex()];
   PublishBatch(r, CounterKey{MyDatabaseId, def.id, 0, bucket}, m, dsm_segment_handle(segment));
   RequestAnswer answer = AwaitAnswer(r, true, kBatchThroughWaitMs);
   return ThroughOutcome{answer.state == kRequestDone, answer.sqlerrcode};

@@ -83,7 +83,7 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value) {
     else
       ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_TIMESTAMPTZ_EQ,
                   TimestampTzGetDatum(k.bucket));
-    IndexScanDesc scan = index_beginscan(rel, index, snapshot, 3, 0);
+    IndexScanDesc scan = BeginIndexScan(rel, index, snapshot, 3, 0);
     index_rescan(scan, keys, 3, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     *value = 0;

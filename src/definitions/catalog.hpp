@@ -51,7 +51,7 @@ const CounterDef* FindCounter(const char* name, int len);
 // Fails with 42704 (and a hint) when the name or id is unknown.
 void ReportUnknownCounter(const char* what);
 // Fails with 22003: a value of counter `name` would leave the bigint range; detail may be nullptr.
-pg_attribute_noreturn() void ReportValueOutOfRange(const char* name, const char* detail);
+[[noreturn]] void ReportValueOutOfRange(const char* name, const char* detail);
 
 // Fails with 42501 unless the current role holds every privilege in `need` (privileges.cpp).
 void RequirePrivileges(const CounterDef* def, uint32 need);

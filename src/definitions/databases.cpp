@@ -76,7 +76,7 @@ Oid TargetDatabase(Node* statement, bool* dropping, bool* force) {
   Oid db = get_database_oid(name, true);
   if (!OidIsValid(db) || db == MyDatabaseId) return InvalidOid;
   // Only for a role that may run the command: no one else can make a database's flusher leave.
-  if (pg_database_ownercheck(db, GetUserId())) return db;
+  if (OwnsDatabase(GetUserId(), db)) return db;
   if (copying) {
     HeapTuple tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(db));
     bool is_template = HeapTupleIsValid(tuple) &&
@@ -136,13 +136,13 @@ void ForgetDatabase(DatabaseSlot* slot, Oid db) {
 void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
                ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* env,
                DestReceiver* dest, QueryCompletion* qc) {
-  ProcessUtility_hook_type next =
+  // Every local is read after PG_TRY below, so volatile (a longjmp restores registers).
+  const volatile ProcessUtility_hook_type next =
       prev_process_utility != nullptr ? prev_process_utility : standard_ProcessUtility;
   bool is_drop, is_force;
-  Oid db = TargetDatabase(pstmt->utilityStmt, &is_drop, &is_force);
-  // Read after PG_TRY below.
+  const volatile Oid db = TargetDatabase(pstmt->utilityStmt, &is_drop, &is_force);
   const volatile bool dropping = is_drop, force = is_force;
-  DatabaseSlot* slot = OidIsValid(db) ? FindSlot(db) : nullptr;
+  DatabaseSlot* const volatile slot = OidIsValid(db) ? FindSlot(db) : nullptr;
   if (slot == nullptr) {
     next(pstmt, query, read_only_tree, context, params, env, dest, qc);
     // Values of a database without a slot may be in the buffer too (restored at a start, before

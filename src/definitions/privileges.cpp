@@ -205,11 +205,14 @@ Datum AlterOwner(PG_FUNCTION_ARGS) {
   namestrcpy(&counter_name, def->name);
   char* role = text_to_cstring(PG_GETARG_TEXT_PP(1));
   Oid new_owner = RoleNamed(role);
-  // As ALTER ... OWNER TO: the giver must be able to become the new owner, and the new owner
-  // must be able to create counters here.
+  // As ALTER ... OWNER TO: the giver must be able to become the new owner (core's rule, which
+  // 16 made the SET option of a membership), and the new owner must be able to create counters
+  // here. The error is 16's on every version.
   if (!superuser()) {
-    check_is_member_of_role(GetUserId(), new_owner);
-    if (pg_database_aclcheck(MyDatabaseId, new_owner, ACL_CREATE) != ACLCHECK_OK)
+    if (!MemberCanSetRole(GetUserId(), new_owner))
+      ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                      errmsg("must be able to SET ROLE \"%s\"", role)));
+    if (DatabaseAclCheck(MyDatabaseId, new_owner, ACL_CREATE) != ACLCHECK_OK)
       ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                       errmsg("permission denied to give counter \"%s\" to role \"%s\"",
                              NameStr(counter_name), role),

@@ -138,7 +138,7 @@ Datum Attach(PG_FUNCTION_ARGS) {
                     errhint("Attach an unbucketed counter, or join slotted_counter.totals, "
                             "which holds one row per key and bucket.")));
   CheckTarget(relid);
-  if (!pg_class_ownercheck(relid, GetUserId()))
+  if (!OwnsRelation(GetUserId(), relid))
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                     errmsg("must be owner of table %s", get_rel_name(relid)),
                     errdetail("An attachment writes its table as the table's owner, so only a "

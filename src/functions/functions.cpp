@@ -189,7 +189,7 @@ Datum Create(PG_FUNCTION_ARGS) {
   if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(3));
   // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
-  if (pg_database_aclcheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+  if (DatabaseAclCheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                     errmsg("permission denied to create counter \"%s\"", name),
                     errdetail("Creating a counter needs the CREATE privilege on database "

@@ -16,7 +16,7 @@
 //     LWLock slots_lock, FlushTickets under the slot's spinlock `mutex`); `mutex` also guards the
 //     slot's statistics (a few instructions, never held across anything that can fail). Waiters
 //     for a flush or a write-through sleep on the slot's condition variable `done_cv`.
-//   - one WriteThroughRequest per backend (indexed by BackendId - 1), with its spinlock `mutex`,
+//   - one WriteThroughRequest per backend (indexed by MyProcIndex(), compat.hpp), with its spinlock `mutex`,
 //     and write_throughs_pending (how many are PENDING or TAKEN): the requests' states, their
 //     lock rule and every step of them are in core/write_through_request.hpp, run here over
 //     Requests() (below).

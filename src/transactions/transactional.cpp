@@ -208,7 +208,7 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
     simple_heap_insert(rel, tuple);
     if (result_rel->ri_NumIndices > 0) {
       ExecStoreHeapTuple(tuple, slot, false);
-      (void)ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+      InsertIndexTuples(result_rel, slot, estate);
       ExecClearTuple(slot);
     }
     heap_freetuple(tuple);

@@ -87,12 +87,12 @@ RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_
 
 // This backend's request, once no earlier request of it is pending. A request left by an earlier
 // call that was cancelled while it waited is still served, by its own database's flusher: this
-// waits for it. One left by a process of another database that had this BackendId is withdrawn
+// waits for it. One left by a process of another database that had this process index is withdrawn
 // if no flusher has taken it: its requester is gone, and this database's flusher would never
 // serve it.
 WriteThroughRequest* FreeRequest() {
-  WriteThroughRequest* r = &shared->requests[MyBackendId - 1];
-  (void)Requests().ForgetForeign(MyBackendId - 1, MyDatabaseId);
+  WriteThroughRequest* r = &shared->requests[MyProcIndex()];
+  (void)Requests().ForgetForeign(MyProcIndex(), MyDatabaseId);
   (void)AwaitAnswer(r, false, 0);
   return r;
 }
@@ -159,9 +159,9 @@ bool WriteBatchThrough(int i) {
   for (int first = 0; done && first < m; first += kThroughChunk) {
     CheckBatchCancel(i);
     int count = Min(m - first, kThroughChunk);
-    for (int i = 0; i < count; i++) {
-      keys[i] = Int64GetDatum(items[first + i].key);
-      deltas[i] = Int64GetDatum(items[first + i].delta);
+    for (int j = 0; j < count; j++) {
+      keys[j] = Int64GetDatum(items[first + j].key);
+      deltas[j] = Int64GetDatum(items[first + j].delta);
     }
     ArrayType* key_array = construct_array(keys, count, INT8OID, 8, true, TYPALIGN_DOUBLE);
     ArrayType* delta_array = construct_array(deltas, count, INT8OID, 8, true, TYPALIGN_DOUBLE);

@@ -1,0 +1,135 @@
+// compat.hpp: what differs between the PostgreSQL versions slotted_counter supports, in one place.
+//
+// Supported: 15 to 18. 15, 17 and 18 are built and tested; 16, which no Debian release packages,
+// is covered by the same definitions (each names the version that changed it) but not tested. Every difference is a function or macro here, behind PG_VERSION_NUM, with the newest
+// version's meaning; the rest of the tree calls these names and never tests a version itself.
+// The router (proxy/) includes this file too.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
+}
+
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
+#error "slotted_counter supports PostgreSQL 15, 16, 17 and 18"
+#endif
+
+#if PG_VERSION_NUM >= 170000
+extern "C" {
+#include "storage/procnumber.h"
+}
+#else
+extern "C" {
+#include "storage/backendid.h"
+}
+#endif
+
+// The module's magic block. 18 records a module's name and version (pg_get_loaded_modules), and
+// its PG_MODULE_MAGIC leaves those fields to be zeroed, which C++ warns of.
+#if PG_VERSION_NUM >= 180000
+#define SC_MODULE_MAGIC(module_name, module_version) \
+  PG_MODULE_MAGIC_EXT(.name = module_name, .version = module_version)
+#else
+#define SC_MODULE_MAGIC(module_name, module_version) PG_MODULE_MAGIC
+#endif
+
+namespace sc {
+
+// A failed assertion, reported as PostgreSQL's Assert() reports one (16 dropped the error type).
+[[noreturn]] inline void ReportFailedAssertion(const char* condition, const char* file,
+                                               int line) {
+#if PG_VERSION_NUM >= 160000
+  ExceptionalCondition(condition, file, line);
+#else
+  ExceptionalCondition(condition, "FailedAssertion", file, line);
+#endif
+}
+
+// This process's index among the server's processes, from 0: its PGPROC's (MyProcNumber, 17)
+// or its backend id less one (MyBackendId counts from 1 before 17). Below MaxBackends in every
+// backend and background worker.
+inline int MyProcIndex() {
+#if PG_VERSION_NUM >= 170000
+  int index = MyProcNumber;
+#else
+  int index = MyBackendId - 1;
+#endif
+  Assert(index >= 0 && index < MaxBackends);
+  return index;
+}
+
+// The privilege checks of one object, which 16 made one function for every catalog.
+inline AclResult DatabaseAclCheck(Oid db, Oid role, AclMode mode) {
+#if PG_VERSION_NUM >= 160000
+  return object_aclcheck(DatabaseRelationId, db, role, mode);
+#else
+  return pg_database_aclcheck(db, role, mode);
+#endif
+}
+
+inline bool OwnsDatabase(Oid role, Oid db) {
+#if PG_VERSION_NUM >= 160000
+  return object_ownercheck(DatabaseRelationId, db, role);
+#else
+  return pg_database_ownercheck(db, role);
+#endif
+}
+
+inline bool OwnsRelation(Oid role, Oid relid) {
+#if PG_VERSION_NUM >= 160000
+  return object_ownercheck(RelationRelationId, relid, role);
+#else
+  return pg_class_ownercheck(relid, role);
+#endif
+}
+
+// Whether `member` may SET ROLE to `role`: core's rule for making a role an object's owner. 16
+// added the SET option of a membership (member_can_set_role); before, every member could.
+inline bool MemberCanSetRole(Oid member, Oid role) {
+#if PG_VERSION_NUM >= 160000
+  return member_can_set_role(member, role);
+#else
+  return is_member_of_role(member, role);
+#endif
+}
+
+// The row in `slot` into every index of `result_rel`, no arbiter, as an INSERT does.
+inline void InsertIndexTuples(ResultRelInfo* result_rel, TupleTableSlot* slot, EState* estate) {
+#if PG_VERSION_NUM >= 160000
+  (void)ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL, false);
+#else
+  (void)ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+#endif
+}
+
+// An index scan with no instrumentation (18 added its argument).
+inline IndexScanDesc BeginIndexScan(Relation heap, Relation index, Snapshot snapshot, int nkeys,
+                                    int norderbys) {
+#if PG_VERSION_NUM >= 180000
+  return index_beginscan(heap, index, snapshot, nullptr, nkeys, norderbys);
+#else
+  return index_beginscan(heap, index, snapshot, nkeys, norderbys);
+#endif
+}
+
+// search_path becomes "pg_catalog, pg_temp" in the current GUC nest level, as PostgreSQL 17 sets
+// it while maintenance commands (VACUUM, REFRESH MATERIALIZED VIEW) run a table owner's code.
+inline void RestrictSearchPathToCatalog() {
+#if PG_VERSION_NUM >= 170000
+  RestrictSearchPath();
+#else
+  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                          GUC_ACTION_SAVE, true, 0, false);
+#endif
+}
+
+}  // namespace sc
