@@ -43,13 +43,17 @@ EXTENSION = slotted_counter
 DATA = sql/slotted_counter--1.0.sql
 PGFILEDESC = "slotted_counter - hot counters without row locks"
 
-PG_CPPFLAGS = -I$(srcdir)/src
+# SC_VERSION: the version the library reports (PostgreSQL 18's pg_get_loaded_modules), the control
+# file's.
+SC_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(srcdir)/$(EXTENSION).control)
+PG_CPPFLAGS = -I$(srcdir)/src -DSC_VERSION='"$(SC_VERSION)"'
 # The C++ rules are the compiler's: no exceptions, no RTTI, every warning of -Wall -Wextra (but
 # unused parameters, which PostgreSQL's own inline functions have); errors with WERROR=1, as the
-# test command builds.
+# test command builds. g++ also warns of a local that shadows another, as PostgreSQL 16 and later
+# build (clang, which makes the bitcode, has no such option).
 SC_CXXFLAGS = -std=c++17 -Wno-register -fno-exceptions -fno-rtti -Wall -Wextra \
 	-Wno-unused-parameter $(if $(WERROR),-Werror)
-PG_CXXFLAGS = $(SC_CXXFLAGS)
+PG_CXXFLAGS = $(SC_CXXFLAGS) -Wshadow=compatible-local
 # -Bsymbolic: the library's references to its own symbols bind to its own definitions. Without
 # it a second copy of the library loaded into a backend (the file replaced by an upgrade while the
 # server runs) would bind to the preloaded copy's globals, its shared-memory pointer among them,
@@ -80,4 +84,11 @@ BITCODE_CXXFLAGS += $(SC_CXXFLAGS)
 
 # Every object depends on the headers (the shared-memory layout lives in them): a stale object
 # with an old layout would corrupt shared memory.
-$(OBJS): $(wildcard src/*.hpp src/*/*.hpp)
+$(OBJS): $(wildcard $(srcdir)/src/*.hpp $(srcdir)/src/*/*.hpp)
+
+# Out of the tree (make -f path/Makefile VPATH=path, as the Debian packages build), the folders of
+# the objects are made first (when the Makefile is read: as prerequisites, make would find the
+# source folders of the same names through VPATH).
+ifdef VPATH
+$(shell $(MKDIR_P) $(sort $(dir $(OBJS))))
+endif
