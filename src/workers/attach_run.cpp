@@ -11,8 +11,11 @@
 // commands (VACUUM, REFRESH MATERIALIZED VIEW): as the table's owner, whose code it is (so a
 // trigger never runs with the rights of whoever attached, a superuser say), under
 // SECURITY_RESTRICTED_OPERATION, so no deferred trigger, WITH HOLD cursor, SET ROLE or temporary
-// table can carry that code past its run or into the superuser's part, and in a GUC nest level
-// that is rolled back, so settings its code changes end with it. Only a role with the owner's
+// table can carry that code past its run or into the superuser's part, with search_path
+// "pg_catalog, pg_temp" (as PostgreSQL 17 and later run maintenance commands, on every version:
+// the owner's code names what it uses, and a role that may create objects in another schema cannot
+// put its own function in that code's way), and in a GUC nest level that is rolled back, so
+// settings its code changes end with it. Only a role with the owner's
 // privileges may attach, and the run checks again that the attaching role still has them and may
 // read the counter. A time limit (slotted_counter.attach_timeout) cancels the run; code that
 // swallows the cancel is ended with the process a second later, and the next attacher records
@@ -281,6 +284,7 @@ int64 WriteAsOwner(const DueAttachment& a, Oid owner, const char* table, Datum* 
   SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE |
                                     SECURITY_RESTRICTED_OPERATION);
   int nest_level = NewGUCNestLevel();
+  RestrictSearchPathToCatalog();
   int rc = SPI_execute_with_args(sql, 2, types, args, nullptr, false, 0);
   AtEOXact_GUC(false, nest_level);
   SetUserIdAndSecContext(saved_user, saved_context);
