@@ -13,11 +13,14 @@ SELECT dirty_entries, flushes > 0 AS flushed, rows_written >= 100 AS wrote, last
 -- the flusher shows in pg_stat_activity under its own backend_type
 SELECT backend_type, datname = current_database() AS this_database
   FROM pg_stat_activity WHERE backend_type = 'slotted_counter flusher' AND datname = current_database();
--- the flusher also flushes on its own, every flush_interval
+-- the flusher also flushes on its own, every flush_interval (0, only on sc_rollup(), in the
+-- other tests)
+ALTER SYSTEM SET slotted_counter.flush_interval = '200ms';
+SELECT pg_reload_conf();
 SELECT sc_incr('hits', 5, 1000);
 DO $$
 BEGIN
-  FOR i IN 1..500 LOOP  -- 10 s at most; flush_interval is 200 ms here
+  FOR i IN 1..500 LOOP  -- 10 s at most
     EXIT WHEN EXISTS (SELECT FROM slotted_counter.totals t JOIN slotted_counter.counters c
                       ON c.id = t.counter WHERE c.name = 'hits' AND key = 5 AND value > 10);
     PERFORM pg_sleep(0.02);
@@ -25,6 +28,8 @@ BEGIN
 END $$;
 SELECT value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
   WHERE c.name = 'hits' AND key = 5;
+ALTER SYSTEM RESET slotted_counter.flush_interval;
+SELECT pg_reload_conf();
 -- the flusher reports its writes to the statistics that autovacuum reads
 SELECT pg_stat_clear_snapshot();
 SELECT n_tup_ins >= 100 AND n_tup_upd >= 1 AS flusher_writes_counted

@@ -2,7 +2,10 @@
 CREATE EXTENSION slotted_counter;
 SHOW slotted_counter.max_entries;
 SELECT name, setting, unit, context FROM pg_settings WHERE name LIKE 'slotted_counter.%' ORDER BY name;
-\dx slotted_counter
+-- (the columns of \dx differ between versions of psql)
+SELECT e.extname, e.extversion, n.nspname, obj_description(e.oid, 'pg_extension')
+FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+WHERE e.extname = 'slotted_counter';
 -- totals keeps room on its pages for the flusher's HOT updates (0.5)
 SELECT reloptions FROM pg_class WHERE oid = 'slotted_counter.totals'::regclass;
 -- For the tests of attachments, which run after a flush in a worker of their own:
@@ -32,5 +35,9 @@ WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
   AND classid IN ('pg_proc'::regclass, 'pg_type'::regclass, 'pg_class'::regclass)
   AND obj_description(objid, classid::regclass::name) IS NULL
   AND NOT (classid = 'pg_class'::regclass AND objid = 'slotted_counter.counters_id_seq'::regclass)
-  AND NOT (classid = 'pg_type'::regclass AND objid IN (SELECT typarray FROM pg_type))
+  -- array types, and the row types of tables and views (their relations have the description;
+  -- PostgreSQL 17 and later list them as members of the extension)
+  AND NOT (classid = 'pg_type'::regclass AND objid IN (SELECT typarray FROM pg_type
+                                                       UNION ALL
+                                                       SELECT oid FROM pg_type WHERE typrelid <> 0))
 ORDER BY 1;
