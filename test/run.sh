@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Runs every test of slotted_counter: installs what it needs (apt), builds and installs the
-# extension, then runs, as an unprivileged user (PostgreSQL refuses root) in a scratch copy of
-# the tree: pg_regress, the isolation tests and the TAP tests (each against temporary instances
-# with the library preloaded), and the unit tests of the C++ core.
+# Runs every test of slotted_counter: installs what it needs (apt), builds the Debian packages of
+# the extension and the router for PostgreSQL 15 with warnings as errors and installs them
+# (test/versions/packages.sh), then runs, as an unprivileged user (PostgreSQL refuses root) in a
+# scratch copy of the tree: pg_regress, the isolation tests and the TAP tests (each against
+# temporary instances with the library preloaded), and the unit tests of the C++ core.
 # Then the client suite (test/clients/): psycopg, node-postgres, PgJDBC and pgbouncer against
 # a temporary instance.
 # Then the memory checks (test/memcheck/): the same pg_regress, isolation and load-reading TAP
 # tests against an assert-enabled PostgreSQL 15 that test/memcheck/build_cassert.sh builds once
 # (2 to 7 minutes on 2 cores) from Debian's source into the cache /var/cache/slotted_counter
 # (SC_CASSERT_CACHE overrides it), and a subset of pg_regress with that server under Valgrind.
+# Then PostgreSQL 17 and 18 (test/versions/): in a Debian chroot each (trixie, sid), made on first
+# use (about a minute each) and cached in /var/cache/slotted_counter (SC_CACHE overrides it), the
+# packages built with warnings as errors and installed, then pg_regress, the isolation tests and
+# the essential TAP tests against them.
+# The packages of the last run are left in /var/cache/slotted_counter/packages/NN.
 # Works as root or as a sudo user, with no standard input. Exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +25,8 @@ sudo=()
 packages=(build-essential postgresql-15 postgresql-server-dev-15
           libipc-run-perl cmake libgtest-dev
           python3-psycopg default-jdk-headless libpostgresql-jdbc-java pgbouncer
-          postgresql-15-plproxy valgrind)
+          postgresql-15-plproxy valgrind
+          debhelper dpkg-dev postgresql-server-dev-all debootstrap)
 # A Node.js installed from elsewhere bundles npm and conflicts with Debian's npm package: ask apt
 # only for the commands that are missing.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
@@ -31,16 +38,22 @@ fi
 export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 export PATH=/usr/lib/postgresql/15/bin:$PATH
 
-# Warnings are errors here (WERROR=1), for the objects and the bitcode alike. The extension, then
-# the router's (proxy/), whose tests need both.
-for dir in . proxy; do
-  make -s -C "$dir" -j2 PG_CONFIG="$PG_CONFIG" WERROR=1
-  "${sudo[@]}" make -s -C "$dir" install PG_CONFIG="$PG_CONFIG"
-done
-
 # The database tests run as postgres when we are root, else as ourselves, in a copy they own.
 work=$(mktemp -d /tmp/slotted_counter_test.XXXXXX)
 cp -a "$top/." "$work/"
+packages_out=${SC_CACHE:-/var/cache/slotted_counter}/packages
+
+# The packages for 15, the extension's and the router's (whose tests need both), built from a copy
+# of the tree with warnings as errors (WERROR=1, for the objects and the bitcode alike) and
+# installed: every suite below runs against them.
+mkdir -p "$work/packages/15/src"
+tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
+  --exclude='*.bc' -cf - . | tar -C "$work/packages/15/src" -xf -
+"${sudo[@]}" bash "$top/test/versions/packages.sh" "$work/packages/15/src" "$work/packages/15/debs"
+"${sudo[@]}" rm -rf "$packages_out/15"
+"${sudo[@]}" mkdir -p "$packages_out"
+"${sudo[@]}" cp -a "$work/packages/15/debs" "$packages_out/15"
+
 # A small filesystem for the test of a full disk (test/t/028_full_disk.pl), where one may be
 # mounted; that test is skipped elsewhere.
 mkdir "$work/small_fs"
@@ -103,11 +116,22 @@ suite "clients" "${run[@]}" bash "$work/test/clients/run.sh"
 . "$top/test/memcheck/suites.sh"
 suite "cassert" memcheck_cassert
 suite "valgrind" memcheck_valgrind
+# PostgreSQL 17 and 18, each in a Debian chroot, against the packages built there
+# (test/versions/suites.sh).
+. "$top/test/versions/suites.sh"
+for version_suite in "17 trixie" "18 sid"; do
+  read -r version debian <<<"$version_suite"
+  suite "$version packages" versions_packages "$debian" "$version"
+  suite "$version pg_regress" versions_check "$version" ISOLATION= TAP_TESTS=
+  suite "$version isolation" versions_check "$version" REGRESS= TAP_TESTS=
+  suite "$version tap" versions_check "$version" REGRESS= ISOLATION= PROVE_TESTS="$versions_tap" \
+    PROVE_FLAGS=-j2
+done
 
 if [ -n "${SC_SMALL_FS:-}" ]; then umount "$work/small_fs"; fi
 trap - EXIT
 if [ "$failed" -eq 0 ]; then
-  rm -rf "$work"
+  "${sudo[@]}" rm -rf "$work"
 else
   echo "the scratch copy with every log is kept in $work"
 fi

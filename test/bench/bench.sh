@@ -16,14 +16,15 @@
 #   --install  make and make install first (with sudo when not root)
 #   --quick    smoke test: CLIENTS=8 DURATION=2 FLUSH_KEYS=100000 INPROC_N=200000 INPROC_REPS=3
 #              (each still overridable from the environment)
-# Environment: DURATION (10 s per point), CLIENTS ("1 8 32 64"), JOBS (2), SYNCHRONOUS_COMMIT (on),
+# Environment: PGBIN (/usr/lib/postgresql/15/bin: the server to measure), DURATION (10 s per
+#   point), CLIENTS ("1 8 32 64"), JOBS (2), SYNCHRONOUS_COMMIT (on),
 #   ONLY (names of workloads and sections to run, default all; see --list), MAX_ENTRIES (2000000),
 #   BATCH (1000 keys per batch call), FLUSH_KEYS (1000000), INPROC_N (1000000), INPROC_REPS (5),
 #   REDIS (auto | no), FLUSH_INTERVAL (1000 ms: slotted_counter.flush_interval of the throughput
 #   runs), OUT (test/bench/out/<UTC timestamp>).
 set -euo pipefail
 
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
 PORT=5432            # only names the socket in our private directory; no TCP
 DB=bench
@@ -84,7 +85,7 @@ for arg in "$@"; do
             printf '%-18s %s\n' inproc "one backend: ns per sc_incr / sc_sum" flush "time of sc_rollup() by dirty and resident keys" \
                 shmem "shared memory per counter value"
             exit 0 ;;
-        -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; echo "  --list     the workload and section names ONLY accepts"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; echo "  --list     the workload and section names ONLY accepts"; exit 0 ;;
         *) die "unknown argument \"$arg\" (try --help)" ;;
     esac
 done
