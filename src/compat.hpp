@@ -1,9 +1,10 @@
 // compat.hpp: what differs between the PostgreSQL versions slotted_counter supports, in one place.
 //
 // Supported: 15 to 18. 15, 17 and 18 are built and tested; 16, which no Debian release packages,
-// is covered by the same definitions (each names the version that changed it) but not tested. Every difference is a function or macro here, behind PG_VERSION_NUM, with the newest
-// version's meaning; the rest of the tree calls these names and never tests a version itself.
-// The router (proxy/) includes this file too.
+// is covered by the same definitions (each names the version that changed it) but not tested.
+// Every difference is a function or macro here, behind PG_VERSION_NUM, with the newest version's
+// meaning; the rest of the tree calls these names and never tests a version itself. The router
+// (proxy/) includes this file too.
 #pragma once
 
 extern "C" {
