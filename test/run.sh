@@ -74,12 +74,14 @@ passed=0
 failed=0
 suite() {
   local name=$1; shift
+  local start=$SECONDS
   echo "=== $name"
   if "$@"; then
     passed=$((passed + 1))
+    echo "=== $name passed ($((SECONDS - start)) s)"
   else
     failed=$((failed + 1))
-    echo "=== $name FAILED"
+    echo "=== $name FAILED ($((SECONDS - start)) s)"
     find "$work" -name regression.diffs -exec cat {} + 2>/dev/null | head -200 || true
     # Every test's own log, and every server log (pg_regress, isolation, TAP nodes, clients).
     find "$work" \( -name 'regress_log_*' -o -name '*.log' \) -path '*log*' -type f 2>/dev/null |
@@ -135,5 +137,5 @@ if [ "$failed" -eq 0 ]; then
 else
   echo "the scratch copy with every log is kept in $work"
 fi
-echo "suites: $passed passed, $failed failed"
+echo "suites: $passed passed, $failed failed ($SECONDS s in all)"
 [ "$failed" -eq 0 ]
