@@ -223,6 +223,23 @@ CREATE FUNCTION sc_drop(counter slotted_counter, if_exists boolean DEFAULT false
 CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain interval) RETURNS void
     AS 'MODULE_PATHNAME', 'sc_alter_retention' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
+-- The same with every interval as text: what a driver sends for a string (PgJDBC's setString is
+-- varchar, which no implicit cast makes an interval), and what an untyped literal or placeholder
+-- resolves to (PostgreSQL prefers the string type for it). Each calls the interval form. The
+-- text form has no default for the first interval, so that a call that gives none (or names
+-- only later ones) has one candidate, the interval form.
+CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
+                          if_not_exists boolean DEFAULT false)
+    RETURNS slotted_counter
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
+                                 if_not_exists)
+$$;
+CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain text) RETURNS void
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT @extschema@.sc_alter_retention(counter, retain::interval)
+$$;
+
 -- ---------------------------------------------------------------------------------------------
 -- Writes. The array forms have names of their own: a scalar and an array form of one name would
 -- make a call with untyped arguments (a driver's placeholders, a NULL key, an empty array)
@@ -273,7 +290,7 @@ CREATE FUNCTION sc_series(counter slotted_counter, key bigint, since timestamptz
                           until timestamptz)
     RETURNS TABLE(bucket timestamptz, value bigint)
     AS 'MODULE_PATHNAME', 'sc_series' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 24;
-CREATE FUNCTION sc_top(counter slotted_counter, n integer, since timestamptz DEFAULT NULL,
+CREATE FUNCTION sc_top(counter slotted_counter, n bigint, since timestamptz DEFAULT NULL,
                        until timestamptz DEFAULT NULL)
     RETURNS TABLE(key bigint, value bigint)
     AS 'MODULE_PATHNAME', 'sc_top' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 10;
@@ -294,6 +311,12 @@ CREATE FUNCTION sc_rollup() RETURNS bigint
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every interval DEFAULT '1 minute') RETURNS void
     AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- every as text (see sc_create(text, text, text, text, boolean)).
+CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
+                          value_column name, every text) RETURNS void
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT @extschema@.sc_attach(counter, target, key_column, value_column, every::interval)
+$$;
 CREATE FUNCTION sc_detach(counter slotted_counter, target regclass) RETURNS void
     AS 'MODULE_PATHNAME', 'sc_detach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
@@ -359,10 +382,14 @@ COMMENT ON FUNCTION slotted_counter_id(slotted_counter) IS
     'the id of a counter, as slotted_counter.totals stores it: slotted_counter::integer';
 COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean) IS
     'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever) owned by the current role';
+COMMENT ON FUNCTION sc_create(text, text, text, text, boolean) IS
+    'sc_create with the bucket width and retention as text (a driver''s string), read as intervals';
 COMMENT ON FUNCTION sc_drop(slotted_counter, boolean) IS
     'drops a counter, its values and its attachments (owner)';
 COMMENT ON FUNCTION sc_alter_retention(slotted_counter, interval) IS
     'changes how long a counter keeps its values: buckets that ended, keys not written, more than retain ago are dropped (NULL: forever) (owner)';
+COMMENT ON FUNCTION sc_alter_retention(slotted_counter, text) IS
+    'sc_alter_retention with retain as text (a driver''s string), read as an interval';
 COMMENT ON FUNCTION sc_incr(slotted_counter, bigint, bigint) IS
     'adds delta to the value of key and returns the new value (UPDATE)';
 COMMENT ON FUNCTION sc_incr(slotted_counter, bigint, bigint, timestamptz) IS
@@ -385,12 +412,14 @@ COMMENT ON FUNCTION sc_sum_keys(slotted_counter, bigint[]) IS
     'the exact sum of a group of keys, each counted once (SELECT)';
 COMMENT ON FUNCTION sc_series(slotted_counter, bigint, timestamptz, timestamptz) IS
     'the non-zero buckets of key that start in [since, until), oldest first (SELECT)';
-COMMENT ON FUNCTION sc_top(slotted_counter, integer, timestamptz, timestamptz) IS
+COMMENT ON FUNCTION sc_top(slotted_counter, bigint, timestamptz, timestamptz) IS
     'the n keys with the largest values (over the buckets in [since, until)), largest first (SELECT)';
 COMMENT ON FUNCTION sc_rollup() IS
     'flushes this database''s buffered values to slotted_counter.totals now; returns the rows written';
 COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, interval) IS
     'writes the counter''s lagged values into a column of a table the role owns, at most every interval (owner)';
+COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, text) IS
+    'sc_attach with every as text (a driver''s string), read as an interval';
 COMMENT ON FUNCTION sc_detach(slotted_counter, regclass) IS
     'stops the writes of sc_attach (owner)';
 COMMENT ON FUNCTION sc_grant(slotted_counter, text, text) IS

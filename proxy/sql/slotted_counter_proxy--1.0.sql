@@ -271,7 +271,7 @@ CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all(counter text, keys bigin
     SELECT sc_sum_keys(counter, keys);
 $$ LANGUAGE plproxy;
 
-CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n integer, since timestamptz,
+CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since timestamptz,
                                                until timestamptz)
     RETURNS TABLE(key bigint, value bigint) AS $$
     CLUSTER slotted_counter_proxy.cluster();
@@ -585,6 +585,21 @@ CREATE FUNCTION sc_alter_retention(counter text, retain interval) RETURNS void
     SELECT FROM slotted_counter_proxy.node_alter_retention(counter, retain);
 $$;
 
+-- As on a data node (slotted_counter--1.0.sql): the same with every interval as text, what a
+-- driver sends for a string and what an untyped literal resolves to; the first interval has no
+-- default, so that a call that gives none has one candidate.
+CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
+                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false)
+    RETURNS text
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
+                                 if_not_exists, spread)
+$$;
+CREATE FUNCTION sc_alter_retention(counter text, retain text) RETURNS void
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT @extschema@.sc_alter_retention(counter, retain::interval)
+$$;
+
 CREATE FUNCTION sc_grant(counter text, privileges text, role text) RETURNS void
     LANGUAGE sql VOLATILE AS $$
     SELECT FROM slotted_counter_proxy.counter_of(counter);
@@ -748,7 +763,7 @@ $$;
 -- Merged from every node's top n: a key lives on one node, so the n largest overall are among
 -- the nodes' n largest. A spread counter's key has a share on every node: every node sends all
 -- its keys, and the router adds them up.
-CREATE FUNCTION sc_top(counter text, n integer, since timestamptz DEFAULT NULL,
+CREATE FUNCTION sc_top(counter text, n bigint, since timestamptz DEFAULT NULL,
                        until timestamptz DEFAULT NULL)
     RETURNS TABLE(key bigint, value bigint)
     LANGUAGE plpgsql VOLATILE ROWS 10 SET search_path = pg_catalog, pg_temp AS $$
@@ -763,7 +778,7 @@ BEGIN
     RETURN QUERY
         SELECT t.key, sum(t.value)::bigint
           FROM slotted_counter_proxy.node_top(counter,
-                                              CASE WHEN c.spread THEN 2147483647 ELSE n END,
+                                              CASE WHEN c.spread THEN 9223372036854775807 ELSE n END,
                                               since, until) AS t
          GROUP BY t.key
          ORDER BY 2 DESC, 1

@@ -429,10 +429,13 @@ Datum Top(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
-  int32 n = PG_GETARG_INT32(1);
-  if (n < 0)
+  // bigint, as every other number of the API (a driver's natural type for it): no leaderboard
+  // holds more rows than an int, so a larger n asks for all of them.
+  int64 asked = PG_GETARG_INT64(1);
+  if (asked < 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("n must not be negative")));
+  int32 n = static_cast<int32>(Min(asked, int64{PG_INT32_MAX}));
   if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
     ReportNoBuckets(def, "since and until");
   BucketRange range = RangeArguments(fcinfo, 2, 3);

@@ -28,6 +28,31 @@ PREPARE jdbc_sum(varchar, int4) AS SELECT sc_sum($1, $2);
 EXECUTE jdbc_sum('hits', 2);
 PREPARE jdbc_top(varchar, int4) AS SELECT * FROM sc_top($1, $2);
 EXECUTE jdbc_top('hits', 2);
+-- sc_top's n is bigint, as every other number: setLong, and an n beyond int asks for every key
+PREPARE jdbc_top_long(varchar, int8) AS SELECT * FROM sc_top($1, $2);
+EXECUTE jdbc_top_long('hits', 1);
+EXECUTE jdbc_top_long('hits', 5000000000);
+-- intervals as setString sends them (varchar), as text, untyped, and typed
+PREPARE jdbc_create(varchar, varchar, varchar, varchar) AS SELECT sc_create($1, $2, $3, $4);
+EXECUTE jdbc_create('per_hour', 'buffered', '1 hour', '30 days');
+PREPARE jdbc_retention(varchar, varchar) AS SELECT sc_alter_retention($1, $2);
+EXECUTE jdbc_retention('per_hour', '7 days');
+PREPARE untyped_create AS SELECT sc_create($1, $2, $3);
+EXECUTE untyped_create('per_minute', 'transactional', '1 minute');
+PREPARE untyped_retention AS SELECT sc_alter_retention($1, $2);
+EXECUTE untyped_retention('per_minute', NULL);
+PREPARE typed_create(text, text, interval, interval) AS SELECT sc_create($1, $2, $3, $4);
+EXECUTE typed_create('per_day', 'buffered', '1 day', NULL);
+SELECT sc_create('per_week', 'buffered', '7 days', if_not_exists => true),
+       sc_create(name => 'kept', durability => 'buffered', retain => '1 day');
+SELECT name, bucket, retain FROM slotted_counter.counters
+WHERE name IN ('per_hour', 'per_minute', 'per_day', 'per_week', 'kept') ORDER BY name;
+-- a string that is not an interval is 22007, and the counter is not made
+EXECUTE jdbc_create('bad_width', 'buffered', 'an hour', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM slotted_counter.counters WHERE name = 'bad_width';
+SELECT sc_drop('per_hour'), sc_drop('per_minute'), sc_drop('per_day'), sc_drop('per_week'),
+       sc_drop('kept');
 -- text, name and int2, and a counter's name kept in a text column
 PREPARE other_types(text, int2, int2) AS SELECT sc_incr($1, $2, $3);
 EXECUTE other_types('orders', 7, 3);

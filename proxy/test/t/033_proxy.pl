@@ -130,6 +130,17 @@ SELECT string_agg(k || ':' || n, ',' ORDER BY n DESC, k)
 	'sc_top merged from every node equals the truth');
 is($router->safe_psql('postgres', q{SELECT key || ':' || value FROM sc_top('hot', 1)}),
 	"0:$tx", 'sc_top of a spread counter adds up the shares');
+# As drivers type them: n as int8 (beyond int: every key), intervals as varchar.
+is( $router->safe_psql('postgres', q{
+PREPARE top_long(varchar, int8) AS SELECT count(*) FROM sc_top($1, $2);
+EXECUTE top_long('views', 5000000000);
+PREPARE create_varchar(varchar, varchar, varchar, varchar) AS SELECT sc_create($1, $2, $3, $4);
+EXECUTE create_varchar('per_day', 'buffered', '1 day', '30 days');
+PREPARE retention_varchar(varchar, varchar) AS SELECT sc_alter_retention($1, $2);
+EXECUTE retention_varchar('per_day', '7 days');
+SELECT sc_drop('per_day');}),
+	$router->safe_psql('postgres', q{SELECT count(DISTINCT k) FROM truth}) . "\nper_day\n\n",
+	'the router takes n as bigint and intervals as varchar, as a data node does');
 is( $router->safe_psql('postgres', q{
 SELECT sum(sc_incr('hits', k, 1, '2026-01-01 10:30+00') + sc_incr('hits', k, 2, '2026-01-01 11:30+00'))
   FROM generate_series(1, 30) AS k;

@@ -491,6 +491,32 @@ public class ClientTest {
         }
     }
 
+    /**
+     * The types a Java program has at hand: a long for every number (sc_top's n too) and a String
+     * for every interval (setString sends varchar, which no implicit cast makes an interval).
+     */
+    static void naturalTypes() throws Exception {
+        try (Connection c = connect()) {
+            eq(oneString(c, "SELECT sc_create(?, ?, ?)", "views_by_hour", "buffered", "1 hour"), "views_by_hour",
+                    "sc_create with the bucket width from setString");
+            eq(oneString(c, "SELECT sc_create(?, ?, ?, ?)", "views_kept", "buffered", "1 day", "30 days"), "views_kept",
+                    "sc_create with bucket and retention from setString");
+            eq(oneString(c, "SELECT bucket::text || ' ' || retain::text FROM slotted_counter.counters WHERE name = ?",
+                    "views_kept"), "1 day 30 days", "both intervals read from the strings");
+            oneString(c, "SELECT sc_alter_retention(?, ?)", "views_kept", "7 days");
+            eq(oneString(c, "SELECT retain::text FROM slotted_counter.counters WHERE name = ?", "views_kept"), "7 days",
+                    "sc_alter_retention from setString");
+            expectSqlstate(c, "22007", "SELECT sc_alter_retention(?, ?)", "views_kept", "a week");
+            for (long k = 1; k <= 4; k++) oneLong(c, "SELECT sc_incr(?, ?, ?)", "views_by_hour", k, 10L * k);
+            eq(pairs(c, "SELECT * FROM sc_top(?, ?)", "views_by_hour", 2L), List.of("4=40", "3=30"),
+                    "sc_top with n from setLong");
+            eq(pairs(c, "SELECT * FROM sc_top(?, ?)", "views_by_hour", 5_000_000_000L),
+                    List.of("4=40", "3=30", "2=20", "1=10"), "sc_top with an n beyond int: every key");
+            oneString(c, "SELECT sc_drop(?)", "views_by_hour");
+            oneString(c, "SELECT sc_drop(?)", "views_kept");
+        }
+    }
+
     interface Check { void run() throws Exception; }
 
     public static void main(String[] args) {
@@ -503,6 +529,7 @@ public class ClientTest {
         checks.put("sc_incr_bounded: a rate limit per minute, a stock never below zero", ClientTest::boundedIncrements);
         checks.put("retention through placeholders; sc_incr_once: a webhook delivered three times", ClientTest::retentionAndOnce);
         checks.put("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch", ClientTest::nullsAndArrays);
+        checks.put("setLong for sc_top's n, setString for intervals", ClientTest::naturalTypes);
         checks.put(WORKERS + " connections count one key of a buffered counter exactly", () -> concurrentExact("buffered"));
         checks.put(WORKERS + " connections count one key of a transactional counter exactly", () -> concurrentExact("transactional"));
         checks.put("drop and re-create under " + WORKERS + " connections with prepared statements", ClientTest::recreateUnderPrepared);
