@@ -47,6 +47,13 @@ SELECT sc_create('per_week', 'buffered', '7 days', if_not_exists => true),
        sc_create(name => 'kept', durability => 'buffered', retain => '1 day');
 SELECT name, bucket, retain FROM slotted_counter.counters
 WHERE name IN ('per_hour', 'per_minute', 'per_day', 'per_week', 'kept') ORDER BY name;
+CREATE TABLE attached_to (id bigint PRIMARY KEY, v bigint);
+PREPARE jdbc_attach(varchar, varchar, varchar, varchar, varchar)
+  AS SELECT sc_attach($1, $2, $3, $4, $5);
+EXECUTE jdbc_attach('hits', 'attached_to', 'id', 'v', '30 seconds');
+SELECT target, every FROM slotted_counter.attachments;
+SELECT sc_detach('hits', 'attached_to');
+DROP TABLE attached_to;
 -- a string that is not an interval is 22007, and the counter is not made
 EXECUTE jdbc_create('bad_width', 'buffered', 'an hour', NULL);
 \echo :LAST_ERROR_SQLSTATE
