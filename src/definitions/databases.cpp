@@ -5,9 +5,11 @@
 // then, its attacher) are connected to it. A ProcessUtility hook runs before the command, if the
 // current role may run it on that database (owner, superuser, or a template to copy): it marks the
 // database's slot closing, so that no flusher or attacher of it starts and one that starts leaves
-// at once (worker.cpp, attach_run.cpp), asks the running ones to leave (SIGTERM: the flusher
-// flushes everything first, as at shutdown, so a copy made from the database holds every value),
-// and waits for them (kStopWaitMs at most). DROP DATABASE ... WITH (FORCE) terminates them
+// at once (worker.cpp, attach_run.cpp), waits for the database's clients to be gone, as core
+// would (a client that just disconnected may still be ending: kClientWaitMs at most), then asks
+// the running workers to leave (SIGTERM: the flusher flushes everything first, as at shutdown, so
+// a copy made from the database holds every value) and waits for them (kStopWaitMs at most). The
+// command so waits for the final flush, not for the flusher's idle_timeout. DROP DATABASE ... WITH (FORCE) terminates them
 // itself. After a DROP DATABASE, whichever form, the database's buffer entries are purged and its
 // slot is freed for another database. The mark is an atomic counter, taken back whatever the
 // command's outcome.
@@ -28,6 +30,8 @@ namespace sc {
 namespace {
 
 constexpr long kStopWaitMs = 15000;
+// As long as core waits for other sessions of the database to end (CountOtherDBBackends).
+constexpr long kClientWaitMs = 5000;
 
 ProcessUtility_hook_type prev_process_utility = nullptr;
 
@@ -99,15 +103,29 @@ void WorkersOf(DatabaseSlot* slot, Oid db, int* flusher, int* attacher) {
   SpinLockRelease(&slot->mutex);
 }
 
+// Waits, 10 ms at a time and answering interrupts, until done() or ms have passed; done()'s last
+// answer.
+template <typename Done>
+bool WaitFor(long ms, Done done) {
+  TimestampTz start = GetCurrentTimestamp();
+  for (;;) {
+    if (done()) return true;
+    if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), ms)) return false;
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+                    PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    CHECK_FOR_INTERRUPTS();
+  }
+}
+
 // Asks the database's flusher and attacher to leave and waits until they did (or the time is up:
 // the command then fails as it would have).
 void StopWorkers(DatabaseSlot* slot, Oid db) {
-  TimestampTz start = GetCurrentTimestamp();
   int signalled_flusher = 0, signalled_attacher = 0;
-  for (;;) {
+  (void)WaitFor(kStopWaitMs, [&] {
     int flusher, attacher;
     WorkersOf(slot, db, &flusher, &attacher);
-    if (flusher == 0 && attacher == 0) return;
+    if (flusher == 0 && attacher == 0) return true;
     if (flusher != 0 && flusher != signalled_flusher) {
       kill(flusher, SIGTERM);
       signalled_flusher = flusher;
@@ -116,12 +134,8 @@ void StopWorkers(DatabaseSlot* slot, Oid db) {
       kill(attacher, SIGTERM);
       signalled_attacher = attacher;
     }
-    if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), kStopWaitMs)) return;
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
-                    PG_WAIT_EXTENSION);
-    ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();
-  }
+    return false;
+  });
 }
 
 // After DROP DATABASE: nothing of the database stays in the buffer, and its slot is free once no
@@ -155,8 +169,10 @@ void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
   PG_TRY();
   {
     // WITH (FORCE) terminates every process of the database, ours included, and waits. With a
-    // client connected the command fails anyway: the flusher stays for it.
-    if (!force && CountDBConnections(db) == 0) StopWorkers(slot, db);
+    // client still connected once core would have given up, the command fails anyway: the
+    // flusher stays for it.
+    if (!force && WaitFor(kClientWaitMs, [&] { return CountDBConnections(db) == 0; }))
+      StopWorkers(slot, db);
     next(pstmt, query, read_only_tree, context, params, env, dest, qc);
     done = true;
   }
