@@ -36,15 +36,22 @@ CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_coun
 -- sc_drop_buckets and retention); no foreign key, because the flusher locks each counter row
 -- once per flush instead of once per key. Half of each page is left free, so that a flush's
 -- update of a row is a HOT update on the same page (no new index entry); the price is storage,
--- up to twice the pages.
+-- up to twice the pages. id is the row's identity for logical replication: a publication that
+-- includes the table replicates the flusher's UPDATEs and the DELETEs of drops by the primary key
+-- (bucket, nullable, cannot be part of one); set once, when the row is inserted, so an update
+-- stays HOT.
+CREATE SEQUENCE slotted_counter.totals_id_seq AS bigint;
 CREATE TABLE slotted_counter.totals (
     counter    integer     NOT NULL,
     key        bigint      NOT NULL,
     bucket     timestamptz,
     value      bigint      NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now(),
+    id         bigint      NOT NULL DEFAULT nextval('slotted_counter.totals_id_seq'),
+    CONSTRAINT totals_pkey PRIMARY KEY (id),
     CONSTRAINT totals_counter_key_bucket UNIQUE NULLS NOT DISTINCT (counter, key, bucket)
 ) WITH (fillfactor = 50);
+ALTER SEQUENCE slotted_counter.totals_id_seq OWNED BY slotted_counter.totals.id;
 -- A range of buckets is read by its starts: bucket >= since AND bucket < until.
 CREATE INDEX totals_counter_bucket ON slotted_counter.totals (counter, bucket)
     WHERE bucket IS NOT NULL;
@@ -59,6 +66,10 @@ CREATE TABLE slotted_counter.deltas (
     bucket  timestamptz,
     delta   bigint  NOT NULL
 ) USING heap;
+-- Rows are inserted (by committers, as a heap insert with no default to fill) and deleted (by
+-- the fold), never updated: a publication replicates the deletes by the whole row. This costs
+-- nothing unless wal_level is logical.
+ALTER TABLE slotted_counter.deltas REPLICA IDENTITY FULL;
 
 -- Lagged totals written into users' tables (sc_attach): the attacher sets target.value_column
 -- of the row whose key_column equals the key, for every key changed since last_run, at most
@@ -96,6 +107,7 @@ CREATE INDEX requests_applied_at ON slotted_counter.requests (applied_at);
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.requests', '');
@@ -442,6 +454,8 @@ COMMENT ON COLUMN slotted_counter.counters.retain IS
     'how long values are kept: buckets that ended, or keys not written, more than this ago are dropped; NULL: forever';
 COMMENT ON TABLE slotted_counter.totals IS
     'each value as of its last flush (lagged); written by the flusher';
+COMMENT ON SEQUENCE slotted_counter.totals_id_seq IS
+    'the ids of the rows of slotted_counter.totals, their identity for logical replication';
 COMMENT ON TABLE slotted_counter.deltas IS
     'committed increments of transactional counters not yet folded into totals';
 COMMENT ON TABLE slotted_counter.attachments IS
