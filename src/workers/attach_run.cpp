@@ -39,7 +39,8 @@
 // A failed run (its table, column or role gone, a lost privilege, its time limit, an error in a
 // trigger) changes nothing, is logged (a WARNING when an attachment starts failing) and counted
 // in slotted_counter.stats, is shown in slotted_counter.attachments (failures, last_error), and
-// is tried again after its interval (`every`), like any run.
+// is tried again after its interval (`every`), like any run, and after three failures in a row
+// no sooner than a minute later, doubled with each failure up to an hour (SC_ATTACHMENT_DUE_AT).
 #include "functions/attach.hpp"
 
 #include "definitions/catalog.hpp"
@@ -206,11 +207,11 @@ DueAttachment* ReadDue(TimestampTz round, int* count) {
   rc = SPI_execute_with_args(
       "SELECT * FROM (SELECT a.counter, a.target::pg_catalog.oid, a.key_column, a.value_column, "
       "a.role, a.last_run, c.relowner, a.every, a.last_attempt, a.failures, "
-      "pg_catalog.max(a.last_attempt) OVER (PARTITION BY c.relowner) AS turn "
+      "pg_catalog.max(a.last_attempt) OVER (PARTITION BY c.relowner) AS turn, "
+      SC_ATTACHMENT_DUE_AT " AS due_at "
       "FROM slotted_counter.attachments a "
       "LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.target) d "
-      "WHERE COALESCE(d.last_attempt, '-infinity'::pg_catalog.timestamptz) "
-      "OPERATOR(pg_catalog.+) d.every OPERATOR(pg_catalog.<=) $1 "
+      "WHERE d.due_at OPERATOR(pg_catalog.<=) $1 "
       "ORDER BY d.turn NULLS FIRST, d.relowner, d.failures OPERATOR(pg_catalog.>) 0, "
       "d.last_attempt NULLS FIRST, d.counter, d.target",
       1, &type, &arg, nullptr, true, 0);
@@ -414,8 +415,9 @@ void RecordFailure(int32 counter, Oid target, const char* message) {
           (errmsg("attachment of counter \"%s\" to %s failed: %s",
                   name != nullptr ? name : psprintf("%d", counter),
                   table != nullptr ? quote_identifier(table) : "a dropped table", message),
-           errdetail("It is tried again after its interval; slotted_counter.attachments shows "
-                     "its failures.")));
+           errdetail("It is tried again after its interval (after three failures in a row, no "
+                     "sooner than a minute later, doubling up to an hour); "
+                     "slotted_counter.attachments shows its failures.")));
   CountRun(0, true);
 }
 

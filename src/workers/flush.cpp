@@ -23,6 +23,7 @@
 #include "workers/flush.hpp"
 
 #include "definitions/catalog.hpp"
+#include "functions/attach.hpp"
 #include "functions/key_arrays.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
@@ -114,8 +115,7 @@ const char* const kOrphanSql =
 DatabaseSlot* totals_write_slot = nullptr;
 
 const char* const kAttachmentsDueSql =
-    "SELECT pg_catalog.min(COALESCE(last_attempt, '-infinity'::pg_catalog.timestamptz) "
-    "OPERATOR(pg_catalog.+) every) FROM slotted_counter.attachments";
+    "SELECT pg_catalog.min(" SC_ATTACHMENT_DUE_AT ") FROM slotted_counter.attachments";
 
 // When the first attachment of this database is due; DT_NOEND if there is none.
 TimestampTz AttachmentsDue() {
