@@ -9,10 +9,10 @@
 // would (a client that just disconnected may still be ending: kClientWaitMs at most), then asks
 // the running workers to leave (SIGTERM: the flusher flushes everything first, as at shutdown, so
 // a copy made from the database holds every value) and waits for them (kStopWaitMs at most). The
-// command so waits for the final flush, not for the flusher's idle_timeout. DROP DATABASE ... WITH (FORCE) terminates them
-// itself. After a DROP DATABASE, whichever form, the database's buffer entries are purged and its
-// slot is freed for another database. The mark is an atomic counter, taken back whatever the
-// command's outcome.
+// command so waits for the final flush, not for the flusher's idle_timeout. DROP DATABASE ... WITH
+// (FORCE) terminates them itself. After a DROP DATABASE, whichever form, the database's buffer
+// entries are purged and its slot is freed for another database. The mark is an atomic counter,
+// taken back whatever the command's outcome.
 #include "definitions/databases.hpp"
 
 #include "buffer/buffer.hpp"
