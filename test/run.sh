@@ -46,9 +46,14 @@ packages_out=${SC_CACHE:-/var/cache/slotted_counter}/packages
 # The packages for 15, the extension's and the router's (whose tests need both), built from a copy
 # of the tree with warnings as errors (WERROR=1, for the objects and the bitcode alike) and
 # installed: every suite below runs against them.
-mkdir -p "$work/packages/15/src"
-tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
-  --exclude='*.bc' -cf - . | tar -C "$work/packages/15/src" -xf -
+# A copy of the tree's sources into the folder $1, without git's data and build outputs (the
+# packages, the assert-enabled build and the chroots each build in a copy of their own).
+copy_sources() {
+  mkdir -p "$1" &&
+    tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
+      --exclude='*.bc' -cf - . | tar -C "$1" -xf -
+}
+copy_sources "$work/packages/15/src"
 "${sudo[@]}" bash "$top/test/versions/packages.sh" "$work/packages/15/src" "$work/packages/15/debs"
 "${sudo[@]}" rm -rf "$packages_out/15"
 "${sudo[@]}" mkdir -p "$packages_out"

@@ -1,6 +1,6 @@
 # The memory checks of test/run.sh, which sources this file: the suites "cassert" and "valgrind".
-# Uses run.sh's $top (the tree), $work (its scratch copy) and run (the command prefix that runs as
-# the unprivileged user).
+# Uses run.sh's $top (the tree), $work (its scratch copy), copy_sources and run (the command prefix
+# that runs as the unprivileged user).
 #
 #   cassert   pg_regress and every isolation test against an assert-enabled PostgreSQL 15
 #             (test/memcheck/build_cassert.sh, cached in /var/cache/slotted_counter), with the
@@ -35,9 +35,7 @@ memcheck_prepare() {
   cached=$(bash "$top/test/memcheck/build_cassert.sh") || return 1
   mkdir -p "$memcheck/tree" "$memcheck/valgrind-logs" || return 1
   cp -a "$cached" "$memcheck/pg" || return 1
-  tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
-    --exclude='*.bc' -cf - . |
-    tar -C "$memcheck/tree" -xf - || return 1
+  copy_sources "$memcheck/tree" || return 1
   make -s -C "$memcheck/tree" -j2 PG_CONFIG="$memcheck/pg/bin/pg_config" WERROR=1 &&
     make -s -C "$memcheck/tree" install PG_CONFIG="$memcheck/pg/bin/pg_config" || return 1
   cp -a "$memcheck/pg" "$memcheck/pg-valgrind" || return 1

@@ -1,8 +1,8 @@
 # The suites of test/run.sh, which sources this file, on the PostgreSQL versions the host's Debian
 # does not package: 17 (Debian trixie) and 18 (Debian sid), each in a chroot of its own
 # (test/versions/chroot.sh: made on first use, cached in /var/cache/slotted_counter).
-# Uses run.sh's $top (the tree), $work (its scratch copy), $packages_out and sudo (empty as root,
-# else the sudo that runs what needs root: debootstrap, chroot, mount).
+# Uses run.sh's $top (the tree), $work (its scratch copy), copy_sources, $packages_out and sudo
+# (empty as root, else the sudo that runs what needs root: debootstrap, chroot, mount).
 #
 #   NN packages   the Debian packages, built in the chroot with warnings as errors and installed
 #                 there (test/versions/packages.sh)
@@ -58,8 +58,7 @@ versions_packages() {
   versions_root[$version]=$root
   local copy=$work/versions/$version
   mkdir -p "$copy/src" "$copy/packages" || return 1
-  tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
-    --exclude='*.bc' -cf - . | tar -C "$copy/src" -xf - || return 1
+  copy_sources "$copy/src" || return 1
   versions_in_chroot "$version" bash /build/src/test/versions/packages.sh /build/src /build/packages ||
     return 1
   "${sudo[@]}" rm -rf "${packages_out:?}/$version" && "${sudo[@]}" mkdir -p "$packages_out" &&
