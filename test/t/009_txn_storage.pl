@@ -2,10 +2,14 @@
 #
 # Every committing transaction adds one row per key it incremented to slotted_counter.deltas;
 # the flusher folds them into slotted_counter.totals every flush_interval and deletes them. So
-# during the load the deltas table holds only what the last few intervals committed, far fewer
-# rows than the load committed; after a rollup with no load it is empty, totals holds one row
-# per key, and the values are exact: three increments per transaction, so the sum over all keys
-# is three times the number of transactions pgbench reports.
+# during the load the deltas table holds only what committed since the flush before last; after
+# a rollup with no load it is empty, totals holds one row per key, and the values are exact:
+# three increments per transaction, so the sum over all keys is three times the number of
+# transactions pgbench reports.
+#
+# The bound is stated in flushes, not in time, so neither a fast machine (a load shorter than a
+# few intervals) nor a loaded one (a flusher scheduled late) can fail it: a sample taken after
+# two more flushes than an earlier one holds at most the rows committed since that earlier one.
 
 use strict;
 use warnings;
@@ -27,7 +31,7 @@ my $load = $clients * $per_client;
 my $keys = 100;
 
 my $node = preloaded_node('txn_storage', qq{
-slotted_counter.flush_interval = 200
+slotted_counter.flush_interval = 50
 });
 $node->safe_psql(
 	'postgres', q{
@@ -58,26 +62,34 @@ my $pgbench = IPC::Run::start(
 	'>', \$out, '2>', \$err,
 	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 
-# Sample the deltas table every 20 ms for as long as the load runs, each sample with the
-# transactions committed by then (the values over all keys, three per transaction).
+# Sample the deltas table every 20 ms for as long as the load runs. Each sample holds the rows
+# of the counter in deltas and the transactions committed by then (the values over all keys,
+# three per transaction), between two readings of the flusher's completed flushes: one before,
+# one after.
 my $sampler = $node->background_psql('postgres');
+my $flushes_query = q{SELECT flushes FROM slotted_counter.stats
+WHERE datname = current_database()};
 my @samples;
 while ($pgbench->pumpable)
 {
 	$pgbench->pump_nb;
+	my $before = $sampler->query_safe($flushes_query);
 	my $row = $sampler->query_safe(qq{
 SELECT (SELECT count(*) FROM slotted_counter.deltas WHERE counter = $counter_id),
        (SELECT sum(sc_sum('c', k)) / 3 FROM generate_series(1, $keys) k)});
+	my $after = $sampler->query_safe($flushes_query);
 	my ($rows, $committed) = split /\|/, $row;
-	push @samples, [ $committed, $rows ];
+	push @samples, { committed => $committed, rows => $rows, before => $before, after => $after };
 	usleep(20_000);
 }
 $sampler->quit;
 eval { $pgbench->finish; };
 is(($pgbench->full_results)[0], 0, 'pgbench ran without error');
 note "pgbench stdout:\n$out\npgbench stderr:\n$err";
-note 'deltas rows during the load: '
-  . join(', ', map { sprintf('%d:%d', @$_) } @samples[ grep { $_ % 10 == 0 } 0 .. $#samples ]);
+note 'deltas rows during the load (committed:rows:flushes): '
+  . join(', ',
+	map { sprintf('%d:%d:%d', @{$_}{qw(committed rows before)}) }
+	  @samples[ grep { $_ % 5 == 0 } 0 .. $#samples ]);
 
 my ($transactions) = $out =~ /number of transactions actually processed: (\d+)/;
 $transactions //= 0;
@@ -85,16 +97,32 @@ my ($failed) = $out =~ /number of failed transactions: (\d+)/;
 is($failed // 0, 0, 'no transaction failed');
 is($transactions, $load, 'the load committed every transaction');
 
-# A delta row per committing transaction: without folding, every sample would hold a row per
-# transaction committed by then. Folding keeps it to what the last few intervals committed: in
-# the second half of the load, less than half of what had committed.
-my @late = grep { $_->[0] >= $load / 2 } @samples;
-cmp_ok(scalar(@late), '>=', 5,
-	scalar(@samples) . ' samples, ' . scalar(@late) . ' after half of the load committed');
-my @unfolded = grep { $_->[1] >= $_->[0] / 2 } @late;
-is(scalar(@unfolded), 0,
-	'the deltas table stayed small during the load'
-	  . (@unfolded ? ": $unfolded[0][1] rows after $unfolded[0][0] transactions" : ''));
+# A delta row per committing transaction. Sample j was taken after two flushes completed that
+# had not when sample i's values were read: the second of them began after sample i, so its fold
+# deleted every row committed before then. So sample j holds at most the rows committed since
+# sample i (plus a transaction per client that sc_sum counted before its row was visible).
+# Without folding, it would hold a row for every transaction committed by then.
+my ($pairs, @unbounded) = (0);
+for my $j (0 .. $#samples)
+{
+	my $i;
+	for my $k (0 .. $j - 1)
+	{
+		$i = $k if $samples[$j]{before} >= $samples[$k]{after} + 2;
+	}
+	next unless defined $i;
+	$pairs++;
+	push @unbounded, $j
+	  if $samples[$j]{rows} >
+	  $samples[$j]{committed} - $samples[$i]{committed} + $clients;
+}
+cmp_ok($pairs, '>=', 3,
+	scalar(@samples) . " samples, $pairs of them two flushes or more after an earlier one");
+is(scalar(@unbounded), 0,
+	'the deltas table held only what committed since the flush before last'
+	  . (@unbounded
+		? ": $samples[$unbounded[0]]{rows} rows after $samples[$unbounded[0]]{committed} transactions"
+		: ''));
 
 my $sum_query = qq{
 SELECT sum(sc_sum('c', k)), count(*) FILTER (WHERE sc_sum('c', k) % 3 <> 0)
