@@ -25,6 +25,8 @@ OBJS = \
 	src/transactions/xact.o \
 	src/definitions/catalog.o \
 	src/definitions/databases.o \
+	src/definitions/drop.o \
+	src/definitions/guards.o \
 	src/definitions/privileges.o \
 	src/functions/attach.o \
 	src/functions/bucketed.o \

@@ -10,23 +10,25 @@
 
 CREATE SCHEMA slotted_counter;
 GRANT USAGE ON SCHEMA slotted_counter TO PUBLIC;
+-- The counters' guards (above slotted_counter.counters). No role creates anything here; every
+-- role may name a guard (GRANT ... ON SEQUENCE, has_sequence_privilege).
+CREATE SCHEMA slotted_counters;
+GRANT USAGE ON SCHEMA slotted_counters TO PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
 -- The catalog and the values
 
--- One row per counter of this database, written by sc_create, sc_drop, sc_alter_retention and
--- the privilege functions. Roles are kept by name, as pg_cron keeps a job's user: a dump restores
--- into another cluster, where the same names have other OIDs. readers hold SELECT, writers
--- UPDATE; 'public' (a name no role can have) stands for PUBLIC. The owner holds both, always.
+-- One row per counter of this database, written by sc_create, sc_drop and sc_alter_retention.
+-- Its owner and privileges are those of its guard, the sequence slotted_counters.<name>, which
+-- sc_create makes and sc_drop drops: PostgreSQL holds them by OID and records them in
+-- pg_shdepend, as for any object (DROP ROLE, REASSIGN OWNED, DROP OWNED), and pg_dump dumps them
+-- by role name. SELECT on it reads the counter, UPDATE writes it.
 CREATE TABLE slotted_counter.counters (
     id         integer     PRIMARY KEY,
     name       text        NOT NULL UNIQUE,
     durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
     bucket     interval,
     created_at timestamptz NOT NULL DEFAULT now(),
-    owner      name        NOT NULL,
-    readers    name[]      NOT NULL DEFAULT '{}',
-    writers    name[]      NOT NULL DEFAULT '{}',
     retain     interval    CHECK (retain > '0'::pg_catalog.interval)
 );
 CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_counter.counters.id;
@@ -73,7 +75,7 @@ ALTER TABLE slotted_counter.deltas REPLICA IDENTITY FULL;
 
 -- Lagged totals written into users' tables (sc_attach): the attacher sets target.value_column
 -- of the row whose key_column equals the key, for every key changed since last_run, at most
--- every `every`, as the table's owner, on behalf of `role`, which attached. A run that fails
+-- every `every`, as the table's owner, who must be able to read the counter. A run that fails
 -- says so here and waits `every`. Written by sc_attach, sc_detach and the attacher.
 CREATE TABLE slotted_counter.attachments (
     counter      integer     NOT NULL,
@@ -81,7 +83,6 @@ CREATE TABLE slotted_counter.attachments (
     key_column   name        NOT NULL,
     value_column name        NOT NULL,
     every        interval    NOT NULL,
-    role         name        NOT NULL,
     last_run     timestamptz,
     last_attempt timestamptz,
     failures     integer     NOT NULL DEFAULT 0,

@@ -13,6 +13,7 @@ extern "C" {
 #include "access/genam.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -90,6 +91,14 @@ inline bool OwnsRelation(Oid role, Oid relid) {
   return object_ownercheck(RelationRelationId, relid, role);
 #else
   return pg_class_ownercheck(relid, role);
+#endif
+}
+
+inline bool OwnsExtension(Oid role, Oid extension) {
+#if PG_VERSION_NUM >= 160000
+  return object_ownercheck(ExtensionRelationId, extension, role);
+#else
+  return pg_extension_ownercheck(extension, role);
 #endif
 }
 

@@ -295,20 +295,24 @@ $$ LANGUAGE plproxy;
 
 -- How each node defines a counter, one row per node, as the caller sees it: a node shows a
 -- counter's row only to the roles that may read it (its owner among them), so "not defined" is
--- also what a role that may not read it sees. owned: the caller has the owner's privileges there.
+-- also what a role that may not read it sees. owner: its guard's (slotted_counters.<name>).
+-- owned: the caller has the owner's privileges there.
 CREATE FUNCTION slotted_counter_proxy.node_counter(counter_name text)
     RETURNS TABLE(defined boolean, durability text, bucket interval, retain interval,
                   owner text, owned boolean) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain, c.owner::text AS owner,
+    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain,
+           pg_catalog.pg_get_userbyid(g.relowner)::text AS owner,
            c.name IS NOT NULL
-           AND coalesce(pg_catalog.pg_has_role(r.oid, 'USAGE'),
+           AND coalesce(pg_catalog.pg_has_role(g.relowner, 'USAGE'),
                         (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user))
                AS owned
       FROM (SELECT) AS one
       LEFT JOIN slotted_counter.counters c ON c.name = counter_name
-      LEFT JOIN pg_catalog.pg_roles r ON r.rolname = c.owner;
+      LEFT JOIN pg_catalog.pg_class g
+        ON g.relnamespace = 'slotted_counters'::pg_catalog.regnamespace AND g.relname = c.name
+       AND g.relkind = 'S';
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_drop(name text) RETURNS SETOF text AS $$

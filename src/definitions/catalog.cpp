@@ -4,12 +4,13 @@
 // regclass reads the system catalogs), so a counter dropped by a committed transaction is gone
 // even inside an older REPEATABLE READ snapshot. The cache (two dynahash tables and the grantee
 // arrays, all in one memory context) is trusted while shared->catalog_epoch is unchanged; any
-// drop, grant, revoke or change of owner bumps it at commit. Roles are named in the table and
-// resolved here: a change to any role (renamed, dropped, made superuser) marks the cache stale,
-// and a change of membership moves role_generation, so cached privileges are computed again.
+// drop bumps it at commit. Owners and grants are the guards' (guards.cpp), PostgreSQL's own
+// objects: a change to any role, membership or relation (a GRANT, an owner given away) moves
+// role_generation, so cached privileges are computed again.
 // Syscache callbacks only set flags: they can run inside any lookup, while a definition is in use.
 #include "definitions/catalog.hpp"
 
+#include "definitions/guards.hpp"
 #include "transactions/changes.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
@@ -42,31 +43,25 @@ struct NameEntry {
 MemoryContext cache_context = nullptr;
 HTAB* by_id = nullptr;
 HTAB* by_name = nullptr;
-bool roles_changed = false;
 SPIPlanPtr plan_by_id = nullptr;
 SPIPlanPtr plan_by_name = nullptr;
 
 const char* const kSelect =
-    "SELECT id, name, durability, bucket, owner, readers, writers, retain "
+    "SELECT id, name, durability, bucket, retain "
     "FROM slotted_counter.counters WHERE ";
 
-void OnRoleChanged(Datum, int, uint32) {
-  roles_changed = true;
-  role_generation++;
-}
-
-void OnMembershipChanged(Datum, int, uint32) { role_generation++; }
+void OnPrivilegesChanged(Datum, int, uint32) { role_generation++; }
 
 void MakeCaches() {
   if (cache_context == nullptr) {
     cache_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter definitions",
                                           ALLOCSET_SMALL_SIZES);
-    CacheRegisterSyscacheCallback(AUTHOID, OnRoleChanged, 0);
-    CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, OnMembershipChanged, 0);
+    CacheRegisterSyscacheCallback(AUTHOID, OnPrivilegesChanged, 0);
+    CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, OnPrivilegesChanged, 0);
+    CacheRegisterSyscacheCallback(RELOID, OnPrivilegesChanged, 0);
   }
   MemoryContextReset(cache_context);
   last_def = nullptr;
-  roles_changed = false;
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
   ctl.keysize = sizeof(int32);
@@ -84,7 +79,7 @@ void MakeCaches() {
 
 void ValidateCaches() {
   uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
-  if (by_id == nullptr || epoch != cached_epoch || roles_changed) MakeCaches();
+  if (by_id == nullptr || epoch != cached_epoch) MakeCaches();
   cached_epoch = epoch;
 }
 
@@ -96,29 +91,6 @@ SPIPlanPtr PrepareDefinitionQuery(bool by_name_lookup) {
                          by_name_lookup ? "name OPERATOR(pg_catalog.=) $1"
                                         : "id OPERATOR(pg_catalog.=) $1");
   return KeptPlan(plan, query, 1, &argtype);
-}
-
-// The OIDs of the roles named in a name[] (PUBLIC: InvalidOid; unknown names left out), in the
-// cache's memory.
-const Oid* ResolveRoles(Datum array, int* count) {
-  Datum* names;
-  bool* nulls;
-  int n;
-  deconstruct_array(DatumGetArrayTypeP(array), NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names,
-                    &nulls, &n);
-  auto* oids = static_cast<Oid*>(MemoryContextAlloc(cache_context, sizeof(Oid) * (n + 1)));
-  *count = 0;
-  for (int i = 0; i < n; i++) {
-    if (nulls[i]) continue;
-    const char* role = NameStr(*DatumGetName(names[i]));
-    if (strcmp(role, "public") == 0) {
-      oids[(*count)++] = InvalidOid;
-    } else {
-      Oid oid = get_role_oid(role, true);
-      if (OidIsValid(oid)) oids[(*count)++] = oid;
-    }
-  }
-  return oids;
 }
 
 // Reads one definition row with the latest snapshot and caches it; nullptr if there is none (or
@@ -147,12 +119,8 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
                                     DatumGetIntervalP(bucket)->day,
                                     DatumGetIntervalP(bucket)->time, &width) != WidthError::kNone)
       elog(ERROR, "counter \"%s\" has an invalid bucket width", name);
-    char* owner_name = SPI_getvalue(tup, desc, 5);
-    Oid owner = owner_name != nullptr ? get_role_oid(owner_name, true) : InvalidOid;
-    int nreaders, nwriters;
-    const Oid* readers = ResolveRoles(SPI_getbinval(tup, desc, 6, &isnull), &nreaders);
-    const Oid* writers = ResolveRoles(SPI_getbinval(tup, desc, 7, &isnull), &nwriters);
-    Datum retain = SPI_getbinval(tup, desc, 8, &isnull);
+    Oid guard = FindGuard(name);
+    Datum retain = SPI_getbinval(tup, desc, 5, &isnull);
     bool retains = !isnull;
 
     bool found;
@@ -165,11 +133,7 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     if (retains) def->retain = *DatumGetIntervalP(retain);
     strlcpy(def->name, name, NAMEDATALEN);
     def->name_len = int32(strlen(def->name));
-    def->owner = owner;
-    def->nreaders = nreaders;
-    def->readers = readers;
-    def->nwriters = nwriters;
-    def->writers = writers;
+    def->guard = guard;
     def->checked_user = InvalidOid;
     def->checked_generation = 0;
     def->granted = 0;

@@ -22,22 +22,17 @@ struct CounterDef {
   Interval retain;          // when retains: positive, no field negative
   char name[NAMEDATALEN];
   int32 name_len;           // strlen(name)
-  // The roles named in slotted_counter.counters, resolved when the definition was read (a name
-  // that no role has is left out; InvalidOid among grantees is PUBLIC). The arrays belong to the
-  // cache: valid until the next lookup, so copies of a definition must not use them.
-  Oid owner;
-  int nreaders;
-  int nwriters;
-  const Oid* readers;       // granted SELECT
-  const Oid* writers;       // granted UPDATE
+  // The counter's guard (guards.cpp), whose owner and ACL are the counter's; InvalidOid if it
+  // has none (then only superusers may use it).
+  Oid guard;
   // The privileges of checked_user, computed while role_generation was checked_generation.
   Oid checked_user;
   uint32 checked_generation;
   uint32 granted;
 };
 
-// Moves whenever role memberships or roles change (syscache callbacks): cached privileges computed
-// under an older value are computed again.
+// Moves whenever roles, role memberships or relations (a guard's owner or ACL) change (syscache
+// callbacks): cached privileges computed under an older value are computed again.
 extern uint32 role_generation;
 
 // The definition of counter `id` of this database; fails with 42704 if there is none.

@@ -1,21 +1,23 @@
 // privileges.cpp: who may do what with a counter, like a sequence.
 //
-// A counter has an owner (the role that created it) and two lists of grantees in its row of
-// slotted_counter.counters: readers (SELECT: sc_sum, sc_series, sc_top, its rows in the
-// extension's tables) and writers (UPDATE: sc_incr, sc_set, sc_drop_buckets). The owner, its
-// members and superusers hold both and may also drop, attach, detach, grant, revoke and give the
-// counter away. A grant to PUBLIC is to every role; a grant to a role is to its members, as
-// has_privs_of_role counts them. A new counter is private to its owner.
+// A counter's owner and grantees are those of its guard, a sequence (guards.cpp): SELECT reads
+// it (sc_sum, sc_series, sc_top, its rows in the extension's tables), UPDATE writes it (sc_incr,
+// sc_set, sc_drop_buckets). The owner, its members and superusers hold both and may also drop,
+// attach, detach, grant, revoke and give the counter away. A grant to PUBLIC is to every role; a
+// grant to a role is to its members, as has_privs_of_role counts them. A new counter is private
+// to its owner, but for the owner's default privileges on sequences in the guards' schema.
 //
 // Each cached definition (catalog.cpp) keeps the privileges of the last role that used it, so the
-// check on the hot path is a comparison. sc_grant, sc_revoke and sc_alter_owner bump the shared
-// catalog epoch when they commit (xact.cpp), so every session recomputes by its next call.
+// check on the hot path is a comparison. A change to the guard (sc_grant, sc_revoke,
+// sc_alter_owner, or GRANT, REVOKE, REASSIGN OWNED on the sequence) reaches every session as a
+// relation's invalidation, which moves role_generation: each recomputes by its next statement.
 #include <cctype>
 
 #include "definitions/privileges.hpp"
 
 #include "functions/arguments.hpp"
 #include "definitions/catalog.hpp"
+#include "definitions/guards.hpp"
 #include "transactions/changes.hpp"
 #include "functions/counter_ref.hpp"
 #include "shared/shmem.hpp"
@@ -28,13 +30,6 @@ PG_FUNCTION_INFO_V1(sc_may_read);
 namespace sc {
 
 namespace {
-
-bool Holds(Oid role, const Oid* grantees, int n) {
-  for (int i = 0; i < n; i++)
-    if (grantees[i] == InvalidOid || (OidIsValid(role) && has_privs_of_role(role, grantees[i])))
-      return true;
-  return false;
-}
 
 // The cached privileges of the current role, computed if the role or the generation moved.
 uint32 CurrentPrivileges(const CounterDef* def) {
@@ -98,6 +93,15 @@ Oid RoleNamed(const char* role) {
   return oid;
 }
 
+// Fails with 55000 if the counter has no guard to change (a restore that left it out).
+void RequireGuard(const CounterDef* def) {
+  if (!OidIsValid(def->guard))
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("counter \"%s\" has no sequence %s.%s to hold its privileges",
+                           def->name, kGuardSchema, def->name),
+                    errhint("A superuser can drop the counter and create it again.")));
+}
+
 // sc_grant and sc_revoke: the owner changes who holds SELECT and UPDATE.
 Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
   static const char* const names[] = {"counter", "privileges", "role", nullptr};
@@ -105,32 +109,16 @@ Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
   PreventCommandDuringRecovery(grant ? "sc_grant()" : "sc_revoke()");
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
-  int32 id = def->id;
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(1)), true);
   char* role = text_to_cstring(PG_GETARG_TEXT_PP(2));
-  // Like GRANT ... TO PUBLIC; any other name must be a role's.
-  if (IsPublic(role))
-    role = pstrdup("public");
-  else
+  // Like GRANT ... TO PUBLIC (nullptr); any other name must be a role's.
+  const char* grantee = nullptr;
+  if (!IsPublic(role)) {
     (void)RoleNamed(role);
-  NameData role_name;
-  namestrcpy(&role_name, role);
-  Oid types[4] = {INT4OID, BOOLOID, BOOLOID, NAMEOID};
-  Datum args[4] = {Int32GetDatum(id), BoolGetDatum((mask & kSelect) != 0),
-                   BoolGetDatum((mask & kUpdate) != 0), NameGetDatum(&role_name)};
-  UpdateCounterRow(
-      id,
-      grant ? "UPDATE slotted_counter.counters SET "
-              "readers = CASE WHEN $2 AND NOT $4 OPERATOR(pg_catalog.=) ANY (readers) "
-              "THEN pg_catalog.array_append(readers, $4) ELSE readers END, "
-              "writers = CASE WHEN $3 AND NOT $4 OPERATOR(pg_catalog.=) ANY (writers) "
-              "THEN pg_catalog.array_append(writers, $4) ELSE writers END "
-              "WHERE id OPERATOR(pg_catalog.=) $1"
-            : "UPDATE slotted_counter.counters SET "
-              "readers = CASE WHEN $2 THEN pg_catalog.array_remove(readers, $4) ELSE readers END, "
-              "writers = CASE WHEN $3 THEN pg_catalog.array_remove(writers, $4) ELSE writers END "
-              "WHERE id OPERATOR(pg_catalog.=) $1",
-      4, types, args);
+    grantee = role;
+  }
+  RequireGuard(def);
+  GrantOnGuard(def->name, mask, grantee, grant);
   PG_RETURN_VOID();
 }
 
@@ -154,14 +142,9 @@ void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* a
 }
 
 uint32 PrivilegesOf(const CounterDef& def, Oid role) {
-  constexpr uint32 kAll = kSelect | kUpdate | kOwn;
-  if (OidIsValid(role) &&
-      (superuser_arg(role) || (OidIsValid(def.owner) && has_privs_of_role(role, def.owner))))
-    return kAll;
-  uint32 granted = 0;
-  if (Holds(role, def.readers, def.nreaders)) granted |= kSelect;
-  if (Holds(role, def.writers, def.nwriters)) granted |= kUpdate;
-  return granted;
+  if (OidIsValid(def.guard)) return GuardPrivileges(def.guard, role);
+  // A counter without a guard (a restore that left it out) is the superusers' alone.
+  return OidIsValid(role) && superuser_arg(role) ? kSelect | kUpdate | kOwn : 0;
 }
 
 bool HasPrivileges(const CounterDef* def, uint32 need) {
@@ -200,7 +183,6 @@ Datum AlterOwner(PG_FUNCTION_ARGS) {
   PreventCommandDuringRecovery("sc_alter_owner()");
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
-  int32 id = def->id;
   NameData counter_name;
   namestrcpy(&counter_name, def->name);
   char* role = text_to_cstring(PG_GETARG_TEXT_PP(1));
@@ -219,14 +201,8 @@ Datum AlterOwner(PG_FUNCTION_ARGS) {
                       errdetail("The new owner needs the CREATE privilege on database \"%s\".",
                                 get_database_name(MyDatabaseId))));
   }
-  NameData role_name;
-  namestrcpy(&role_name, role);
-  Oid types[2] = {INT4OID, NAMEOID};
-  Datum args[2] = {Int32GetDatum(id), NameGetDatum(&role_name)};
-  UpdateCounterRow(id,
-                   "UPDATE slotted_counter.counters SET owner = $2 "
-                   "WHERE id OPERATOR(pg_catalog.=) $1",
-                   2, types, args);
+  RequireGuard(def);
+  ChangeGuardOwner(def->guard, new_owner);
   PG_RETURN_VOID();
 }
 

@@ -2,11 +2,11 @@
 // and the attachments a dropped table takes with it. (Running them: attach_run.cpp.)
 //
 // An attachment names a counter, a target table (by OID, so that it follows renames and a dump
-// names it), its key and value columns (by name), an interval, and the role that attached (by
-// name, so that a dump restores it into another cluster by name). Only the counter's owner may
+// names it), its key and value columns (by name) and an interval. Only the counter's owner may
 // attach or detach it, and only to a table it owns (it has the privileges of the table's owner):
-// the runs write the table as its owner, as VACUUM does, so the owner's code never runs with
-// anyone else's rights. The row is written by the extension, not by the caller, who needs no
+// the runs write the table as its owner, whoever that is at the time, as VACUUM does, so the
+// owner's code never runs with anyone else's rights, and only while that owner may read the
+// counter. The row is written by the extension, not by the caller, who needs no
 // grant on slotted_counter.attachments.
 #include "functions/attach.hpp"
 
@@ -157,23 +157,21 @@ Datum Attach(PG_FUNCTION_ARGS) {
   RequireColumnPrivilege(relid, value_attnum, ACL_UPDATE, value_column, "update");
   EnsureFlusher();
 
-  NameData role;
-  namestrcpy(&role, GetUserNameFromId(GetUserId(), false));
-  Oid types[6] = {INT4OID, REGCLASSOID, NAMEOID, NAMEOID, INTERVALOID, NAMEOID};
-  Datum args[6] = {Int32GetDatum(def.id), ObjectIdGetDatum(relid), PG_GETARG_DATUM(2),
-                   PG_GETARG_DATUM(3), PG_GETARG_DATUM(4), NameGetDatum(&role)};
+  Oid types[5] = {INT4OID, REGCLASSOID, NAMEOID, NAMEOID, INTERVALOID};
+  Datum args[5] = {Int32GetDatum(def.id), ObjectIdGetDatum(relid), PG_GETARG_DATUM(2),
+                   PG_GETARG_DATUM(3), PG_GETARG_DATUM(4)};
   // The counter's row is locked FOR KEY SHARE: a drop of the counter that has not committed yet
   // is waited for, and if it commits, nothing is attached to the counter it dropped.
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
       "INSERT INTO slotted_counter.attachments "
-      "(counter, target, key_column, value_column, every, role) "
-      "SELECT id, $2, $3, $4, $5, $6 FROM slotted_counter.counters "
+      "(counter, target, key_column, value_column, every) "
+      "SELECT id, $2, $3, $4, $5 FROM slotted_counter.counters "
       "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE "
       "ON CONFLICT (counter, target) DO UPDATE SET key_column = excluded.key_column, "
-      "value_column = excluded.value_column, every = excluded.every, role = excluded.role, "
+      "value_column = excluded.value_column, every = excluded.every, "
       "last_run = NULL, last_attempt = NULL, failures = 0, last_error = NULL",
-      6, types, args, nullptr, false, 0);
+      5, types, args, nullptr, false, 0);
   if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.attachments failed: %d", rc);
   bool attached = SPI_processed == 1;
   FinishSpi(spi);

@@ -11,6 +11,8 @@
 #include "functions/bucketed.hpp"
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
+#include "definitions/drop.hpp"
+#include "definitions/guards.hpp"
 #include "transactions/changes.hpp"
 #include "core/checked_math.hpp"
 #include "functions/counter_ref.hpp"
@@ -194,20 +196,18 @@ Datum Create(PG_FUNCTION_ARGS) {
                     errmsg("permission denied to create counter \"%s\"", name),
                     errdetail("Creating a counter needs the CREATE privilege on database "
                               "\"%s\".", get_database_name(MyDatabaseId))));
-  NameData owner;
-  namestrcpy(&owner, GetUserNameFromId(GetUserId(), false));
   EnsureFlusher();
 
-  Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, NAMEOID, INTERVALOID};
-  Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
-                   NameGetDatum(&owner), retains ? PG_GETARG_DATUM(3) : (Datum)0};
-  char nulls[5] = {' ', ' ', bucketed ? ' ' : 'n', ' ', retains ? ' ' : 'n'};
+  Oid types[4] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID};
+  Datum args[4] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                   retains ? PG_GETARG_DATUM(3) : (Datum)0};
+  char nulls[4] = {' ', ' ', bucketed ? ' ' : 'n', retains ? ' ' : 'n'};
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
-      "INSERT INTO slotted_counter.counters (id, name, durability, bucket, owner, retain) "
-      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5) "
+      "INSERT INTO slotted_counter.counters (id, name, durability, bucket, retain) "
+      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4) "
       "ON CONFLICT (name) DO NOTHING RETURNING id",
-      5, types, args, nulls, false, 1);
+      4, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;
@@ -226,6 +226,8 @@ Datum Create(PG_FUNCTION_ARGS) {
     ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                     errmsg("counter \"%s\" already exists", name)));
   }
+  // The creator owns it: the guard holds its owner and privileges (guards.cpp).
+  CreateGuard(name, GetUserId());
   NoteCounterCreated(id);
   PG_RETURN_DATUM(CounterResult(name));
 }
@@ -246,38 +248,11 @@ Datum Drop(PG_FUNCTION_ARGS) {
     }
   }
   CounterDef def = *CounterArgument(fcinfo, 0, kOwn);
-  SpiSession spi = ConnectSpi();
-  Oid type = INT4OID;
-  Datum arg = Int32GetDatum(def.id);
-  int rc = SPI_execute_with_args(
-      "DELETE FROM slotted_counter.counters WHERE id OPERATOR(pg_catalog.=) $1", 1, &type, &arg,
-      nullptr, false, 0);
-  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter failed: %d", rc);
-  bool deleted = SPI_processed == 1;
-  if (deleted) {
-    static const char* const deletes[] = {
-        "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
-        "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
-        "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1"};
-    // The counter's row is locked now: delete every value row committed before that too.
-    for (const char* sql : deletes) {
-      rc = ExecuteWithLatestSnapshot(sql, 1, &type, &arg);
-      if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
-    }
-    rc = ExecuteWithLatestSnapshot(
-        "DELETE FROM slotted_counter.requests WHERE counter OPERATOR(pg_catalog.=) $1", 1, &type,
-        &arg);
-    if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's request ids failed: %d", rc);
-  }
-  FinishSpi(spi);
-  if (!deleted) {  // dropped by a transaction that committed meanwhile
+  if (!DropCounter(def)) {  // dropped by a transaction that committed meanwhile
     if (!if_exists) ReportUnknownCounter(def.name);
     ereport(NOTICE, (errcode(ERRCODE_UNDEFINED_OBJECT),
                      errmsg("counter \"%s\" does not exist, skipping", def.name)));
-    PG_RETURN_VOID();
   }
-  NoteCounterDropped(def.id);
-  ForgetCachedCounters();
   PG_RETURN_VOID();
 }
 

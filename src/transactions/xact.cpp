@@ -21,6 +21,7 @@
 #include "functions/attach.hpp"
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
+#include "definitions/guards.hpp"
 #include "transactions/changes.hpp"
 #include "shared/shmem.hpp"
 #include "transactions/transactional.hpp"
@@ -190,6 +191,8 @@ void OnObjectAccess(ObjectAccessType access, Oid class_id, Oid object_id, int su
   if (access != OAT_DROP) return;
   // A table a user dropped (not the transient heap of a rewrite, which is dropped internally),
   // and only one that could be attached: a permanent or unlogged table, plain or partitioned.
+  if (class_id == RelationRelationId && sub_id == 0)
+    CheckGuardDrop(object_id, static_cast<ObjectAccessDrop*>(arg)->dropflags);
   if (class_id == RelationRelationId && sub_id == 0 &&
       (static_cast<ObjectAccessDrop*>(arg)->dropflags & PERFORM_DELETION_INTERNAL) == 0) {
     char relkind = get_rel_relkind(object_id);

@@ -16,8 +16,9 @@
 // the owner's code names what it uses, and a role that may create objects in another schema cannot
 // put its own function in that code's way), and in a GUC nest level that is rolled back, so
 // settings its code changes end with it. Only a role with the owner's
-// privileges may attach, and the run checks again that the attaching role still has them and may
-// read the counter. A time limit (slotted_counter.attach_timeout) cancels the run; code that
+// privileges may attach, and each run checks that the table's owner, whoever it is now (a
+// restore with --no-owner, REASSIGN OWNED, ALTER TABLE ... OWNER TO), may read the counter: the
+// values go where their reader's code runs. A time limit (slotted_counter.attach_timeout) cancels the run; code that
 // swallows the cancel is ended with the process a second later, and the next attacher records
 // that run as failed.
 //
@@ -69,7 +70,6 @@ struct DueAttachment {
   Oid owner;  // the target's owner when the round began; InvalidOid if it is gone
   NameData key_column;
   NameData value_column;
-  NameData role;
   bool has_last_run;
   TimestampTz last_run;
 };
@@ -206,7 +206,7 @@ DueAttachment* ReadDue(TimestampTz round, int* count) {
   Datum arg = TimestampTzGetDatum(round);
   rc = SPI_execute_with_args(
       "SELECT * FROM (SELECT a.counter, a.target::pg_catalog.oid, a.key_column, a.value_column, "
-      "a.role, a.last_run, c.relowner, a.every, a.last_attempt, a.failures, "
+      "a.last_run, c.relowner, a.every, a.last_attempt, a.failures, "
       "pg_catalog.max(a.last_attempt) OVER (PARTITION BY c.relowner) AS turn, "
       SC_ATTACHMENT_DUE_AT " AS due_at "
       "FROM slotted_counter.attachments a "
@@ -228,11 +228,10 @@ DueAttachment* ReadDue(TimestampTz round, int* count) {
     a.target = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
     namestrcpy(&a.key_column, SPI_getvalue(tup, desc, 3));
     namestrcpy(&a.value_column, SPI_getvalue(tup, desc, 4));
-    namestrcpy(&a.role, SPI_getvalue(tup, desc, 5));
-    Datum last = SPI_getbinval(tup, desc, 6, &isnull);
+    Datum last = SPI_getbinval(tup, desc, 5, &isnull);
     a.has_last_run = !isnull;
     a.last_run = isnull ? 0 : DatumGetTimestampTz(last);
-    Datum owner = SPI_getbinval(tup, desc, 7, &isnull);
+    Datum owner = SPI_getbinval(tup, desc, 6, &isnull);
     a.owner = isnull ? InvalidOid : DatumGetObjectId(owner);
   }
   End();
@@ -311,20 +310,12 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
   if (rc != SPI_OK_SELECT) elog(ERROR, "locking the attachment failed: %d", rc);
   if (SPI_processed == 0) return Outcome::kLocked;
 
-  Oid role = get_role_oid(NameStr(a.role), true);
-  if (!OidIsValid(role))
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                    errmsg("role \"%s\" does not exist", NameStr(a.role)),
-                    errdetail("An attachment runs only while the role that attached it exists.")));
   const CounterDef* def = FindCounter(a.counter);
   if (def == nullptr)
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("counter %d does not exist", a.counter)));
-  if ((PrivilegesOf(*def, role) & kSelect) == 0)
-    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                    errmsg("role \"%s\" may not read counter \"%s\"", NameStr(a.role), def->name),
-                    errdetail("An attachment writes what its role may read; the counter's owner "
-                              "can grant SELECT with sc_grant().")));
+  NameData counter_name;
+  namestrcpy(&counter_name, def->name);
   // Nor for the table: a transaction that holds it in a conflicting mode may wait for the row
   // this run holds (a DROP TABLE deletes it: a deadlock). The time limit covers the rest.
   if (!ConditionalLockRelationOid(a.target, RowExclusiveLock)) return Outcome::kLocked;
@@ -346,11 +337,14 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
   if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
     ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
                     errmsg("\"%s\" is not a table", table)));
-  if (!has_privs_of_role(role, owner))
+  def = FindCounter(a.counter);
+  if (def == nullptr || (PrivilegesOf(*def, owner) & kSelect) == 0)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                    errmsg("role \"%s\" no longer owns table %s", NameStr(a.role), table),
-                    errdetail("An attachment runs as the table's owner, while the role that "
-                              "attached it has the owner's privileges.")));
+                    errmsg("role \"%s\", the owner of table %s, may not read counter \"%s\"",
+                           GetUserNameFromId(owner, false), table, NameStr(counter_name)),
+                    errdetail("An attachment runs as its table's owner, who must hold SELECT on "
+                              "the counter."),
+                    errhint("The counter's owner can grant it with sc_grant().")));
   Datum args[2];
   *skipped = 0;
   if (ChangedValues(a, args) > 0) *skipped = WriteAsOwner(a, owner, table, args);

@@ -7,7 +7,7 @@ INSERT INTO posts (id, title) SELECT g, 'post ' || g FROM generate_series(1, 3) 
 SELECT sc_create('post_views', 'buffered');
 SELECT sc_create('post_likes');
 SELECT sc_attach('post_views', 'posts', 'id', 'views', '0');
-SELECT counter::slotted_counter, target, key_column, value_column, every, role = current_user AS mine,
+SELECT counter::slotted_counter, target, key_column, value_column, every,
        last_run IS NULL AS never_run, failures, last_error
   FROM slotted_counter.attachments;
 -- each run writes the changed keys; a key with no row (99) is skipped and counted

@@ -55,7 +55,9 @@ SELECT sc_grant('c', 'SELECT', 'sc_reader'), sc_grant('c_h', 'select', 'sc_reade
 SELECT sc_attach('c', 'target', 'id', 'v'), sc_attach('pub', 'target', 'id', 'v');
 SELECT sc_incr('c', 1, 10), sc_incr('pub', 1, 10), sc_incr('c_h', 1), sc_incr('pub_h', 1);
 RESET ROLE;
-SELECT name, owner, readers, writers FROM slotted_counter.counters ORDER BY id;
+-- A counter's owner and grants are those of its guard, the sequence slotted_counters.<name>.
+SELECT c.name, s.relowner::regrole AS owner, s.relacl
+  FROM slotted_counter.counters c JOIN pg_class s ON s.oid = ('slotted_counters.' || quote_ident(c.name))::regclass ORDER BY c.id;
 
 -- The matrix: every function against the owner, a SELECT grantee, an UPDATE grantee, a role with
 -- no grant, the same role on counters granted to PUBLIC, and a superuser.
@@ -102,7 +104,7 @@ SELECT sc_alter_owner('c', 'sc_writer');
 RESET ROLE;
 -- a superuser may give it to anyone, and take it back
 SELECT sc_alter_owner('c', 'sc_nobody');
-SELECT owner FROM slotted_counter.counters WHERE name = 'c';
+SELECT s.relowner::regrole AS owner FROM slotted_counter.counters c JOIN pg_class s ON s.oid = ('slotted_counters.' || quote_ident(c.name))::regclass WHERE c.name = 'c';
 SELECT sc_alter_owner('c', 'sc_owner');
 
 -- sc_has_privilege, as has_sequence_privilege: any of the listed privileges; for the current
@@ -151,7 +153,7 @@ GRANT sc_team TO sc_nobody;
 SET ROLE sc_owner;
 SELECT sc_grant('c', 'SELECT', 'sc_team'), sc_grant('c', 'SELECT', 'sc_team');
 RESET ROLE;
-SELECT readers FROM slotted_counter.counters WHERE name = 'c';
+SELECT s.relacl FROM slotted_counter.counters c JOIN pg_class s ON s.oid = ('slotted_counters.' || quote_ident(c.name))::regclass WHERE c.name = 'c';
 SET ROLE sc_nobody;
 SELECT sc_sum('c', 1) > 0 AS reads_through_team;
 RESET ROLE;
@@ -162,7 +164,7 @@ RESET ROLE;
 SET ROLE sc_owner;
 SELECT sc_revoke('c', 'ALL', 'sc_team'), sc_revoke('c', 'UPDATE', 'sc_reader');
 RESET ROLE;
-SELECT readers, writers FROM slotted_counter.counters WHERE name = 'c';
+SELECT s.relacl FROM slotted_counter.counters c JOIN pg_class s ON s.oid = ('slotted_counters.' || quote_ident(c.name))::regclass WHERE c.name = 'c';
 
 -- The owner gives the counter away: the new owner holds everything, the old one nothing more.
 SET ROLE sc_owner;
@@ -179,14 +181,38 @@ SELECT sc_alter_owner('c', 'sc_owner');
 RESET ROLE;
 SELECT sc_alter_owner('c', 'sc_owner');
 
+-- The guard is PostgreSQL's own object: GRANT and REVOKE on it are sc_grant and sc_revoke, and
+-- has_sequence_privilege agrees with sc_has_privilege. Only the extension drops, renames, moves
+-- or alters it (2BP01, 0A000), and the counter stays whole.
+SET ROLE sc_owner;
+GRANT SELECT ON SEQUENCE slotted_counters.c TO sc_nobody;
+SELECT sc_has_privilege('sc_nobody', 'c', 'SELECT') AS granted_by_grant,
+       has_sequence_privilege('sc_nobody', 'slotted_counters.c', 'SELECT') AS core_agrees;
+SET ROLE sc_nobody;
+SELECT sc_sum('c', 1) >= 0 AS reads;
+SET ROLE sc_owner;
+REVOKE SELECT ON SEQUENCE slotted_counters.c FROM sc_nobody;
+SELECT sc_has_privilege('sc_nobody', 'c', 'SELECT') AS revoked;
+\set VERBOSITY default
+DROP SEQUENCE slotted_counters.c;
+\echo :LAST_ERROR_SQLSTATE
+ALTER SEQUENCE slotted_counters.c RENAME TO d;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE slotted_counters.c SET SCHEMA public;
+\echo :LAST_ERROR_SQLSTATE
+ALTER SEQUENCE slotted_counters.c OWNED BY target.id;
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT sc_incr('c', 1, 0) > 0 AS still_counts;
+RESET ROLE;
 -- What a role may not read, it does not see: rows of the extension's tables per role.
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT r, visible_as(r) FROM unnest(ARRAY['sc_owner', 'sc_reader', 'sc_writer', 'sc_nobody', current_user]) r
 ORDER BY r;
 -- and none writes them directly: the extension does
 SET ROLE sc_owner;
-INSERT INTO slotted_counter.counters (id, name, durability, owner) VALUES (999, 'x', 'buffered', 'sc_owner');
-UPDATE slotted_counter.counters SET owner = 'sc_owner';
+INSERT INTO slotted_counter.counters (id, name, durability) VALUES (999, 'x', 'buffered');
+UPDATE slotted_counter.counters SET name = 'x';
 DELETE FROM slotted_counter.totals;
 RESET ROLE;
 

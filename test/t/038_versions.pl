@@ -50,7 +50,7 @@ is( $node->safe_psql('postgres', q{SELECT sc_alter_owner('given', 'heir')},
 		extra_params => [ '-U', 'giver' ]),
 	'', 'a member who may SET ROLE: the counter is given');
 is( $node->safe_psql('postgres',
-		q{SELECT owner FROM slotted_counter.counters WHERE name = 'given'}),
+		q{SELECT relowner::regrole FROM pg_class WHERE oid = 'slotted_counters.given'::regclass}),
 	'heir', 'the counter has its new owner');
 
 # 2. An attachment's code runs with search_path pg_catalog, pg_temp, whatever the database's.

@@ -1,5 +1,5 @@
-# An attachment that keeps failing (here: its role lost the table owner's privileges, as after a
-# restore under another owner) backs off: after three failures in a row it is tried no sooner
+# An attachment that keeps failing (here: its table went to a role that may not read the counter)
+# backs off: after three failures in a row it is tried no sooner
 # than a minute after the last, then two, four... up to an hour, instead of at every flush, and
 # so logged a few times, not once a flush. Its first success ends the backoff.
 use strict;
@@ -27,8 +27,10 @@ SELECT sc_incr('views', 1, 5);
 is(wait_attached($node, 'postgres'), 1, 'the attachment ran');
 is($node->safe_psql('postgres', 'SELECT views FROM public.posts'), '5', 'it wrote');
 
-# The table changes hands: app no longer has its owner's privileges, and every run fails.
-$node->safe_psql('postgres', 'ALTER TABLE public.posts OWNER TO postgres');
+# The table changes hands: its new owner may not read the counter, and every run fails.
+$node->safe_psql('postgres', q{
+CREATE ROLE outsider;
+ALTER TABLE public.posts OWNER TO outsider;});
 
 # Counts and flushes until three runs failed in a row (each flush starts the attacher).
 my $failures = 0;
@@ -54,7 +56,7 @@ SELECT failures = 3 OR last_attempt >= '$third'::timestamptz + '1 minute'
 FROM slotted_counter.attachments}),
 	't', 'after three failures, no attempt within a minute of the last, whatever the flushes');
 my $logged = () = slurp_file($node->logfile) =~ /attachment of counter "views" to .* failed/g;
-cmp_ok($logged, '<=', 4, "the failure was logged $logged times, not at every flush");
+ok($logged >= 1 && $logged <= 4, "the failure was logged $logged times, not at every flush");
 
 # The cause goes; the next attempt (made due by hand here, as an hour's wait would be) succeeds and
 # ends the backoff.

@@ -69,8 +69,10 @@ sub nodes_state
 		map {
 			$_->safe_psql('postgres', q{
 SELECT sc_rollup() >= 0;
-SELECT string_agg(format('%s %s %s %s %s', name, durability, owner, readers, writers), '; ' ORDER BY name)
-  FROM slotted_counter.counters;
+SELECT string_agg(format('%s %s %s %s', c.name, c.durability, s.relowner::regrole, s.relacl), '; '
+                  ORDER BY c.name)
+  FROM slotted_counter.counters c
+  JOIN pg_class s ON s.oid = ('slotted_counters.' || quote_ident(c.name))::regclass;
 SELECT coalesce(sum(value), 0) FROM slotted_counter.totals;})
 		} @data);
 }
@@ -211,7 +213,7 @@ is( outcome('carol2', q{
 ALTER USER MAPPING FOR CURRENT_USER SERVER slotted_counter_proxy OPTIONS (SET user 'carol2');
 SELECT sc_create('carol2_c', 'buffered');}),
 	'ok', '... and after she maps herself to her new name, her calls are routed');
-is($data[0]->safe_psql('postgres', q{SELECT owner FROM slotted_counter.counters WHERE name = 'carol2_c'}),
+is($data[0]->safe_psql('postgres', q{SELECT relowner::regrole FROM pg_class WHERE oid = 'slotted_counters.carol2_c'::regclass}),
 	'carol2', '... as carol2');
 
 # 3. The router's catalog.
@@ -266,7 +268,7 @@ SELECT sc_grant('mine', 'SELECT', 'mallory');
 SELECT sc_alter_owner('mine', 'team');}),
 	'ok', 'alice, mapped to herself with a password, writes, grants and gives her counter to her team');
 is( $router->safe_psql('postgres', q{SELECT owner FROM slotted_counter_proxy.counters WHERE name = 'mine'})
-	  . ' ' . $data[1]->safe_psql('postgres', q{SELECT owner FROM slotted_counter.counters WHERE name = 'mine'}),
+	  . ' ' . $data[1]->safe_psql('postgres', q{SELECT relowner::regrole FROM pg_class WHERE oid = 'slotted_counters.mine'::regclass}),
 	'team team', '... the router and the nodes record the team');
 is( outcome('mallory', q{SELECT sc_sum_keys('mine', '{1,2,3}') || ' ' || (SELECT key FROM sc_top('mine', 1))}),
 	'ok', '... mallory reads it');

@@ -1,0 +1,49 @@
+// drop.cpp: dropping a counter, for sc_drop and DROP OWNED (guards.cpp).
+//
+// The counter's row is deleted first, which locks it against the flusher (which locks the rows
+// of the counters it flushes FOR KEY SHARE SKIP LOCKED: flush.cpp). Then every value row
+// committed before that goes, and the guard (guards.cpp) with them. The buffer's entries of the
+// counter are dropped when the transaction commits (changes.hpp).
+#include "definitions/drop.hpp"
+
+#include "definitions/guards.hpp"
+#include "functions/key_arrays.hpp"
+#include "transactions/changes.hpp"
+#include "spi.hpp"
+
+namespace sc {
+
+bool DropCounter(const CounterDef& def) {
+  SpiSession spi = ConnectSpi();
+  Oid type = INT4OID;
+  Datum arg = Int32GetDatum(def.id);
+  int rc = SPI_execute_with_args(
+      "DELETE FROM slotted_counter.counters WHERE id OPERATOR(pg_catalog.=) $1", 1, &type, &arg,
+      nullptr, false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter failed: %d", rc);
+  bool deleted = SPI_processed == 1;
+  if (deleted) {
+    static const char* const deletes[] = {
+        "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1"};
+    // The counter's row is locked now: delete every value row committed before that too.
+    for (const char* sql : deletes) {
+      rc = ExecuteWithLatestSnapshot(sql, 1, &type, &arg);
+      if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's values failed: %d", rc);
+    }
+    rc = ExecuteWithLatestSnapshot(
+        "DELETE FROM slotted_counter.requests WHERE counter OPERATOR(pg_catalog.=) $1", 1, &type,
+        &arg);
+    if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the counter's request ids failed: %d", rc);
+  }
+  FinishSpi(spi);
+  if (!deleted) return false;
+  Oid guard = FindGuard(def.name);
+  if (OidIsValid(guard)) DropGuard(guard);
+  NoteCounterDropped(def.id);
+  ForgetCachedCounters();
+  return true;
+}
+
+}  // namespace sc
