@@ -28,6 +28,7 @@ OBJS = \
 	src/definitions/drop.o \
 	src/definitions/guards.o \
 	src/definitions/privileges.o \
+	src/definitions/role_commands.o \
 	src/functions/attach.o \
 	src/functions/bucketed.o \
 	src/functions/counter_type.o \

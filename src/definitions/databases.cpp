@@ -16,7 +16,7 @@
 #include "definitions/databases.hpp"
 
 #include "buffer/buffer.hpp"
-#include "definitions/guards.hpp"
+#include "definitions/role_commands.hpp"
 #include "shared/shmem.hpp"
 
 extern "C" {
@@ -154,8 +154,8 @@ void OnUtility(PlannedStmt* pstmt, const char* query, bool read_only_tree,
   // Every local is read after PG_TRY below, so volatile (a longjmp restores registers).
   const volatile ProcessUtility_hook_type next =
       prev_process_utility != nullptr ? prev_process_utility : standard_ProcessUtility;
-  // Commands on roles and on the extension that touch the counters' guards (guards.cpp).
-  BeforeGuardCommand(pstmt->utilityStmt);
+  // Commands on roles and on the extension that reach counters (role_commands.cpp).
+  BeforeRoleCommand(pstmt->utilityStmt);
   bool is_drop, is_force;
   const volatile Oid db = TargetDatabase(pstmt->utilityStmt, &is_drop, &is_force);
   const volatile bool dropping = is_drop, force = is_force;

@@ -14,24 +14,25 @@
 //
 // What PostgreSQL does to the guard by itself, it does to the counter: ALTER ROLE ... RENAME,
 // REASSIGN OWNED, the revokes of DROP OWNED, GRANT and REVOKE ON SEQUENCE. What it would do
-// that would leave a counter without its guard, this file prevents or completes: a guard is
-// dropped only by the extension (sc_drop; DROP OWNED drops the counters first; DROP EXTENSION
-// drops every guard first), and it cannot be renamed, moved or altered as a sequence.
+// that would leave a counter without its guard is prevented or completed: a guard is dropped only
+// by the extension (here: the object access hook's check; sc_drop; role_commands.cpp: DROP OWNED
+// drops the counters first, DROP EXTENSION every guard first), and it cannot be renamed, moved
+// or altered as a sequence (role_commands.cpp).
+#include <initializer_list>
+
 #include "definitions/guards.hpp"
 
-#include "definitions/catalog.hpp"
-#include "definitions/drop.hpp"
-#include "spi.hpp"
-
 extern "C" {
+#include "access/genam.h"
+#include "access/table.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
-#include "commands/extension.h"
 #include "commands/sequence.h"
 #include "commands/tablecmds.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_node.h"
+#include "utils/fmgroids.h"
 #include "utils/syscache.h"
 }
 
@@ -43,109 +44,40 @@ namespace {
 
 Oid GuardSchema() { return get_namespace_oid(kGuardSchema, true); }
 
-// Whether relid is a guard: a sequence in the guards' schema.
+}  // namespace
+
+Oid GuardOwner(Oid guard) {
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(guard));
+  if (!HeapTupleIsValid(tuple)) return InvalidOid;
+  Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  ReleaseSysCache(tuple);
+  return owner;
+}
+
 bool IsGuard(Oid relid) {
   Oid schema = GuardSchema();
   return OidIsValid(schema) && get_rel_namespace(relid) == schema &&
          get_rel_relkind(relid) == RELKIND_SEQUENCE;
 }
 
-// The guard a RangeVar names, if it names one; InvalidOid otherwise (or if it names nothing).
-Oid GuardNamed(RangeVar* relation) {
-  if (relation == nullptr) return InvalidOid;
-  Oid relid = RangeVarGetRelid(relation, NoLock, true);
-  return OidIsValid(relid) && IsGuard(relid) ? relid : InvalidOid;
-}
-
-[[noreturn]] void RefuseAlteringGuard(Oid guard) {
-  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                  errmsg("cannot alter sequence %s.%s", kGuardSchema, get_rel_name(guard)),
-                  errdetail("It holds the owner and the privileges of counter \"%s\".",
-                            get_rel_name(guard)),
-                  errhint("Use sc_alter_owner(), sc_grant() and sc_revoke(), or ALTER ... OWNER "
-                          "TO, GRANT and REVOKE on the sequence.")));
-  pg_unreachable();
-}
-
-// DROP OWNED: the counters owned by the roles are dropped, as the sequences would be; only when
-// the current role may drop what each of them owns (else core's check fails the command).
-void DropOwnedCounters(DropOwnedStmt* stmt) {
-  if (!OidIsValid(ExtensionRelation("counters"))) return;
-  List* roles = NIL;
-  ListCell* cell;
-  foreach (cell, stmt->roles) {
-    Oid role = get_rolespec_oid(static_cast<RoleSpec*>(lfirst(cell)), true);
-    if (!OidIsValid(role) || !has_privs_of_role(GetUserId(), role)) return;
-    roles = lappend_oid(roles, role);
-  }
-  // The ids first: dropping reads the catalog again.
-  SpiSession spi = ConnectSpi();
-  int rc = SPI_execute("SELECT id, name FROM slotted_counter.counters ORDER BY id", true, 0);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
-  List* owned = NIL;
-  for (uint64 i = 0; i < SPI_processed; i++) {
-    bool isnull;
-    int32 id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
-                                           &isnull));
-    char* name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-    Oid guard = FindGuard(name);
-    if (!OidIsValid(guard)) continue;
-    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(guard));
-    if (!HeapTupleIsValid(tuple)) continue;
-    Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
-    ReleaseSysCache(tuple);
-    if (list_member_oid(roles, owner)) {
-      MemoryContext old = MemoryContextSwitchTo(spi.caller);
-      owned = lappend_int(owned, id);
-      MemoryContextSwitchTo(old);
-    }
-  }
-  FinishSpi(spi);
-  foreach (cell, owned) {
-    const CounterDef* def = FindCounter(int32(lfirst_int(cell)));
-    if (def != nullptr) {
-      CounterDef copy = *def;
-      (void)DropCounter(copy);
-    }
-  }
-}
-
-// DROP EXTENSION slotted_counter: the guards go first, by the extension, so that the command
-// needs no CASCADE (the schema is the extension's; the sequences in it are not).
-void DropAllGuards(DropStmt* stmt) {
-  ListCell* cell;
-  bool ours = false;
-  foreach (cell, stmt->objects) {
-    Node* object = static_cast<Node*>(lfirst(cell));
-    if (IsA(object, String) && strcmp(strVal(object), "slotted_counter") == 0) ours = true;
-  }
+List* AllGuards() {
   Oid schema = GuardSchema();
-  if (!ours || !OidIsValid(schema)) return;
-  // Only for a role that may drop the extension: core checks that next, and fails otherwise.
-  Oid extension = get_extension_oid("slotted_counter", true);
-  if (!OidIsValid(extension) || !OwnsExtension(GetUserId(), extension)) return;
-  SpiSession spi = ConnectSpi();
-  Oid type = OIDOID;
-  Datum arg = ObjectIdGetDatum(schema);
-  int rc = SPI_execute_with_args(
-      "SELECT oid FROM pg_catalog.pg_class WHERE relnamespace OPERATOR(pg_catalog.=) $1 "
-      "AND relkind OPERATOR(pg_catalog.=) 'S'",
-      1, &type, &arg, nullptr, true, 0);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading the guards failed: %d", rc);
   List* guards = NIL;
-  for (uint64 i = 0; i < SPI_processed; i++) {
-    bool isnull;
-    Oid guard = DatumGetObjectId(
-        SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-    MemoryContext old = MemoryContextSwitchTo(spi.caller);
-    guards = lappend_oid(guards, guard);
-    MemoryContextSwitchTo(old);
+  if (!OidIsValid(schema)) return guards;
+  Relation rel = table_open(RelationRelationId, AccessShareLock);
+  ScanKeyData key;
+  ScanKeyInit(&key, Anum_pg_class_relnamespace, BTEqualStrategyNumber, F_OIDEQ,
+              ObjectIdGetDatum(schema));
+  SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, nullptr, 1, &key);
+  HeapTuple tuple;
+  while (HeapTupleIsValid(tuple = systable_getnext(scan))) {
+    auto* form = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple));
+    if (form->relkind == RELKIND_SEQUENCE) guards = lappend_oid(guards, form->oid);
   }
-  FinishSpi(spi);
-  foreach (cell, guards) DropGuard(lfirst_oid(cell));
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  return guards;
 }
-
-}  // namespace
 
 Oid FindGuard(const char* name) {
   Oid schema = GuardSchema();
@@ -176,7 +108,10 @@ void CreateGuard(const char* name, Oid owner) {
 void DropGuard(Oid guard) {
   ObjectAddress object;
   ObjectAddressSet(object, RelationRelationId, guard);
-  performDeletion(&object, DROP_RESTRICT, PERFORM_DELETION_INTERNAL);
+  // CASCADE: any role may make an object of its own depend on a guard (a column's DEFAULT
+  // nextval() of it, a view of it), which would otherwise keep the owner from dropping the
+  // counter. Those go with it, each with core's NOTICE, as DROP SEQUENCE ... CASCADE drops them.
+  performDeletion(&object, DROP_CASCADE, PERFORM_DELETION_INTERNAL);
   CommandCounterIncrement();
 }
 
@@ -185,7 +120,7 @@ void ChangeGuardOwner(Oid guard, Oid owner) {
   CommandCounterIncrement();
 }
 
-void GrantOnGuard(const char* name, uint32 mask, const char* role, bool grant) {
+void GrantOnGuard(const char* name, AclMode mask, const char* role, bool grant) {
   GrantStmt* stmt = makeNode(GrantStmt);
   stmt->is_grant = grant;
   stmt->targtype = ACL_TARGET_OBJECT;
@@ -193,7 +128,7 @@ void GrantOnGuard(const char* name, uint32 mask, const char* role, bool grant) {
   stmt->objects = list_make1(makeRangeVar(pstrdup(kGuardSchema), pstrdup(name), -1));
   stmt->privileges = NIL;
   for (const char* privilege : {"select", "update"}) {
-    uint32 bit = strcmp(privilege, "select") == 0 ? uint32(kSelect) : uint32(kUpdate);
+    AclMode bit = strcmp(privilege, "select") == 0 ? ACL_SELECT : ACL_UPDATE;
     if ((mask & bit) == 0) continue;
     AccessPriv* access = makeNode(AccessPriv);
     access->priv_name = pstrdup(privilege);
@@ -212,9 +147,12 @@ void GrantOnGuard(const char* name, uint32 mask, const char* role, bool grant) {
   CommandCounterIncrement();
 }
 
-uint32 GuardPrivileges(Oid guard, Oid role) {
-  constexpr uint32 kAll = kSelect | kUpdate | kOwn;
-  if (OidIsValid(role) && superuser_arg(role)) return kAll;
+AclMode GuardPrivileges(Oid guard, Oid role, bool* owns) {
+  *owns = false;
+  if (OidIsValid(role) && superuser_arg(role)) {
+    *owns = true;
+    return ACL_SELECT | ACL_UPDATE;
+  }
   HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(guard));
   if (!HeapTupleIsValid(tuple)) return 0;
   Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
@@ -222,7 +160,11 @@ uint32 GuardPrivileges(Oid guard, Oid role) {
   Datum datum = SysCacheGetAttr(RELOID, tuple, Anum_pg_class_relacl, &isnull);
   Acl* acl = isnull ? acldefault(OBJECT_SEQUENCE, owner) : DatumGetAclPCopy(datum);
   ReleaseSysCache(tuple);
-  if (OidIsValid(role) && has_privs_of_role(role, owner)) return kAll;
+  if (OidIsValid(role) && has_privs_of_role(role, owner)) {
+    pfree(acl);
+    *owns = true;
+    return ACL_SELECT | ACL_UPDATE;
+  }
   AclMode held = 0;
   if (OidIsValid(role)) {
     held = aclmask(acl, role, owner, ACL_SELECT | ACL_UPDATE, ACLMASK_ALL);
@@ -232,10 +174,7 @@ uint32 GuardPrivileges(Oid guard, Oid role) {
       if (items[i].ai_grantee == ACL_ID_PUBLIC) held |= ACLITEM_GET_PRIVS(items[i]);
   }
   pfree(acl);
-  uint32 granted = 0;
-  if ((held & ACL_SELECT) != 0) granted |= kSelect;
-  if ((held & ACL_UPDATE) != 0) granted |= kUpdate;
-  return granted;
+  return held & (ACL_SELECT | ACL_UPDATE);
 }
 
 void CheckGuardDrop(Oid relid, int dropflags) {
@@ -245,36 +184,6 @@ void CheckGuardDrop(Oid relid, int dropflags) {
                          kGuardSchema, get_rel_name(relid), get_rel_name(relid)),
                   errhint("Drop the counter with sc_drop(); DROP OWNED drops the counters a "
                           "role owns.")));
-}
-
-void BeforeGuardCommand(Node* statement) {
-  switch (nodeTag(statement)) {
-    case T_DropOwnedStmt:
-      DropOwnedCounters(reinterpret_cast<DropOwnedStmt*>(statement));
-      break;
-    case T_DropStmt: {
-      auto* drop = reinterpret_cast<DropStmt*>(statement);
-      if (drop->removeType == OBJECT_EXTENSION) DropAllGuards(drop);
-      break;
-    }
-    case T_RenameStmt: {
-      Oid guard = GuardNamed(reinterpret_cast<RenameStmt*>(statement)->relation);
-      if (OidIsValid(guard)) RefuseAlteringGuard(guard);
-      break;
-    }
-    case T_AlterObjectSchemaStmt: {
-      Oid guard = GuardNamed(reinterpret_cast<AlterObjectSchemaStmt*>(statement)->relation);
-      if (OidIsValid(guard)) RefuseAlteringGuard(guard);
-      break;
-    }
-    case T_AlterSeqStmt: {
-      Oid guard = GuardNamed(reinterpret_cast<AlterSeqStmt*>(statement)->sequence);
-      if (OidIsValid(guard)) RefuseAlteringGuard(guard);
-      break;
-    }
-    default:
-      break;
-  }
 }
 
 }  // namespace sc

@@ -118,7 +118,9 @@ Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
     grantee = role;
   }
   RequireGuard(def);
-  GrantOnGuard(def->name, mask, grantee, grant);
+  AclMode acl_mask = ((mask & kSelect) != 0 ? ACL_SELECT : 0) |
+                     ((mask & kUpdate) != 0 ? ACL_UPDATE : 0);
+  GrantOnGuard(def->name, acl_mask, grantee, grant);
   PG_RETURN_VOID();
 }
 
@@ -142,9 +144,16 @@ void UpdateCounterRow(int32 id, const char* sql, int nargs, Oid* types, Datum* a
 }
 
 uint32 PrivilegesOf(const CounterDef& def, Oid role) {
-  if (OidIsValid(def.guard)) return GuardPrivileges(def.guard, role);
+  constexpr uint32 kAll = kSelect | kUpdate | kOwn;
   // A counter without a guard (a restore that left it out) is the superusers' alone.
-  return OidIsValid(role) && superuser_arg(role) ? kSelect | kUpdate | kOwn : 0;
+  if (!OidIsValid(def.guard)) return OidIsValid(role) && superuser_arg(role) ? kAll : 0;
+  bool owns;
+  AclMode held = GuardPrivileges(def.guard, role, &owns);
+  if (owns) return kAll;
+  uint32 granted = 0;
+  if ((held & ACL_SELECT) != 0) granted |= kSelect;
+  if ((held & ACL_UPDATE) != 0) granted |= kUpdate;
+  return granted;
 }
 
 bool HasPrivileges(const CounterDef* def, uint32 need) {

@@ -205,6 +205,20 @@ ALTER SEQUENCE slotted_counters.c OWNED BY target.id;
 \set VERBOSITY terse
 SELECT sc_incr('c', 1, 0) > 0 AS still_counts;
 RESET ROLE;
+-- Another role's object made to depend on a guard (a DEFAULT nextval() of it) does not keep the
+-- owner from dropping the counter: it goes with it, with core's NOTICE, as with DROP ... CASCADE.
+CREATE SCHEMA squat AUTHORIZATION sc_nobody;
+SET ROLE sc_owner;
+SELECT sc_create('depended');
+SET ROLE sc_nobody;
+CREATE TABLE squat.t (x bigint DEFAULT nextval('slotted_counters.depended'));
+SET ROLE sc_owner;
+SELECT sc_drop('depended');
+RESET ROLE;
+SELECT column_default FROM information_schema.columns
+ WHERE table_schema = 'squat' AND table_name = 't';
+DROP SCHEMA squat CASCADE;
+
 -- What a role may not read, it does not see: rows of the extension's tables per role.
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT r, visible_as(r) FROM unnest(ARRAY['sc_owner', 'sc_reader', 'sc_writer', 'sc_nobody', current_user]) r

@@ -1,0 +1,133 @@
+// role_commands.cpp: what commands on roles and on the extension do to counters.
+//
+// A counter's owner and grants are its guard's (guards.cpp), so core's ALTER ROLE ... RENAME,
+// DROP ROLE, REASSIGN OWNED and the revokes of DROP OWNED need nothing from us. Before the rest,
+// the ProcessUtility hook (databases.cpp) calls BeforeRoleCommand:
+// - DROP OWNED BY r: the counters r owns in this database are dropped (drop.cpp), as core drops
+//   r's tables, if the current role may (has r's privileges; else core refuses the command);
+// - DROP EXTENSION slotted_counter: every guard is dropped first, as the extension (the schema is
+//   the extension's, the sequences in it are not, so core would ask for CASCADE);
+// - ALTER ... RENAME, SET SCHEMA, ALTER SEQUENCE on a guard: refused, since a counter finds its
+//   guard by its own name in the guards' schema (ALTER ... OWNER TO, GRANT, REVOKE are allowed).
+// All of it runs in the command's transaction: if the command fails, it is undone.
+#include "definitions/role_commands.hpp"
+
+#include "definitions/catalog.hpp"
+#include "definitions/drop.hpp"
+#include "definitions/guards.hpp"
+#include "spi.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "commands/extension.h"
+}
+
+namespace sc {
+
+namespace {
+
+// The guard a RangeVar names, if it names one; InvalidOid otherwise (or if it names nothing).
+Oid GuardNamed(RangeVar* relation) {
+  if (relation == nullptr) return InvalidOid;
+  Oid relid = RangeVarGetRelid(relation, NoLock, true);
+  return OidIsValid(relid) && IsGuard(relid) ? relid : InvalidOid;
+}
+
+[[noreturn]] void RefuseAlteringGuard(Oid guard) {
+  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                  errmsg("cannot alter sequence %s.%s", kGuardSchema, get_rel_name(guard)),
+                  errdetail("It holds the owner and the privileges of counter \"%s\".",
+                            get_rel_name(guard)),
+                  errhint("Use sc_alter_owner(), sc_grant() and sc_revoke(), or ALTER ... OWNER "
+                          "TO, GRANT and REVOKE on the sequence.")));
+  pg_unreachable();
+}
+
+// DROP OWNED: the counters owned by the roles are dropped, as the sequences would be; only when
+// the current role may drop what each of them owns (else core's check fails the command).
+void DropOwnedCounters(DropOwnedStmt* stmt) {
+  if (!OidIsValid(ExtensionRelation("counters"))) return;
+  List* roles = NIL;
+  ListCell* cell;
+  foreach (cell, stmt->roles) {
+    Oid role = get_rolespec_oid(static_cast<RoleSpec*>(lfirst(cell)), true);
+    if (!OidIsValid(role) || !has_privs_of_role(GetUserId(), role)) return;
+    roles = lappend_oid(roles, role);
+  }
+  // The ids first: dropping reads the catalog again.
+  SpiSession spi = ConnectSpi();
+  int rc = SPI_execute("SELECT id, name FROM slotted_counter.counters ORDER BY id", true, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
+  List* owned = NIL;
+  for (uint64 i = 0; i < SPI_processed; i++) {
+    bool isnull;
+    int32 id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+                                           &isnull));
+    char* name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+    Oid guard = FindGuard(name);
+    if (OidIsValid(guard) && list_member_oid(roles, GuardOwner(guard))) {
+      MemoryContext old = MemoryContextSwitchTo(spi.caller);
+      owned = lappend_int(owned, id);
+      MemoryContextSwitchTo(old);
+    }
+  }
+  FinishSpi(spi);
+  foreach (cell, owned) {
+    const CounterDef* def = FindCounter(int32(lfirst_int(cell)));
+    if (def != nullptr) {
+      CounterDef copy = *def;
+      (void)DropCounter(copy);
+    }
+  }
+}
+
+// DROP EXTENSION slotted_counter: the guards go first, by the extension, so that the command
+// needs no CASCADE (the schema is the extension's; the sequences in it are not).
+void DropAllGuards(DropStmt* stmt) {
+  ListCell* cell;
+  bool ours = false;
+  foreach (cell, stmt->objects) {
+    Node* object = static_cast<Node*>(lfirst(cell));
+    if (IsA(object, String) && strcmp(strVal(object), "slotted_counter") == 0) ours = true;
+  }
+  if (!ours) return;
+  // Only for a role that may drop the extension: core checks that next, and fails otherwise.
+  Oid extension = get_extension_oid("slotted_counter", true);
+  if (!OidIsValid(extension) || !OwnsExtension(GetUserId(), extension)) return;
+  List* guards = AllGuards();
+  foreach (cell, guards) DropGuard(lfirst_oid(cell));
+}
+
+}  // namespace
+
+void BeforeRoleCommand(Node* statement) {
+  switch (nodeTag(statement)) {
+    case T_DropOwnedStmt:
+      DropOwnedCounters(reinterpret_cast<DropOwnedStmt*>(statement));
+      break;
+    case T_DropStmt: {
+      auto* drop = reinterpret_cast<DropStmt*>(statement);
+      if (drop->removeType == OBJECT_EXTENSION) DropAllGuards(drop);
+      break;
+    }
+    case T_RenameStmt: {
+      Oid guard = GuardNamed(reinterpret_cast<RenameStmt*>(statement)->relation);
+      if (OidIsValid(guard)) RefuseAlteringGuard(guard);
+      break;
+    }
+    case T_AlterObjectSchemaStmt: {
+      Oid guard = GuardNamed(reinterpret_cast<AlterObjectSchemaStmt*>(statement)->relation);
+      if (OidIsValid(guard)) RefuseAlteringGuard(guard);
+      break;
+    }
+    case T_AlterSeqStmt: {
+      Oid guard = GuardNamed(reinterpret_cast<AlterSeqStmt*>(statement)->sequence);
+      if (OidIsValid(guard)) RefuseAlteringGuard(guard);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace sc
