@@ -1,4 +1,5 @@
-// drop.cpp: dropping a counter, for sc_drop and DROP OWNED (guards.cpp).
+// drop.cpp: dropping a counter, for sc_drop, DROP OWNED and DROP SEQUENCE of its guard
+// (role_commands.cpp).
 //
 // The counter's row is deleted first, which locks it against the flusher (which locks the rows
 // of the counters it flushes FOR KEY SHARE SKIP LOCKED: flush.cpp). Then every value row
@@ -13,7 +14,7 @@
 
 namespace sc {
 
-bool DropCounter(const CounterDef& def) {
+bool DropCounter(const CounterDef& def, bool with_guard) {
   SpiSession spi = ConnectSpi();
   Oid type = INT4OID;
   Datum arg = Int32GetDatum(def.id);
@@ -39,7 +40,7 @@ bool DropCounter(const CounterDef& def) {
   }
   FinishSpi(spi);
   if (!deleted) return false;
-  Oid guard = FindGuard(def.name);
+  Oid guard = with_guard ? FindGuard(def.name) : InvalidOid;
   if (OidIsValid(guard)) DropGuard(guard);
   NoteCounterDropped(def.id);
   ForgetCachedCounters();

@@ -5,9 +5,9 @@
 
 namespace sc {
 
-// Deletes counter def's row, its values, deltas, attachments and request ids, and its guard, in
-// the current transaction, and notes the drop for its commit. The caller checked the privilege.
-// False if a transaction that committed meanwhile had dropped it already.
-bool DropCounter(const CounterDef& def);
+// Deletes counter def's row, its values, deltas, attachments and request ids, and (with_guard)
+// its guard, in the current transaction, and notes the drop for its commit. The caller checked
+// the privilege. False if a transaction that committed meanwhile had dropped it already.
+bool DropCounter(const CounterDef& def, bool with_guard = true);
 
 }  // namespace sc

@@ -14,10 +14,10 @@
 //
 // What PostgreSQL does to the guard by itself, it does to the counter: ALTER ROLE ... RENAME,
 // REASSIGN OWNED, the revokes of DROP OWNED, GRANT and REVOKE ON SEQUENCE. What it would do
-// that would leave a counter without its guard is prevented or completed: a guard is dropped only
-// by the extension (here: the object access hook's check; sc_drop; role_commands.cpp: DROP OWNED
-// drops the counters first, DROP EXTENSION every guard first), and it cannot be renamed, moved
-// or altered as a sequence (role_commands.cpp).
+// that would leave a counter without its guard is completed or refused (role_commands.cpp):
+// DROP SEQUENCE of a guard and DROP OWNED drop the counter, DROP EXTENSION drops every guard
+// first, and a guard cannot be renamed, moved or altered as a sequence, nor dropped otherwise
+// while its counter exists.
 #include <initializer_list>
 
 #include "definitions/guards.hpp"
@@ -175,15 +175,6 @@ AclMode GuardPrivileges(Oid guard, Oid role, bool* owns) {
   }
   pfree(acl);
   return held & (ACL_SELECT | ACL_UPDATE);
-}
-
-void CheckGuardDrop(Oid relid, int dropflags) {
-  if ((dropflags & PERFORM_DELETION_INTERNAL) != 0 || !IsGuard(relid)) return;
-  ereport(ERROR, (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-                  errmsg("cannot drop sequence %s.%s because counter \"%s\" requires it",
-                         kGuardSchema, get_rel_name(relid), get_rel_name(relid)),
-                  errhint("Drop the counter with sc_drop(); DROP OWNED drops the counters a "
-                          "role owns.")));
 }
 
 }  // namespace sc

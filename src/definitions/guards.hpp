@@ -24,8 +24,7 @@ List* AllGuards();
 // sequences in the schema, as any new sequence of it gets).
 void CreateGuard(const char* name, Oid owner);
 
-// Drops the guard as the extension's own act (the object access hook refuses any other drop),
-// with whatever a role made depend on it (CASCADE).
+// Drops the guard as the extension's own act, with whatever a role made depend on it (CASCADE).
 void DropGuard(Oid guard);
 
 // Gives the guard to `owner`: its ACL and shared dependencies follow, as ALTER ... OWNER TO.
@@ -39,9 +38,5 @@ void GrantOnGuard(const char* name, AclMode mask, const char* role, bool grant);
 // ACL_SELECT and ACL_UPDATE as `role` (InvalidOid: PUBLIC) holds them on the guard, from its ACL;
 // both, and *owns, for the owner's members and superusers.
 AclMode GuardPrivileges(Oid guard, Oid role, bool* owns);
-
-// The object access hook's check: fails with 2BP01 when a guard is dropped other than by the
-// extension (DROP SEQUENCE, a cascade from an object it was made to depend on).
-void CheckGuardDrop(Oid relid, int dropflags);
 
 }  // namespace sc

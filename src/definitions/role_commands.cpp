@@ -5,11 +5,14 @@
 // the ProcessUtility hook (databases.cpp) calls BeforeRoleCommand:
 // - DROP OWNED BY r: the counters r owns in this database are dropped (drop.cpp), as core drops
 //   r's tables, if the current role may (has r's privileges; else core refuses the command);
+// - DROP SEQUENCE of a guard (as pg_restore --clean and pg_dump --clean run for every sequence
+//   they restore): its counter is dropped first, by a role that owns it (else core refuses);
 // - DROP EXTENSION slotted_counter: every guard is dropped first, as the extension (the schema is
 //   the extension's, the sequences in it are not, so core would ask for CASCADE);
 // - ALTER ... RENAME, SET SCHEMA, ALTER SEQUENCE on a guard: refused, since a counter finds its
 //   guard by its own name in the guards' schema (ALTER ... OWNER TO, GRANT, REVOKE are allowed).
-// All of it runs in the command's transaction: if the command fails, it is undone.
+// All of it runs in the command's transaction: if the command fails, it is undone. Any other drop
+// of a guard whose counter exists (a cascade) is refused by the object access hook (xact.cpp).
 #include "definitions/role_commands.hpp"
 
 #include "definitions/catalog.hpp"
@@ -18,6 +21,7 @@
 #include "spi.hpp"
 
 extern "C" {
+#include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "commands/extension.h"
 }
@@ -81,6 +85,20 @@ void DropOwnedCounters(DropOwnedStmt* stmt) {
   }
 }
 
+// DROP SEQUENCE: the counters of the guards it names that the current role owns are dropped,
+// without their guards, which the command then drops.
+void DropGuardedCounters(DropStmt* stmt) {
+  ListCell* cell;
+  foreach (cell, stmt->objects) {
+    Oid guard = GuardNamed(makeRangeVarFromNameList(static_cast<List*>(lfirst(cell))));
+    if (!OidIsValid(guard) || !OwnsRelation(GetUserId(), guard)) continue;
+    const CounterDef* def = FindCounter(get_rel_name(guard), int(strlen(get_rel_name(guard))));
+    if (def == nullptr) continue;
+    CounterDef copy = *def;
+    (void)DropCounter(copy, false);
+  }
+}
+
 // DROP EXTENSION slotted_counter: the guards go first, by the extension, so that the command
 // needs no CASCADE (the schema is the extension's; the sequences in it are not).
 void DropAllGuards(DropStmt* stmt) {
@@ -108,6 +126,7 @@ void BeforeRoleCommand(Node* statement) {
     case T_DropStmt: {
       auto* drop = reinterpret_cast<DropStmt*>(statement);
       if (drop->removeType == OBJECT_EXTENSION) DropAllGuards(drop);
+      if (drop->removeType == OBJECT_SEQUENCE) DropGuardedCounters(drop);
       break;
     }
     case T_RenameStmt: {
@@ -128,6 +147,16 @@ void BeforeRoleCommand(Node* statement) {
     default:
       break;
   }
+}
+
+void CheckGuardDrop(Oid relid, int dropflags) {
+  if ((dropflags & PERFORM_DELETION_INTERNAL) != 0 || !IsGuard(relid)) return;
+  const char* name = get_rel_name(relid);
+  if (FindCounterByName(name) < 0) return;  // dropped first (above), or never had a counter
+  ereport(ERROR, (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+                  errmsg("cannot drop sequence %s.%s because counter \"%s\" requires it",
+                         kGuardSchema, name, name),
+                  errhint("Drop the counter with sc_drop(), or drop the sequence itself.")));
 }
 
 }  // namespace sc

@@ -21,7 +21,7 @@
 #include "functions/attach.hpp"
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
-#include "definitions/guards.hpp"
+#include "definitions/role_commands.hpp"
 #include "transactions/changes.hpp"
 #include "shared/shmem.hpp"
 #include "transactions/transactional.hpp"

@@ -182,8 +182,8 @@ RESET ROLE;
 SELECT sc_alter_owner('c', 'sc_owner');
 
 -- The guard is PostgreSQL's own object: GRANT and REVOKE on it are sc_grant and sc_revoke, and
--- has_sequence_privilege agrees with sc_has_privilege. Only the extension drops, renames, moves
--- or alters it (2BP01, 0A000), and the counter stays whole.
+-- has_sequence_privilege agrees with sc_has_privilege. Only its owner drops it (42501), and no one
+-- renames, moves or alters it (0A000): the counter stays whole.
 SET ROLE sc_owner;
 GRANT SELECT ON SEQUENCE slotted_counters.c TO sc_nobody;
 SELECT sc_has_privilege('sc_nobody', 'c', 'SELECT') AS granted_by_grant,
@@ -194,8 +194,10 @@ SET ROLE sc_owner;
 REVOKE SELECT ON SEQUENCE slotted_counters.c FROM sc_nobody;
 SELECT sc_has_privilege('sc_nobody', 'c', 'SELECT') AS revoked;
 \set VERBOSITY default
+SET ROLE sc_nobody;
 DROP SEQUENCE slotted_counters.c;
 \echo :LAST_ERROR_SQLSTATE
+SET ROLE sc_owner;
 ALTER SEQUENCE slotted_counters.c RENAME TO d;
 \echo :LAST_ERROR_SQLSTATE
 ALTER TABLE slotted_counters.c SET SCHEMA public;
@@ -218,6 +220,16 @@ RESET ROLE;
 SELECT column_default FROM information_schema.columns
  WHERE table_schema = 'squat' AND table_name = 't';
 DROP SCHEMA squat CASCADE;
+
+-- DROP SEQUENCE of a guard by the counter's owner (as pg_restore --clean runs it) drops the
+-- counter, as sc_drop does.
+SET ROLE sc_owner;
+SELECT sc_create('by_sequence');
+SELECT sc_incr('by_sequence', 1, 5);
+DROP SEQUENCE slotted_counters.by_sequence;
+SELECT sc_sum('by_sequence', 1);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
 
 -- What a role may not read, it does not see: rows of the extension's tables per role.
 SELECT sc_rollup() >= 0 AS flushed;

@@ -2,12 +2,13 @@
 # the ACL of its guard sequence slotted_counters."<name>". What a user notices: a renamed role keeps
 # its counters and grants, and a new role of the old name gets none of them; DROP ROLE refuses a
 # role that owns or may use a counter (from any database of the cluster), naming the counter's
-# sequence; REASSIGN OWNED and DROP OWNED give away or drop counters and revoke grants; the guard
-# sequence cannot be dropped by hand, yet DROP EXTENSION takes it along; a dump restores owners
-# and grants by name into a cluster whose roles have other OIDs, and with --no-owner gives the
-# counter and its attached table to the restoring role, whose attachment then runs; an attached
-# table given to a role that cannot read the counter makes the attachment fail, shown in
-# slotted_counter.attachments and logged once, not at every flush.
+# sequence; REASSIGN OWNED and DROP OWNED give away or drop counters and revoke grants; DROP
+# SEQUENCE of the guard drops the counter, for its owner only, and DROP EXTENSION takes it along;
+# a dump restores owners and grants by name into a cluster whose roles have other OIDs, again
+# over itself with --clean, and with --no-owner gives the counter and its attached table to the
+# restoring role, whose attachment then runs; an attached table given to a role that cannot read
+# the counter makes the attachment fail, shown in slotted_counter.attachments and logged once,
+# not at every flush.
 
 use strict;
 use warnings;
@@ -215,17 +216,27 @@ is(attempt($node, 'postgres', 'DROP ROLE erin'), 'success', 'drop owned: then DR
 is(query($node, 'postgres', q{SELECT sc_incr('shared_c', 1)}, 'alice'), '1',
 	'drop owned: alice\'s counter still works');
 
-# 7. The guard sequence cannot be dropped by hand, even by the counter's owner.
+# 7. DROP SEQUENCE of a guard (what pg_restore --clean runs for every sequence it restores):
+# refused to another role (42501), and by the counter's owner it drops the counter with it.
 $node->safe_psql('postgres', q{
 SELECT sc_create('carol_c', 'buffered');
 SELECT sc_alter_owner('carol_c', 'carol');
 });
 is(query($node, 'postgres', q{SELECT sc_incr('carol_c', 1)}, 'carol'), '1',
 	'DROP SEQUENCE: before, carol writes her counter');
-is(attempt($node, 'postgres', 'DROP SEQUENCE slotted_counters.carol_c', 'carol'), '2BP01',
-	'DROP SEQUENCE of a guard sequence by the counter\'s owner fails with 2BP01');
+is(attempt($node, 'postgres', 'DROP SEQUENCE slotted_counters.carol_c', 'alice'), '42501',
+	'DROP SEQUENCE of a guard sequence by another role fails with 42501');
 is(query($node, 'postgres', q{SELECT sc_incr('carol_c', 1)}, 'carol'), '2',
-	'DROP SEQUENCE: the counter still works');
+	'DROP SEQUENCE: the counter still works after the refusal');
+is(attempt($node, 'postgres', 'DROP SEQUENCE slotted_counters.carol_c', 'carol'), 'success',
+	'DROP SEQUENCE of a guard sequence by the counter\'s owner succeeds');
+is(attempt($node, 'postgres', q{SELECT sc_sum('carol_c', 1)}), '42704',
+	'DROP SEQUENCE: the counter went with its sequence');
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+is($node->safe_psql('postgres', q{
+SELECT count(*) FROM slotted_counter.totals t
+WHERE NOT EXISTS (SELECT FROM slotted_counter.counters c WHERE c.id = t.counter)}),
+	'0', 'DROP SEQUENCE: no value of the counter is left');
 
 # 8. DROP EXTENSION, without CASCADE, takes the guard sequences along; the owner of a counter there
 # can then be dropped, and CREATE EXTENSION starts afresh.
@@ -384,6 +395,20 @@ my $logged = () = $log =~ /^.*\b(?:WARNING|ERROR):.*(?:"views"|page_stats).*$/mg
 cmp_ok($logged, '>=', 1, 'new table owner: the failure is in the server log');
 cmp_ok($logged, '<=', 3,
 	"new table owner: as $logged WARNING or ERROR lines, not one per flush");
+
+# 12. pg_restore --clean over the restored database: it drops every sequence it restores, the
+# guards included, then the extension, and restores them again: no error, the values and grants
+# as dumped.
+$restored->command_ok(
+	[
+		'pg_restore', '--clean', '--if-exists', '--exit-on-error', '-d',
+		$restored->connstr('shop'), $shop_dump
+	],
+	'clean: pg_restore --clean --if-exists over the restored database');
+is(query($restored, 'shop', q{SELECT sc_sum('orders', 1)}, 'reader'), '7',
+	'clean: the value and the grant are those of the dump');
+is(attempt($restored, 'shop', q{SELECT sc_incr('orders', 1)}, 'reader'), '42501',
+	'clean: the grant made after the first restore is gone with it');
 
 $node->stop;
 $restored->stop;
