@@ -31,6 +31,7 @@
 #include "functions/counter_ref.hpp"
 #include "functions/once.hpp"
 #include "definitions/privileges.hpp"
+#include "shared/flusher_slots.hpp"
 #include "spi.hpp"
 
 extern "C" {
@@ -385,6 +386,9 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
                            : "UPDATE slotted_counter.counters SET retain = NULL "
                              "WHERE id OPERATOR(pg_catalog.=) $1",
                    retains ? 2 : 1, types, args);
+  // The flusher expires what is kept no longer: one that left for idleness starts again (and,
+  // with a retention in the database, stays), as a write would start it.
+  if (retains) (void)EnsureFlusher();
   PG_RETURN_VOID();
 }
 
