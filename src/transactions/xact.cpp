@@ -23,6 +23,7 @@
 #include "definitions/catalog.hpp"
 #include "definitions/role_commands.hpp"
 #include "transactions/changes.hpp"
+#include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
 #include "transactions/transactional.hpp"
 
@@ -42,10 +43,14 @@ bool drops_registered = false;
 // abort callback: takes only LWLocks and cannot fail.
 void SettleNotedChanges(bool committed, int level) {
   bool bumped = false;
+  bool ask_flush = false;
   const NotedChange* noted = NotedChanges();
   for (int i = 0; i < NotedCount(); i++) {
     const NotedChange& n = noted[i];
     if (n.level < level || n.change == Change::kRelationDropped) continue;  // the latter: done
+    // A counter altered (its retention set, sc_alter_retention): a flush, and the retention pass
+    // after it, start after this commit and see it, so the flusher stays if it must expire.
+    if (committed && n.id != 0 && n.change == Change::kAltered) ask_flush = true;
     bool purge = committed ? n.change != Change::kCreated : n.change == Change::kCreated;
     if (purge) {
       if (!bumped) pg_atomic_fetch_add_u64(&shared->catalog_epoch, 1);
@@ -61,6 +66,8 @@ void SettleNotedChanges(bool committed, int level) {
   KeepNotedChanges(
       [](const NotedChange& n, void* arg) { return n.level < *static_cast<int*>(arg); }, &level);
   ForgetCachedCounters();
+  if (ask_flush)
+    if (DatabaseSlot* slot = FindSlot(MyDatabaseId)) AskForFlush(slot);
 }
 
 constexpr int kRegisterWaitMs = 10000;
