@@ -119,7 +119,9 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
                                     DatumGetIntervalP(bucket)->day,
                                     DatumGetIntervalP(bucket)->time, &width) != WidthError::kNone)
       elog(ERROR, "counter \"%s\" has an invalid bucket width", name);
+    // Its guard: the sequence of its name, if it was made for this counter (guards.hpp).
     Oid guard = FindGuard(name);
+    if (OidIsValid(guard) && GuardStart(guard) != id) guard = InvalidOid;
     Datum retain = SPI_getbinval(tup, desc, 5, &isnull);
     bool retains = !isnull;
 

@@ -14,7 +14,7 @@
 
 namespace sc {
 
-bool DropCounter(const CounterDef& def, bool with_guard) {
+bool DropCounter(const CounterDef& def, bool with_guard, DropBehavior behavior) {
   SpiSession spi = ConnectSpi();
   Oid type = INT4OID;
   Datum arg = Int32GetDatum(def.id);
@@ -40,8 +40,7 @@ bool DropCounter(const CounterDef& def, bool with_guard) {
   }
   FinishSpi(spi);
   if (!deleted) return false;
-  Oid guard = with_guard ? FindGuard(def.name) : InvalidOid;
-  if (OidIsValid(guard)) DropGuard(guard);
+  if (with_guard && OidIsValid(def.guard)) DropGuard(def.guard, behavior);
   NoteCounterDropped(def.id);
   ForgetCachedCounters();
   return true;

@@ -28,9 +28,11 @@ extern "C" {
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_sequence.h"
 #include "commands/sequence.h"
 #include "commands/tablecmds.h"
 #include "nodes/makefuncs.h"
+#include "nodes/value.h"
 #include "parser/parse_node.h"
 #include "utils/fmgroids.h"
 #include "utils/syscache.h"
@@ -52,6 +54,14 @@ Oid GuardOwner(Oid guard) {
   Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
   ReleaseSysCache(tuple);
   return owner;
+}
+
+int64 GuardStart(Oid guard) {
+  HeapTuple tuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(guard));
+  if (!HeapTupleIsValid(tuple)) return 0;
+  int64 start = reinterpret_cast<Form_pg_sequence>(GETSTRUCT(tuple))->seqstart;
+  ReleaseSysCache(tuple);
+  return start;
 }
 
 bool IsGuard(Oid relid) {
@@ -86,7 +96,7 @@ Oid FindGuard(const char* name) {
   return OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_SEQUENCE ? relid : InvalidOid;
 }
 
-void CreateGuard(const char* name, Oid owner) {
+void CreateGuard(const char* name, int32 id, Oid owner) {
   // As the extension, which owns the schema (no role may create in it), for `owner`.
   Oid saved_user;
   int saved_context;
@@ -94,7 +104,8 @@ void CreateGuard(const char* name, Oid owner) {
   SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, saved_context | SECURITY_LOCAL_USERID_CHANGE);
   CreateSeqStmt* stmt = makeNode(CreateSeqStmt);
   stmt->sequence = makeRangeVar(pstrdup(kGuardSchema), pstrdup(name), -1);
-  stmt->options = NIL;
+  stmt->options = list_make1(makeDefElem(pstrdup("start"),
+                                          reinterpret_cast<Node*>(makeInteger(id)), -1));
   stmt->ownerId = owner;
   stmt->for_identity = false;
   stmt->if_not_exists = false;
@@ -105,13 +116,10 @@ void CreateGuard(const char* name, Oid owner) {
   CommandCounterIncrement();
 }
 
-void DropGuard(Oid guard) {
+void DropGuard(Oid guard, DropBehavior behavior) {
   ObjectAddress object;
   ObjectAddressSet(object, RelationRelationId, guard);
-  // CASCADE: any role may make an object of its own depend on a guard (a column's DEFAULT
-  // nextval() of it, a view of it), which would otherwise keep the owner from dropping the
-  // counter. Those go with it, each with core's NOTICE, as DROP SEQUENCE ... CASCADE drops them.
-  performDeletion(&object, DROP_CASCADE, PERFORM_DELETION_INTERNAL);
+  performDeletion(&object, behavior, PERFORM_DELETION_INTERNAL);
   CommandCounterIncrement();
 }
 
@@ -167,7 +175,8 @@ AclMode GuardPrivileges(Oid guard, Oid role, bool* owns) {
   }
   AclMode held = 0;
   if (OidIsValid(role)) {
-    held = aclmask(acl, role, owner, ACL_SELECT | ACL_UPDATE, ACLMASK_ALL);
+    // As for any relation: the ACL, and pg_read_all_data / pg_write_all_data.
+    held = pg_class_aclmask(guard, role, ACL_SELECT | ACL_UPDATE, ACLMASK_ALL);
   } else {
     const AclItem* items = ACL_DAT(acl);
     for (int i = 0; i < ACL_NUM(acl); i++)

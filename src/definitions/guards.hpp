@@ -20,12 +20,19 @@ bool IsGuard(Oid relid);
 // Every guard of this database, as a List of OIDs.
 List* AllGuards();
 
-// Makes the guard of a new counter, owned by `owner` (with the owner's default privileges on
-// sequences in the schema, as any new sequence of it gets).
-void CreateGuard(const char* name, Oid owner);
+// Makes the guard of new counter `id`, owned by `owner` (with the owner's default privileges on
+// sequences in the schema, as any new sequence of it gets). The sequence starts at `id`: a guard
+// belongs to the counter of its name only if its start is that counter's id (GuardStart), so a
+// guard left from a dropped counter of the same name (copied to a subscriber, say) grants nothing
+// on a new one. Dumps, restores and pg_upgrade keep both the start and the id.
+void CreateGuard(const char* name, int32 id, Oid owner);
 
-// Drops the guard as the extension's own act, with whatever a role made depend on it (CASCADE).
-void DropGuard(Oid guard);
+// The start of the guard's sequence: the id of the counter it belongs to; 0 if none.
+int64 GuardStart(Oid guard);
+
+// Drops the guard as the extension's own act, with whatever depends on it if `behavior` is
+// DROP_CASCADE (else 2BP01 if anything does).
+void DropGuard(Oid guard, DropBehavior behavior);
 
 // Gives the guard to `owner`: its ACL and shared dependencies follow, as ALTER ... OWNER TO.
 // The caller checked the rules.

@@ -42,8 +42,17 @@ Oid GuardNamed(RangeVar* relation) {
                   errmsg("cannot alter sequence %s.%s", kGuardSchema, get_rel_name(guard)),
                   errdetail("It holds the owner and the privileges of counter \"%s\".",
                             get_rel_name(guard)),
-                  errhint("Use sc_alter_owner(), sc_grant() and sc_revoke(), or ALTER ... OWNER "
-                          "TO, GRANT and REVOKE on the sequence.")));
+                  errhint("Use sc_alter_owner(), sc_grant() and sc_revoke() (or GRANT and REVOKE "
+                          "on the sequence).")));
+  pg_unreachable();
+}
+
+// The guards' schema is found by its name: it keeps it.
+[[noreturn]] void RefuseAlteringGuardSchema() {
+  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                  errmsg("cannot alter schema %s", kGuardSchema),
+                  errdetail("It holds the sequences that hold the counters' owners and "
+                            "privileges.")));
   pg_unreachable();
 }
 
@@ -60,28 +69,27 @@ void DropOwnedCounters(DropOwnedStmt* stmt) {
   }
   // The ids first: dropping reads the catalog again.
   SpiSession spi = ConnectSpi();
-  int rc = SPI_execute("SELECT id, name FROM slotted_counter.counters ORDER BY id", true, 0);
+  int rc = SPI_execute("SELECT id FROM slotted_counter.counters ORDER BY id", true, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counters failed: %d", rc);
-  List* owned = NIL;
+  List* ids = NIL;
   for (uint64 i = 0; i < SPI_processed; i++) {
     bool isnull;
     int32 id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
                                            &isnull));
-    char* name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-    Oid guard = FindGuard(name);
-    if (OidIsValid(guard) && list_member_oid(roles, GuardOwner(guard))) {
-      MemoryContext old = MemoryContextSwitchTo(spi.caller);
-      owned = lappend_int(owned, id);
-      MemoryContextSwitchTo(old);
-    }
+    MemoryContext old = MemoryContextSwitchTo(spi.caller);
+    ids = lappend_int(ids, id);
+    MemoryContextSwitchTo(old);
   }
   FinishSpi(spi);
-  foreach (cell, owned) {
+  // With the command's RESTRICT or CASCADE for what depends on the guards, as core drops the
+  // roles' other objects.
+  foreach (cell, ids) {
     const CounterDef* def = FindCounter(int32(lfirst_int(cell)));
-    if (def != nullptr) {
-      CounterDef copy = *def;
-      (void)DropCounter(copy);
-    }
+    if (def == nullptr || !OidIsValid(def->guard) ||
+        !list_member_oid(roles, GuardOwner(def->guard)))
+      continue;
+    CounterDef copy = *def;
+    (void)DropCounter(copy, true, stmt->behavior);
   }
 }
 
@@ -93,9 +101,9 @@ void DropGuardedCounters(DropStmt* stmt) {
     Oid guard = GuardNamed(makeRangeVarFromNameList(static_cast<List*>(lfirst(cell))));
     if (!OidIsValid(guard) || !OwnsRelation(GetUserId(), guard)) continue;
     const CounterDef* def = FindCounter(get_rel_name(guard), int(strlen(get_rel_name(guard))));
-    if (def == nullptr) continue;
+    if (def == nullptr || def->guard != guard) continue;  // a guard of no counter (guards.hpp)
     CounterDef copy = *def;
-    (void)DropCounter(copy, false);
+    (void)DropCounter(copy, false, DROP_RESTRICT);
   }
 }
 
@@ -113,12 +121,14 @@ void DropAllGuards(DropStmt* stmt) {
   Oid extension = get_extension_oid("slotted_counter", true);
   if (!OidIsValid(extension) || !OwnsExtension(GetUserId(), extension)) return;
   List* guards = AllGuards();
-  foreach (cell, guards) DropGuard(lfirst_oid(cell));
+  foreach (cell, guards) DropGuard(lfirst_oid(cell), stmt->behavior);
 }
 
 }  // namespace
 
 void BeforeRoleCommand(Node* statement) {
+  // pg_upgrade's restore recreates what was there, as it was (ALTER SCHEMA ... OWNER TO too).
+  if (IsBinaryUpgrade) return;
   switch (nodeTag(statement)) {
     case T_DropOwnedStmt:
       DropOwnedCounters(reinterpret_cast<DropOwnedStmt*>(statement));
@@ -130,7 +140,11 @@ void BeforeRoleCommand(Node* statement) {
       break;
     }
     case T_RenameStmt: {
-      Oid guard = GuardNamed(reinterpret_cast<RenameStmt*>(statement)->relation);
+      auto* rename = reinterpret_cast<RenameStmt*>(statement);
+      if (rename->renameType == OBJECT_SCHEMA && rename->subname != nullptr &&
+          strcmp(rename->subname, kGuardSchema) == 0)
+        RefuseAlteringGuardSchema();
+      Oid guard = GuardNamed(rename->relation);
       if (OidIsValid(guard)) RefuseAlteringGuard(guard);
       break;
     }
@@ -152,11 +166,14 @@ void BeforeRoleCommand(Node* statement) {
 void CheckGuardDrop(Oid relid, int dropflags) {
   if ((dropflags & PERFORM_DELETION_INTERNAL) != 0 || !IsGuard(relid)) return;
   const char* name = get_rel_name(relid);
-  if (FindCounterByName(name) < 0) return;  // dropped first (above), or never had a counter
+  const CounterDef* def = FindCounter(name, int(strlen(name)));
+  // Dropped first (above), or the guard of no counter (guards.hpp): nothing to keep.
+  if (def == nullptr || def->guard != relid) return;
   ereport(ERROR, (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
                   errmsg("cannot drop sequence %s.%s because counter \"%s\" requires it",
                          kGuardSchema, name, name),
-                  errhint("Drop the counter with sc_drop(), or drop the sequence itself.")));
+                  errhint("Drop the counter first, with sc_drop() or DROP SEQUENCE %s.%s.",
+                          kGuardSchema, quote_identifier(name))));
 }
 
 }  // namespace sc

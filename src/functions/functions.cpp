@@ -227,7 +227,7 @@ Datum Create(PG_FUNCTION_ARGS) {
                     errmsg("counter \"%s\" already exists", name)));
   }
   // The creator owns it: the guard holds its owner and privileges (guards.cpp).
-  CreateGuard(name, GetUserId());
+  CreateGuard(name, id, GetUserId());
   NoteCounterCreated(id);
   PG_RETURN_DATUM(CounterResult(name));
 }
@@ -248,7 +248,10 @@ Datum Drop(PG_FUNCTION_ARGS) {
     }
   }
   CounterDef def = *CounterArgument(fcinfo, 0, kOwn);
-  if (!DropCounter(def)) {  // dropped by a transaction that committed meanwhile
+  // CASCADE: any role may make an object of its own depend on a guard (a column's DEFAULT
+  // nextval() of it, a view of it), which would otherwise keep the owner from dropping the
+  // counter. Those go with it, each with core's NOTICE, as DROP SEQUENCE ... CASCADE drops them.
+  if (!DropCounter(def, true, DROP_CASCADE)) {  // dropped by a transaction that committed meanwhile
     if (!if_exists) ReportUnknownCounter(def.name);
     ereport(NOTICE, (errcode(ERRCODE_UNDEFINED_OBJECT),
                      errmsg("counter \"%s\" does not exist, skipping", def.name)));
