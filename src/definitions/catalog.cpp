@@ -2,8 +2,8 @@
 //
 // A counter is a row of slotted_counter.counters. Lookups read it with the latest snapshot (as
 // regclass reads the system catalogs), so a counter dropped by a committed transaction is gone
-// even inside an older REPEATABLE READ snapshot. The cache (two dynahash tables and the grantee
-// arrays, all in one memory context) is trusted while shared->catalog_epoch is unchanged; any
+// even inside an older REPEATABLE READ snapshot. The cache (two dynahash tables in one memory
+// context) is trusted while shared->catalog_epoch is unchanged; any
 // drop bumps it at commit. Owners and grants are the guards' (guards.cpp), PostgreSQL's own
 // objects: a change to any role, membership or relation (a GRANT, an owner given away) moves
 // role_generation, so cached privileges are computed again.

@@ -15,12 +15,12 @@
 // "pg_catalog, pg_temp" (as PostgreSQL 17 and later run maintenance commands, on every version:
 // the owner's code names what it uses, and a role that may create objects in another schema cannot
 // put its own function in that code's way), and in a GUC nest level that is rolled back, so
-// settings its code changes end with it. Only a role with the owner's
-// privileges may attach, and each run checks that the table's owner, whoever it is now (a
-// restore with --no-owner, REASSIGN OWNED, ALTER TABLE ... OWNER TO), may read the counter: the
-// values go where their reader's code runs. A time limit (slotted_counter.attach_timeout) cancels the run; code that
-// swallows the cancel is ended with the process a second later, and the next attacher records
-// that run as failed.
+// settings its code changes end with it. Only a role with the owner's privileges may attach, and
+// each run checks that the table's owner, whoever it is now (a restore with --no-owner, REASSIGN
+// OWNED, ALTER TABLE ... OWNER TO), may read the counter: the values go where that owner's code
+// runs. A time limit (slotted_counter.attach_timeout) cancels the run; code that swallows the
+// cancel is ended with the process a second later, and the next attacher records that run as
+// failed.
 //
 // One process runs the due attachments of one table owner and hands the rest over to a new
 // attacher: what an owner's code leaves in its session (session advisory locks, the random seed)
@@ -310,12 +310,11 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
   if (rc != SPI_OK_SELECT) elog(ERROR, "locking the attachment failed: %d", rc);
   if (SPI_processed == 0) return Outcome::kLocked;
 
-  const CounterDef* def = FindCounter(a.counter);
-  if (def == nullptr)
+  const CounterDef* found = FindCounter(a.counter);
+  if (found == nullptr)
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("counter %d does not exist", a.counter)));
-  NameData counter_name;
-  namestrcpy(&counter_name, def->name);
+  CounterDef def = *found;  // the cache's entry may go with the look-ups below
   // Nor for the table: a transaction that holds it in a conflicting mode may wait for the row
   // this run holds (a DROP TABLE deletes it: a deadlock). The time limit covers the rest.
   if (!ConditionalLockRelationOid(a.target, RowExclusiveLock)) return Outcome::kLocked;
@@ -337,11 +336,10 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
   if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
     ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
                     errmsg("\"%s\" is not a table", table)));
-  def = FindCounter(a.counter);
-  if (def == nullptr || (PrivilegesOf(*def, owner) & kSelect) == 0)
+  if ((PrivilegesOf(def, owner) & kSelect) == 0)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                     errmsg("role \"%s\", the owner of table %s, may not read counter \"%s\"",
-                           GetUserNameFromId(owner, false), table, NameStr(counter_name)),
+                           GetUserNameFromId(owner, false), table, def.name),
                     errdetail("An attachment runs as its table's owner, who must hold SELECT on "
                               "the counter."),
                     errhint("The counter's owner can grant it with sc_grant().")));
