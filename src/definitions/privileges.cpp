@@ -93,12 +93,15 @@ Oid RoleNamed(const char* role) {
   return oid;
 }
 
-// Fails with 55000 if the counter has no guard to change (a restore that left it out).
+// Fails with 55000 if the counter has no guard to change (a restore that left it out, or a
+// sequence of its name made for another counter: guards.hpp).
 void RequireGuard(const CounterDef* def) {
   if (!OidIsValid(def->guard))
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("counter \"%s\" has no sequence %s.%s to hold its privileges",
-                           def->name, kGuardSchema, def->name),
+                    errmsg("counter \"%s\" has no sequence to hold its privileges", def->name),
+                    errdetail("The sequence %s.%s is missing, or was made for another counter "
+                              "of that name.",
+                              kGuardSchema, quote_identifier(def->name)),
                     errhint("A superuser can drop the counter and create it again.")));
 }
 

@@ -249,6 +249,11 @@ SELECT sc_incr('bound');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT sc_sum('bound') AS superuser_reads;
+-- and nothing can be granted or given on a counter without its guard (55000)
+SELECT sc_grant('bound', 'SELECT', 'sc_nobody');
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_alter_owner('bound', 'sc_heir');
+\echo :LAST_ERROR_SQLSTATE
 UPDATE pg_sequence SET seqstart = seqstart - 1000
  WHERE seqrelid = 'slotted_counters.bound'::regclass;
 SELECT sc_drop(sc_create('epoch_mover'));
