@@ -26,6 +26,7 @@ OBJS = \
 	src/definitions/catalog.o \
 	src/definitions/databases.o \
 	src/definitions/drop.o \
+	src/definitions/expiry.o \
 	src/definitions/guards.o \
 	src/definitions/privileges.o \
 	src/definitions/role_commands.o \

@@ -41,7 +41,10 @@ CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_coun
 -- up to twice the pages. id is the row's identity for logical replication: a publication that
 -- includes the table replicates the flusher's UPDATEs and the DELETEs of drops by the primary key
 -- (bucket, nullable, cannot be part of one); set once, when the row is inserted, so an update
--- stays HOT.
+-- stays HOT. updated_at is when the flusher last wrote the row (attachments find the rows
+-- changed since their last run by it); written_at is the time of the key's last write (a
+-- buffered write's, a transactional commit's): a key of a counter with a retention expires
+-- `retain` after it.
 CREATE SEQUENCE slotted_counter.totals_id_seq AS bigint;
 CREATE TABLE slotted_counter.totals (
     counter    integer     NOT NULL,
@@ -50,6 +53,7 @@ CREATE TABLE slotted_counter.totals (
     value      bigint      NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now(),
     id         bigint      NOT NULL DEFAULT nextval('slotted_counter.totals_id_seq'),
+    written_at timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT totals_pkey PRIMARY KEY (id),
     CONSTRAINT totals_counter_key_bucket UNIQUE NULLS NOT DISTINCT (counter, key, bucket)
 ) WITH (fillfactor = 50);
@@ -63,10 +67,11 @@ CREATE INDEX totals_counter_bucket ON slotted_counter.totals (counter, bucket)
 -- (append-only: concurrent committers never lock each other's rows). The flusher folds the rows
 -- into totals and deletes them. A counter's durable value is its totals row plus its deltas.
 CREATE TABLE slotted_counter.deltas (
-    counter integer NOT NULL,
-    key     bigint  NOT NULL,
-    bucket  timestamptz,
-    delta   bigint  NOT NULL
+    counter    integer     NOT NULL,
+    key        bigint      NOT NULL,
+    bucket     timestamptz,
+    delta      bigint      NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT now()  -- the commit's time: totals.written_at once folded
 ) USING heap;
 -- Rows are inserted (by committers, as a heap insert with no default to fill) and deleted (by
 -- the fold), never updated: a publication replicates the deletes by the whole row. This costs
@@ -309,11 +314,18 @@ CREATE FUNCTION sc_top(counter slotted_counter, n bigint, since timestamptz DEFA
     AS 'MODULE_PATHNAME', 'sc_top' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 10;
 
 -- The lagged values with their counter's name: WHERE counter = 'page_views' needs no cast. As
--- its caller, so that each role sees the rows of the counters it may read.
+-- its caller, so that each role sees the rows of the counters it may read. A key of an
+-- unbucketed counter that has expired (last written `retain` ago or more) is left out at once,
+-- as every read leaves it out, whether or not the flusher has deleted its row.
 CREATE VIEW slotted_counter.lagged WITH (security_invoker = true) AS
-    SELECT c.name::slotted_counter AS counter, t.key, t.bucket, t.value, t.updated_at
+    SELECT c.name::slotted_counter AS counter, t.key, t.bucket, t.value, t.updated_at,
+           t.written_at
     FROM slotted_counter.totals t JOIN slotted_counter.counters c
-      ON c.id OPERATOR(pg_catalog.=) t.counter;
+      ON c.id OPERATOR(pg_catalog.=) t.counter
+    WHERE c.retain IS NULL OR c.bucket IS NOT NULL
+       OR t.written_at OPERATOR(pg_catalog.>) pg_catalog.timezone('UTC',
+          pg_catalog.timezone('UTC', pg_catalog.statement_timestamp()) OPERATOR(pg_catalog.-)
+          c.retain);
 GRANT SELECT ON slotted_counter.lagged TO PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------

@@ -48,24 +48,27 @@ uint32 TakePinBudget(uint32 wanted) {
 }
 
 // Pins the resident entry of k, if there is one; false otherwise (*loading: it is being loaded).
-// The pin is recorded under the lock that took it, so that no error can leak it.
-bool PinIfResident(const CounterKey& k, uint32 hash, bool* loading, int* pin_of) {
+// The pin is recorded under the lock that took it, so that no error can leak it. A key that has
+// expired for cutoff holds 0 from then on (protocol.hpp: PinLocked).
+bool PinIfResident(const CounterKey& k, uint32 hash, int64 cutoff, bool* loading, int* pin_of) {
   auto table = Table();
   Probe probe = Probe::kMissing;
+  Dirtied dirtied;
   table.Exclusively(CounterTable::PartitionOf(hash), [&] {
-    probe = table.PinLocked(k, hash, &batch_pins[batch_npins]);
+    probe = table.PinLocked(k, hash, &batch_pins[batch_npins], cutoff, &dirtied);
     if (probe == Probe::kFound) *pin_of = batch_npins++;
   });
+  NoteDirtied(dirtied);
   *loading = probe == Probe::kLoading;
   return probe == Probe::kFound;
 }
 
 // Makes k resident and pins it; false if no entry can be had.
-bool PinResident(CounterDef* def, const CounterKey& k, uint32 hash, int* pin_of) {
+bool PinResident(CounterDef* def, const CounterKey& k, uint32 hash, int64 cutoff, int* pin_of) {
   int waits = 0;
   for (;;) {
     bool loading;
-    if (PinIfResident(k, hash, &loading, pin_of)) return true;
+    if (PinIfResident(k, hash, cutoff, &loading, pin_of)) return true;
     if (loading)
       WaitForLoad(&waits);
     else if (!MakeResident(def, k, hash, &waits))
@@ -155,9 +158,10 @@ struct ThroughOutcome {
 // kBatchThroughWaitMs is withdrawn; one that a flusher took is waited for as long as that flusher
 // runs (the flusher answers after its transaction ended, one way or the other).
 ThroughOutcome AwaitBatchThrough(const CounterDef& def, int64 bucket, dsm_segment* segment,
-                                 int m) {
+                                 int m, Write w) {
   WriteThroughRequest* r = &shared->requests[MyProcIndex()];
-  PublishBatch(r, CounterKey{MyDatabaseId, def.id, 0, bucket}, m, dsm_segment_handle(segment));
+  PublishBatch(r, CounterKey{MyDatabaseId, def.id, 0, bucket}, m, dsm_segment_handle(segment),
+               w);
   RequestAnswer answer = AwaitAnswer(r, true, kBatchThroughWaitMs);
   return ThroughOutcome{answer.state == kRequestDone, answer.sqlerrcode};
 }
@@ -172,6 +176,13 @@ bool AddPinned(const Pin& pin, int64 delta, int64* value) {
   return ok;
 }
 
+// Once the batch is counted: its keys were written at `stamp`.
+void StampPinned(const Pin& pin, int64 stamp) {
+  Dirtied dirtied;
+  Table().StampPinned(pin, stamp, &dirtied);
+  NoteDirtied(dirtied);
+}
+
 }  // namespace
 
 
@@ -184,6 +195,7 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
                           int n, int64 bucket, int64* values) {
   if (n == 0) return;
   CounterDef def = counter;
+  Write w = WriteNow(def);
   BufferBatchAbort();  // nothing is left of an earlier batch; but if so, give it back
   // The flusher cannot write keys of a counter this transaction created (it cannot see it) or
   // holds locked to drop buckets: then every key must be resident.
@@ -203,7 +215,7 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
     CounterKey k{MyDatabaseId, def.id, keys[i], bucket};
     uint32 hash = HashCounterKey(k);
     if ((!through_allowed || batch_npins < int(batch_budget)) &&
-        PinResident(&def, k, hash, &pin_of[i])) {
+        PinResident(&def, k, hash, w.cutoff, &pin_of[i])) {
       pinned[i] = true;
       continue;
     }
@@ -270,7 +282,7 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
     }
   }
   ThroughOutcome outcome{true, 0};
-  if (!overflow && m > 0) outcome = AwaitBatchThrough(def, bucket, segment, m);
+  if (!overflow && m > 0) outcome = AwaitBatchThrough(def, bucket, segment, m, w);
   if (overflow || !outcome.done) {
     // Takes back what was added, last first. (At the very edge of the bigint range a concurrent
     // add can make a take-back itself overflow; it is then left out.)
@@ -279,6 +291,10 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
       if (pinned[i]) (void)AddPinned(batch_pins[pin_of[i]], -deltas[i], &ignored);
     }
   }
+  // Counted: its keys were written now (a batch that changed nothing wrote nothing).
+  if (!overflow && outcome.done)
+    for (int i = 0; i < n; i++)
+      if (pinned[i]) StampPinned(batch_pins[pin_of[i]], w.stamp);
   ReleaseBatch();
   // A cancel or timeout that came too late: the batch is counted, and the call says so (a
   // timeout that comes later in the statement still ends it). A termination goes on: the

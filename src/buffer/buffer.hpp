@@ -85,8 +85,11 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
 // delta fits in a bigint (22003 if not) and, whatever the other reserved deltas do, stays within
 // bounds right after delta (23514 if not), reserves delta and pins the entry, so that it is not
 // evicted (and so not reloaded from tables that already hold this delta) before BufferSettle.
+// w: the commit's time and its counter's cutoff then: a key that has expired counts from 0, the
+// reservation taking its value away (Reservation::expired); while another commit holds such a
+// key, this one waits for its settle.
 void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta, Bounds bounds,
-                   Reservation* out);
+                   Write w, Reservation* out);
 // At commit (adds the delta to the value) or abort; cannot fail.
 void BufferSettle(const Reservation& r, bool committed);
 

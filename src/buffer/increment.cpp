@@ -23,10 +23,10 @@ namespace {
 
 // Has the flusher add delta to the stored value of the non-resident key k. *retry: k became
 // resident meanwhile, add to the buffer instead.
-int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta,
+int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta, Write w,
                    bool* retry) {
   WriteThroughRequest* r = FreeRequest();
-  *retry = !PublishForKey(r, k, hash, delta);
+  *retry = !PublishForKey(r, k, hash, delta, w);
   if (*retry) return 0;
 
   RequestAnswer answer = AwaitAnswer(r, false, 0);
@@ -38,27 +38,29 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
   return answer.result;
 }
 
-// The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock.
-inline Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, int64* value,
+// The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock. w: the
+// write's stamp, and its counter's cutoff (an expired key counts from 0).
+inline Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, Write w, int64* value,
                          bool* overflow) {
   Dirtied dirtied;
-  Probe probe = Table().AddIfResident(k, hash, delta, value, overflow, &dirtied);
+  Probe probe = Table().AddIfResident(k, hash, delta, value, overflow, &dirtied, w);
   NoteDirtied(dirtied);
   return probe;
 }
 
-Probe AddResidentWithin(const CounterKey& k, uint32 hash, int64 delta, Bounds bounds,
+Probe AddResidentWithin(const CounterKey& k, uint32 hash, int64 delta, Bounds bounds, Write w,
                         int64* value, bool* refused) {
   Dirtied dirtied;
-  Probe probe = Table().AddIfResidentWithin(k, hash, delta, bounds, value, refused, &dirtied);
+  Probe probe =
+      Table().AddIfResidentWithin(k, hash, delta, bounds, value, refused, &dirtied, w);
   NoteDirtied(dirtied);
   return probe;
 }
 
-inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
+inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value, Write w,
                               int64* old_value) {
   Dirtied dirtied;
-  Probe probe = Table().ExchangeIfResident(k, hash, new_value, old_value, &dirtied);
+  Probe probe = Table().ExchangeIfResident(k, hash, new_value, old_value, &dirtied, w);
   NoteDirtied(dirtied);
   return probe;
 }
@@ -66,7 +68,7 @@ inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
 // BufferIncrement of a key that was not resident at the first probe. Out of line, so that the
 // hot path's frame holds only what a resident key needs.
 pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterKey& k,
-                                       uint32 hash, int64 delta) {
+                                       uint32 hash, int64 delta, Write w) {
   int64 key = k.key;
   int64 value;
   bool overflow;
@@ -75,7 +77,7 @@ pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterK
   CounterDef def = counter;
   int waits = 0;
   for (;;) {
-    Probe probe = AddResident(k, hash, delta, &value, &overflow);
+    Probe probe = AddResident(k, hash, delta, w, &value, &overflow);
     if (probe == Probe::kFound) {
       if (overflow) ReportOverflow(def, key, value, delta);
       return value;
@@ -95,7 +97,7 @@ pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterK
                                   "increment through."),
                         errhint("Count in a transaction of its own.")));
       bool retry;
-      value = WriteThrough(def, k, hash, delta, &retry);
+      value = WriteThrough(def, k, hash, delta, w, &retry);
       if (!retry) return value;
     }
   }
@@ -106,13 +108,14 @@ pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterK
 int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
   CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);
+  Write w = WriteNow(counter);
   int64 value;
   bool overflow;
-  if (likely(AddResident(k, hash, delta, &value, &overflow) == Probe::kFound)) {
+  if (likely(AddResident(k, hash, delta, w, &value, &overflow) == Probe::kFound)) {
     if (unlikely(overflow)) ReportOverflow(counter, key, value, delta);
     return value;
   }
-  return IncrementNotResident(counter, k, hash, delta);
+  return IncrementNotResident(counter, k, hash, delta, w);
 }
 
 namespace {
@@ -143,9 +146,10 @@ bool BufferIncrementWithin(const CounterDef& counter, int64 key, int64 bucket, i
   CounterDef def = counter;  // as in BufferIncrement
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
+  Write w = WriteNow(def);
   bool refused = false;
   UntilResident(&def, k, hash, "count into",
-                [&] { return AddResidentWithin(k, hash, delta, bounds, value, &refused); });
+                [&] { return AddResidentWithin(k, hash, delta, bounds, w, value, &refused); });
   // Leaving bigint is an error, as for any increment, not a refusal by the bounds.
   int64 sum;
   if (refused && __builtin_add_overflow(*value, delta, &sum))
@@ -159,6 +163,7 @@ int64 BufferIncrementOnce(const CounterDef& counter, int64 key, int64 bucket, in
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   RequestIdTable* ids = shared->request_ids;
+  Write w = WriteNow(def);
   int64 value = 0;
   bool overflow = false;
   // Not written through: the increment must be in the buffer, for the flush that writes it to
@@ -166,7 +171,7 @@ int64 BufferIncrementOnce(const CounterDef& counter, int64 key, int64 bucket, in
   // (request_ids.hpp).
   UntilResident(&def, k, hash, "count into", [&] {
     LWLockAcquire(ids->apply_lock, LW_SHARED);
-    Probe probe = AddResident(k, hash, delta, &value, &overflow);
+    Probe probe = AddResident(k, hash, delta, w, &value, &overflow);
     if (probe == Probe::kFound && !overflow)
       AppliedRequestId(ids, id_index, key, bucket, value, GetCurrentTimestamp());
     LWLockRelease(ids->apply_lock);
@@ -181,8 +186,9 @@ int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value)
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   // A set is not written through: it waits for the flusher to make room.
+  Write w = WriteNow(def);
   int64 old = 0;
-  UntilResident(&def, k, hash, "set", [&] { return ExchangeResident(k, hash, value, &old); });
+  UntilResident(&def, k, hash, "set", [&] { return ExchangeResident(k, hash, value, w, &old); });
   return old;
 }
 

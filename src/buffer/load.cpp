@@ -91,15 +91,16 @@ pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transact
   // Until it is resident, the entry is this backend's to remove, on an error or on a FATAL exit
   // (a terminated backend must not leave others waiting for its load forever).
   int64 stored = 0;
+  int64 stamp = kNoWrite;
   PG_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
   {
-    stored = ReadStoredValue(k, transactional, true);
+    stored = ReadStoredValue(k, transactional, true, &stamp);
   }
   PG_END_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
 
-  bool loaded = table.FinishLoad(loading, stored, [&] {
-    return pg_atomic_read_u64(&shared->catalog_epoch) != epoch;
-  });
+  bool loaded = table.FinishLoad(
+      loading, stored, [&] { return pg_atomic_read_u64(&shared->catalog_epoch) != epoch; },
+      stamp);
   return loaded ? LoadResult::kLoaded : LoadResult::kStale;
 }
 

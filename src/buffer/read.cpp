@@ -14,8 +14,10 @@ namespace {
 
 // The value of k if it is resident (no lock but the partition's SHARED, core/protocol.hpp).
 // Always inlined: sc_sum's hot path is this probe, and the compiler would call it otherwise.
-pg_attribute_always_inline Probe ReadResident(const CounterKey& k, uint32 hash, int64* value) {
-  return Table().ReadIfResident(k, hash, value);
+// A key that has expired for cutoff reads 0 (definitions/expiry.hpp).
+pg_attribute_always_inline Probe ReadResident(const CounterKey& k, uint32 hash, int64* value,
+                                              int64 cutoff) {
+  return Table().ReadIfResident(k, hash, value, cutoff);
 }
 
 }  // namespace
@@ -23,39 +25,49 @@ pg_attribute_always_inline Probe ReadResident(const CounterKey& k, uint32 hash, 
 int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) {
   CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);
+  int64 cutoff = KeyCutoff(counter);
   int64 value;
-  if (ReadResident(k, hash, &value) == Probe::kFound) return value;
+  if (ReadResident(k, hash, &value, cutoff) == Probe::kFound) return value;
   CounterDef def = counter;  // as in BufferIncrement
   bool transactional = def.durability == Durability::kTransactional;
   int waits = 0;
   for (;;) {
-    Probe probe = ReadResident(k, hash, &value);
+    Probe probe = ReadResident(k, hash, &value, cutoff);
     if (probe == Probe::kFound) return value;
     if (probe == Probe::kLoading) {
       WaitForLoad(&waits);
       continue;
     }
-    if (!load || !MakeResident(&def, k, hash, &waits)) return ReadStoredValue(k, transactional);
+    if (!load || !MakeResident(&def, k, hash, &waits)) {
+      int64 stamp;
+      value = ReadStoredValue(k, transactional, false, &stamp);
+      return stamp <= cutoff ? 0 : value;
+    }
   }
 }
 
-// [transactional]: the stored values of many unbucketed keys, in one snapshot.
+// [transactional]: the stored values of many unbucketed keys, in one snapshot; 0 for a key last
+// written at or before the cutoff $3.
 SPIPlanPtr plan_stored_many[2] = {nullptr, nullptr};
-
 const char* const kStoredManySql[2] = {
-    "SELECT k.key, COALESCE((SELECT value FROM slotted_counter.totals t "
+    "SELECT k.key, CASE WHEN x.w OPERATOR(pg_catalog.>) $3 THEN x.v ELSE 0 END "
+    "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) "
+    "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.totals t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
-    "AND t.bucket IS NULL), 0) FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY "
-    "AS k(key, n) ORDER BY k.n",
-    "SELECT k.key, (COALESCE((SELECT value FROM slotted_counter.totals t "
+    "AND t.bucket IS NULL) x ON true ORDER BY k.n",
+    "SELECT k.key, CASE WHEN GREATEST(x.w, y.w) OPERATOR(pg_catalog.>) $3 "
+    "THEN (COALESCE(x.v, 0) OPERATOR(pg_catalog.+) COALESCE(y.v, 0))::pg_catalog.int8 ELSE 0 END "
+    "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) "
+    "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.totals t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
-    "AND t.bucket IS NULL), 0) OPERATOR(pg_catalog.+) COALESCE((SELECT pg_catalog.sum(d.delta) "
+    "AND t.bucket IS NULL) x ON true "
+    "CROSS JOIN LATERAL (SELECT pg_catalog.sum(d.delta) AS v, pg_catalog.max(d.written_at) AS w "
     "FROM slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
-    "AND d.key OPERATOR(pg_catalog.=) k.key AND d.bucket IS NULL), 0))::pg_catalog.int8 "
-    "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n"};
+    "AND d.key OPERATOR(pg_catalog.=) k.key AND d.bucket IS NULL) y ORDER BY k.n"};
 
 void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  int64 cutoff = KeyCutoff(def);
   // Keys in the buffer are read from shared memory; the others with one query.
   auto* missing = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
   auto* slot_of = static_cast<int*>(palloc(sizeof(int) * (n + 1)));
@@ -65,7 +77,7 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
     uint32 hash = HashCounterKey(k);
     int waits = 0;
     for (;;) {
-      Probe probe = ReadResident(k, hash, &values[i]);
+      Probe probe = ReadResident(k, hash, &values[i], cutoff);
       if (probe == Probe::kMissing) {
         slot_of[nmissing] = i;
         missing[nmissing++] = Int64GetDatum(keys[i]);
@@ -76,11 +88,13 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
   }
   if (nmissing == 0) return;
   SpiSession spi = ConnectSpi();
-  static const Oid types[2] = {INT4OID, INT8ARRAYOID};
+  static const Oid types[3] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID};
   SPIPlanPtr plan =
-      KeptPlan(&plan_stored_many[transactional], kStoredManySql[transactional], 2, types);
-  Datum args[2] = {Int32GetDatum(def.id), PointerGetDatum(construct_array(
-                                              missing, nmissing, INT8OID, 8, true, TYPALIGN_DOUBLE))};
+      KeptPlan(&plan_stored_many[transactional], kStoredManySql[transactional], 3, types);
+  Datum args[3] = {Int32GetDatum(def.id),
+                   PointerGetDatum(
+                       construct_array(missing, nmissing, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+                   TimestampTzGetDatum(cutoff)};
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
   if (rc != SPI_OK_SELECT || SPI_processed != uint64(nmissing))
@@ -110,6 +124,7 @@ const char* const kTopStoredSql[2] = {
 
 int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  int64 cutoff = KeyCutoff(def);
   auto table = Table();
   // Every resident key of the counter, with its exact value. Entries linked during the scan can
   // fill the array; then scan again with room for all of them (a key left out would be reported
@@ -130,7 +145,7 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
           full = true;
           return;
         }
-        resident[nresident++] = KeyValue{e.id.key, e.value.load(std::memory_order_acquire)};
+        resident[nresident++] = KeyValue{e.id.key, CounterTable::ReadValue(e, cutoff)};
       });
     }
     if (!full) break;
@@ -143,10 +158,11 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
 
   // The n largest stored values of the other keys are among the n + nresident largest stored.
   SpiSession spi = ConnectSpi();
-  static const Oid types[2] = {INT4OID, INT8OID};
-  SPIPlanPtr plan = KeptPlan(&plan_top_stored[transactional], kTopStoredSql[transactional], 2,
+  static const Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
+  SPIPlanPtr plan = KeptPlan(&plan_top_stored[transactional], kTopStoredSql[transactional], 3,
                              types);
-  Datum args[2] = {Int32GetDatum(def.id), Int64GetDatum(n + nresident)};
+  Datum args[3] = {Int32GetDatum(def.id), Int64GetDatum(n + nresident),
+                   TimestampTzGetDatum(cutoff)};
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);

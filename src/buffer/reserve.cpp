@@ -9,7 +9,7 @@
 namespace sc {
 
 void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
-                   Bounds bounds, Reservation* out) {
+                   Bounds bounds, Write w, Reservation* out) {
   CounterDef def = counter;
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
@@ -17,7 +17,7 @@ void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 del
   TimestampTz no_room_since = 0;
   for (;;) {
     int64 committed = 0;
-    switch (Table().ReserveIfResident(k, hash, delta, out, &committed, bounds)) {
+    switch (Table().ReserveIfResident(k, hash, delta, out, &committed, bounds, w)) {
       case Reserve::kReserved:
         return;
       case Reserve::kOverflow:
@@ -38,6 +38,9 @@ void BufferReserve(const CounterDef& counter, int64 key, int64 bucket, int64 del
                                                      : psprintf("%lld", (long long)bounds.upper))));
         return;
       case Reserve::kLoading:
+      case Reserve::kBusy:
+        // Being loaded; or expired, and another commit that holds it decides whether this one
+        // counts from 0: it settles right after its commit record.
         WaitForLoad(&waits);
         break;
       case Reserve::kMissing:

@@ -17,31 +17,35 @@ namespace {
 // [transactional][bucketed]
 SPIPlanPtr plan_stored[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
 
-const char* const kStoredSql[2][2] = {
-    {"SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL",
-     "SELECT value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-     "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3"},
-    // A transactional value is its totals row plus its committed, not yet folded deltas, read
-    // in one snapshot (a fold moves rows from one to the other in one transaction).
-    {"SELECT (COALESCE((SELECT value FROM slotted_counter.totals "
-     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
-     "AND bucket IS NULL), 0) OPERATOR(pg_catalog.+) COALESCE((SELECT pg_catalog.sum(delta) "
-     "FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
-     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL), 0))::pg_catalog.int8",
-     "SELECT (COALESCE((SELECT value FROM slotted_counter.totals "
-     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
-     "AND bucket OPERATOR(pg_catalog.=) $3), 0) OPERATOR(pg_catalog.+) "
-     "COALESCE((SELECT pg_catalog.sum(delta) FROM slotted_counter.deltas "
-     "WHERE counter OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2 "
-     "AND bucket OPERATOR(pg_catalog.=) $3), 0))::pg_catalog.int8"}};
+#define SC_TOTALS_OF(column, bucket_match)                                                        \
+  "(SELECT " column " FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "       \
+  "AND key OPERATOR(pg_catalog.=) $2 AND " bucket_match ")"
+#define SC_DELTAS_OF(bucket_match)                                                                \
+  "(SELECT pg_catalog.sum(delta) AS s, pg_catalog.max(written_at) AS w "                          \
+  "FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "                          \
+  "AND key OPERATOR(pg_catalog.=) $2 AND " bucket_match ") d"
+// A transactional value is its totals row plus its committed, not yet folded deltas, read in one
+// snapshot (a fold moves rows from one to the other in one transaction); its last write is the
+// later of the row's and the deltas'.
+#define SC_STORED_WITH_DELTAS(bucket_match)                                                       \
+  "SELECT (COALESCE(" SC_TOTALS_OF("value", bucket_match) ", 0) OPERATOR(pg_catalog.+) "          \
+  "COALESCE(d.s, 0))::pg_catalog.int8, GREATEST("                                     \
+  SC_TOTALS_OF("written_at", bucket_match) ", d.w) FROM " SC_DELTAS_OF(bucket_match)
 
-// The value column of k's row in slotted_counter.totals, read in `snapshot` through the table's
-// unique index (counter, key, bucket) without a query: the load of a key not seen before is this
-// one index probe. It reads what the superuser's query would (no privilege check, no row
+const char* const kStoredSql[2][2] = {
+    {"SELECT value, written_at FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL",
+     "SELECT value, written_at FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3"},
+    {SC_STORED_WITH_DELTAS("bucket IS NULL"),
+     SC_STORED_WITH_DELTAS("bucket OPERATOR(pg_catalog.=) $3")}};
+
+// The value and written_at columns of k's row in slotted_counter.totals (0 and kNoWrite if it has
+// none), read in `snapshot` through the table's unique index (counter, key, bucket) without a
+// query: the load of a key not seen before is this one index probe. It reads what the superuser's query would (no privilege check, no row
 // security). False when the index is not as the scripts made it (dropped, invalid, rebuilt on
 // other columns): the caller runs the query instead.
-bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value) {
+bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* stamp) {
   Oid relid = ExtensionRelation("totals");
   if (!OidIsValid(relid)) return false;
   Relation rel = table_open(relid, AccessShareLock);
@@ -55,22 +59,23 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value) {
     return false;
   }
   // The columns by name and type, from the relation's descriptor (no catalog lookups).
-  static const char* const kNames[4] = {"counter", "key", "bucket", "value"};
-  static const Oid kTypes[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
-  AttrNumber columns[4] = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber,
-                           InvalidAttrNumber};
+  static const char* const kNames[5] = {"counter", "key", "bucket", "value", "written_at"};
+  static const Oid kTypes[5] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID};
+  AttrNumber columns[5] = {InvalidAttrNumber, InvalidAttrNumber, InvalidAttrNumber,
+                           InvalidAttrNumber, InvalidAttrNumber};
   TupleDesc desc = RelationGetDescr(rel);
   for (int a = 0; a < desc->natts; a++) {
     Form_pg_attribute att = TupleDescAttr(desc, a);
-    for (int i = 0; i < 4 && !att->attisdropped; i++)
+    for (int i = 0; i < 5 && !att->attisdropped; i++)
       if (att->atttypid == kTypes[i] && strcmp(NameStr(att->attname), kNames[i]) == 0)
         columns[i] = att->attnum;
   }
   AttrNumber value_column = columns[3];
+  AttrNumber stamp_column = columns[4];
   const FormData_pg_index* form = index->rd_index;
   bool usable = form->indrelid == relid && form->indisvalid && form->indisunique &&
                 index->rd_rel->relam == BTREE_AM_OID && form->indnkeyatts == 3 &&
-                value_column != InvalidAttrNumber;
+                value_column != InvalidAttrNumber && stamp_column != InvalidAttrNumber;
   for (int i = 0; usable && i < 3; i++)
     usable = columns[i] != InvalidAttrNumber && form->indkey.values[i] == columns[i];
   if (usable) {
@@ -87,10 +92,13 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value) {
     index_rescan(scan, keys, 3, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     *value = 0;
+    *stamp = kNoWrite;
     if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
       bool isnull;
       Datum d = slot_getattr(slot, value_column, &isnull);
       if (!isnull) *value = DatumGetInt64(d);
+      d = slot_getattr(slot, stamp_column, &isnull);
+      if (!isnull) *stamp = DatumGetTimestampTz(d);
     }
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);
@@ -103,7 +111,8 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value) {
 
 }  // namespace
 
-int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only) {
+int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only,
+                      int64* stamp) {
   transactional = transactional && StoredReadsNeedDeltas();
   // A tuple this transaction inserted is visible from command curcid on, one it deleted until
   // then: from the first command, neither. Always on a registered copy: the latest snapshot
@@ -111,7 +120,8 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
   Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
   if (committed_only) snapshot->curcid = FirstCommandId;
   int64 value = 0;
-  if (transactional || !ReadTotalsRow(k, snapshot, &value)) {
+  int64 written = kNoWrite;
+  if (transactional || !ReadTotalsRow(k, snapshot, &value, &written)) {
     SpiSession spi = ConnectSpi();
     bool bucketed = k.bucket != kNoBucket;
     static const Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
@@ -124,10 +134,14 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
       bool isnull;
       value = DatumGetInt64(
           SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+      if (isnull) value = 0;
+      Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+      if (!isnull) written = DatumGetTimestampTz(d);
     }
     FinishSpi(spi);
   }
   UnregisterSnapshot(snapshot);
+  if (stamp != nullptr) *stamp = written;
   return value;
 }
 

@@ -42,12 +42,14 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
     e.id = CounterKey{0, 0, 0, 0};
     e.value.store(0, std::memory_order_relaxed);
     e.flushed.store(0, std::memory_order_relaxed);
+    e.last_write.store(kNoWrite, std::memory_order_relaxed);
     e.state.store(kFree, std::memory_order_relaxed);
     e.generation.store(0, std::memory_order_relaxed);
     e.next.store(i + 1 < capacity ? i + 1 : kNil, std::memory_order_relaxed);
     e.hash.store(0, std::memory_order_relaxed);
     e.usage.store(0, std::memory_order_relaxed);
     e.in_flush.store(0, std::memory_order_relaxed);
+    e.stamp_dirty.store(0, std::memory_order_relaxed);
     e.reserved_up.store(0, std::memory_order_relaxed);
     e.reserved_down.store(0, std::memory_order_relaxed);
     e.pins.store(0, std::memory_order_relaxed);
@@ -162,6 +164,8 @@ uint32_t CounterTable::Allocate() noexcept {
       e.state.store(kOwned, std::memory_order_relaxed);
       e.usage.store(1, std::memory_order_relaxed);
       e.in_flush.store(0, std::memory_order_relaxed);
+      e.stamp_dirty.store(0, std::memory_order_relaxed);
+      e.last_write.store(kNoWrite, std::memory_order_relaxed);
       e.reserved_up.store(0, std::memory_order_relaxed);
       e.reserved_down.store(0, std::memory_order_relaxed);
       e.pins.store(0, std::memory_order_relaxed);
@@ -200,7 +204,7 @@ bool CounterTable::AgeAndTestEvictable(Entry& e, bool second_chance) noexcept {
     e.usage.store(0, std::memory_order_relaxed);
     return false;
   }
-  return e.value.load(std::memory_order_acquire) == e.flushed.load(std::memory_order_acquire);
+  return Clean(e);
 }
 
 }  // namespace sc

@@ -23,6 +23,13 @@
 //     (in_flush == 0) and nothing holds (pins == 0) are evicted: a value that
 //     went up and back down during a flush is clean by value while the table is about to receive
 //     the flush's delta, and a pinned entry is about to receive a committed delta or a batch.
+//   - Entry::last_write is the time of the key's latest write (the stored updated_at when loaded):
+//     raised, never lowered, by every write under the lock it writes under. A key of a counter
+//     with a retention reads 0 once last_write <= the reader's cutoff; a write turns such a value
+//     into 0 under the EXCLUSIVE lock before it adds (protocol.hpp: expiry). stamp_dirty says the
+//     tables lack the latest stamp: a write that raised it sets it, a flush's claim takes it (and
+//     gives it back if the flush failed). Clean means value == flushed and !stamp_dirty: only
+//     then may an entry leave the buffer, as its stamp would be lost with it.
 //   - Entry::reserved_* belong to transactional counters, Entry::pins to them and to batches of
 //     buffered ones; they change only under the partition lock EXCLUSIVE (pre-commit reserves and
 //     pins, commit or abort settles; a batch pins its keys until it has applied them or failed).
@@ -51,6 +58,20 @@ constexpr int64_t kNoBucket = INT64_MIN;
 constexpr uint32_t kNil = UINT32_MAX;
 constexpr uint32_t kPartitions = 128;
 constexpr uint32_t kOccupancyCells = 64;
+
+// Write stamps (Entry::last_write) are PostgreSQL timestamps. kNoWrite: none known (a key never
+// written); kNeverExpires: the cutoff of a key that does not expire. Every stamp is above it, so
+// a cutoff of kNeverExpires finds nothing expired.
+constexpr int64_t kNeverExpires = INT64_MIN;
+constexpr int64_t kNoWrite = INT64_MIN + 1;
+
+// What a write brings besides its delta: its time (stamp, kNoWrite for none), and the cutoff of
+// its counter's retention: a key last written at or before cutoff has expired, reads 0, and the
+// write counts from 0 (kNeverExpires: no retention).
+struct Write {
+  int64_t stamp = kNoWrite;
+  int64_t cutoff = kNeverExpires;
+};
 
 struct CounterKey {
   uint32_t db;       // database oid
@@ -112,13 +133,15 @@ struct Entry {
   CounterKey id;
   std::atomic<int64_t> value;        // the exact current value
   std::atomic<int64_t> flushed;      // the part of value that the values table holds
+  std::atomic<int64_t> last_write;   // the time of the latest write (see the protocol above)
   std::atomic<uint32_t> state;       // EntryState
   std::atomic<uint32_t> generation;  // bumped each time the slot is freed
   std::atomic<uint32_t> next;        // chain link, or free-list link while kFree
   std::atomic<uint32_t> hash;        // of id; written by the owner before Link
   std::atomic<uint8_t> usage;        // clock-sweep reference bit
   std::atomic<uint8_t> in_flush;     // 1 while a flush that read this entry has not settled it
-  uint8_t pad[6];
+  std::atomic<uint8_t> stamp_dirty;  // 1 while the tables lack last_write
+  uint8_t pad[5];
   // Transactional counters: the positive and the negative deltas of transactions between their
   // pre-commit and their end (kept apart so that any order of their commits and aborts stays in
   // range), and how many such transactions hold the entry. Changed only under the exclusive lock.
@@ -131,7 +154,7 @@ struct Entry {
   // no unfolded deltas and its load reads the values table alone.
   std::atomic<uint32_t> commit_epoch;
 };
-static_assert(sizeof(Entry) == 88, "an entry is 88 bytes");
+static_assert(sizeof(Entry) == 96, "an entry is 96 bytes");
 // Shared by every process: a plain layout, and atomics that are real instructions (a lock-based
 // atomic would be a lock inside shared memory that no process could clean up).
 static_assert(std::is_standard_layout<Entry>::value && std::is_standard_layout<CounterKey>::value,
@@ -220,6 +243,37 @@ class CounterTable {
       }
     }
     return removed;
+  }
+
+  // Whether the entry holds nothing the tables lack (its value and its stamp are stored).
+  static bool Clean(const Entry& e) noexcept {
+    return e.value.load(std::memory_order_acquire) == e.flushed.load(std::memory_order_acquire) &&
+           e.stamp_dirty.load(std::memory_order_acquire) == 0;
+  }
+
+  // Whether the entry's key has expired for a reader whose cutoff is `cutoff` and still holds a
+  // value (one that holds 0 reads the same expired or not).
+  static bool ExpiredValue(const Entry& e, int64_t cutoff) noexcept {
+    return e.last_write.load(std::memory_order_acquire) <= cutoff &&
+           e.value.load(std::memory_order_acquire) != 0;
+  }
+
+  // The value a reader whose cutoff is `cutoff` sees: 0 once the key has expired.
+  static int64_t ReadValue(const Entry& e, int64_t cutoff) noexcept {
+    int64_t value = e.value.load(std::memory_order_acquire);
+    return e.last_write.load(std::memory_order_acquire) <= cutoff ? 0 : value;
+  }
+
+  // Raises the entry's stamp to `stamp` if that is later; true if that made the tables lack it
+  // (stamp_dirty went from 0 to 1), so the caller notes the entry dirty.
+  static bool RaiseStamp(Entry& e, int64_t stamp) noexcept {
+    int64_t old = e.last_write.load(std::memory_order_relaxed);
+    if (stamp <= old) return false;
+    while (!e.last_write.compare_exchange_weak(old, stamp, std::memory_order_seq_cst,
+                                               std::memory_order_relaxed))
+      if (stamp <= old) return false;
+    return e.stamp_dirty.load(std::memory_order_relaxed) == 0 &&
+           e.stamp_dirty.exchange(1, std::memory_order_seq_cst) == 0;
   }
 
   // Adds delta to the entry's value unless that overflows; returns false (changing nothing) then.

@@ -112,4 +112,11 @@ inline void CheckDirtied(uint32_t index, const Entry& e, int64_t old_value, int6
     *dirtied = Dirtied{index, e.generation.load(std::memory_order_relaxed)};
 }
 
+// After a write with stamp `stamp` (counter_table.hpp: RaiseStamp): the entry turned dirty if the
+// stamp was the first the tables lack.
+inline void StampDirtied(uint32_t index, Entry& e, int64_t stamp, Dirtied* dirtied) noexcept {
+  if (CounterTable::RaiseStamp(e, stamp))
+    *dirtied = Dirtied{index, e.generation.load(std::memory_order_relaxed)};
+}
+
 }  // namespace sc

@@ -20,27 +20,37 @@ struct Loading {
 enum class LoadStart { kLinked, kRetry, kStale };
 
 // What a flush claimed of one entry: written as delta, settled by SettleClaim.
+// stamp: the entry's last_write, which the flush stores with the delta; stamped: the claim took
+// stamp_dirty (the tables lack that stamp), which a failed flush gives back.
 struct Claim {
   uint32_t index;
   uint32_t generation;
   uint32_t partition;
   int64_t delta;
+  int64_t stamp;
+  bool stamped;
 };
 
 // kTaken: claimed with a nonzero delta; kClean: nothing to write (or another flusher claimed it);
 // kLeft: dirty, but not for this flush (the caller's eligible refused it).
 enum class Take { kTaken, kClean, kLeft };
 
-// A committing transaction's hold on one entry of a transactional counter.
+// A committing transaction's hold on one entry of a transactional counter: delta is its delta,
+// expired the value of an expired key that the commit takes away (0 if none: the commit adds
+// delta - expired), stamp the commit's time.
 struct Reservation {
   uint32_t index;
   uint32_t generation;
   uint32_t partition;
   int64_t delta;
+  int64_t expired;
+  int64_t stamp;
 };
 
-// kOverflow: the value could leave bigint; kOutOfBounds: it could leave the reservation's bounds.
-enum class Reserve { kReserved, kOverflow, kOutOfBounds, kLoading, kMissing };
+// kOverflow: the value could leave bigint; kOutOfBounds: it could leave the reservation's bounds;
+// kBusy: the key has expired while another transaction's reservation holds it, so whether this
+// one counts from 0 depends on that one's outcome: wait for its settle.
+enum class Reserve { kReserved, kOverflow, kOutOfBounds, kLoading, kMissing, kBusy };
 
 // A buffered batch's pin on one entry.
 struct Pin {

@@ -19,8 +19,16 @@
 //
 // The rules (counter_table.hpp says what each field means):
 //   - Hit: under the key's partition lock SHARED, an entry found kResident takes an atomic add,
-//     exchange or read. Nothing else happens on the hot path. A bounded add checks its bounds
-//     inside the add's compare-and-swap, so concurrent ones admit exactly what fits.
+//     exchange or read, and a write raises the entry's stamp (last_write). Nothing else happens
+//     on the hot path. A bounded add checks its bounds inside the add's compare-and-swap, so
+//     concurrent ones admit exactly what fits.
+//   - Expiry (keys of counters with a retention; counter_table.hpp: last_write): a read of an
+//     entry whose stamp is at or before its cutoff sees 0. A write to one that still holds a
+//     value sets the value to 0 under the EXCLUSIVE lock, after looking again there (a write in
+//     between revives it), then writes as a hit: adds exclude the zeroing, so every write lands
+//     either before it (and is expired with the rest) or after it (and counts from 0). flushed
+//     stays, so the flush writes the change and the row holds the new value too. A batch's pin
+//     zeroes the same way, under the lock it pins under.
 //   - Take: a free entry, or one taken by the clock sweep: it try-locks the partition the entry's
 //     hash names (never holding another partition lock), re-checks that partition under the lock,
 //     and evicts only a resident, clean, unpinned entry that no flush has claimed and that the
@@ -33,15 +41,19 @@
 //     catalog went stale). An abandoned load removes the entry if its generation and kLoading
 //     state are unchanged. Others that find a kLoading entry wait and probe again.
 //   - Claim/settle (the flusher of the entry's database, partition lock SHARED): a claim sets
-//     in_flush with an atomic exchange (two flushers overlap during a hand-over) and reads the
-//     delta value - flushed; after the flush's transaction ended, the settle checks the entry's
-//     generation and state, adds the delta to flushed if it committed, and clears in_flush.
-//   - Reserve/settle (transactional commits, partition lock EXCLUSIVE): a reservation checks that
+//     in_flush with an atomic exchange (two flushers overlap during a hand-over), reads the
+//     delta value - flushed and takes stamp_dirty, then reads the stamp; after the flush's
+//     transaction ended, the settle checks the entry's generation and state, adds the delta to
+//     flushed if it committed (gives stamp_dirty back if not), and clears in_flush.
+//   - Reserve/settle (transactional commits, partition lock EXCLUSIVE; an expired key: the
+//     reservation takes its value away if no other reservation holds the entry, and otherwise
+//     waits for that one's settle): a reservation checks that
 //     value + reserved + delta fits on the delta's side (a bounded one: that the value right after
 //     its delta is within its bounds at both ends, value + reserved_down + delta and value +
 //     reserved_up + delta), adds delta to that side and pins the entry; the settle (same
 //     generation, resident) adds delta to value on commit, takes it off the side, unpins, and
-//     sets flushed = value (a transactional value is in the tables).
+//     sets flushed = value and raises the stamp to the commit's (a transactional value and its
+//     stamp are in the tables).
 //   - Pins of buffered batches (EXCLUSIVE to pin and unpin; adds to a pinned entry take the
 //     SHARED lock and check the generation).
 //   - Purge: under each partition's EXCLUSIVE lock, resident entries that match are unlinked and
@@ -90,12 +102,50 @@ class Protocol {
     return probe;
   }
 
+  // Calls write(index, entry) on k's resident entry under the SHARED lock, then raises its stamp
+  // to w.stamp. A key that has expired (counter_table.hpp: ExpiredValue) is first turned into 0
+  // under the EXCLUSIVE lock, re-checked there (ZeroIfExpired), and the write is tried again: it
+  // counts from 0.
+  template <typename Op>
+  Probe WriteResident(const CounterKey& k, uint32_t hash, Write w, Dirtied* dirtied,
+                      Op&& write) noexcept {
+    for (;;) {
+      bool expired = false;
+      Probe probe = WithResident(k, hash, [&](uint32_t index, Entry& e) {
+        expired = CounterTable::ExpiredValue(e, w.cutoff);
+        if (expired) return;
+        write(index, e);
+        StampDirtied(index, e, w.stamp, dirtied);
+      });
+      if (!expired) return probe;
+      ZeroIfExpired(k, hash, w.cutoff, dirtied);
+    }
+  }
+
+  // Under the EXCLUSIVE lock: if k's entry has expired for cutoff and holds a value, sets the
+  // value to 0 (flushed stays: the next flush writes the change, so the row holds 0 too).
+  void ZeroIfExpired(const CounterKey& k, uint32_t hash, int64_t cutoff,
+                     Dirtied* dirtied) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Exclusive(p);
+    uint32_t index = t_.Find(k, hash);
+    if (index != kNil) {
+      Entry& e = t_.at(index);
+      if (e.state.load(std::memory_order_acquire) == kResident &&
+          CounterTable::ExpiredValue(e, cutoff)) {
+        int64_t old = e.value.exchange(0, std::memory_order_seq_cst);
+        CheckDirtied(index, e, old, 0, dirtied);
+      }
+    }
+    locks_.Release(p);
+  }
+
   // Adds delta to k's resident entry. *overflow: refused (nothing changed), *value holds the
   // unchanged value; otherwise *value is the new value.
   Probe AddIfResident(const CounterKey& k, uint32_t hash, int64_t delta, int64_t* value,
-                      bool* overflow, Dirtied* dirtied) noexcept {
+                      bool* overflow, Dirtied* dirtied, Write w = Write{}) noexcept {
     *overflow = false;
-    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
       *overflow = !CounterTable::Add(e, delta, value);
       if (*overflow)
         *value = e.value.load(std::memory_order_acquire);
@@ -107,24 +157,27 @@ class Protocol {
   // Adds delta to k's resident entry if the result stays within bounds. *refused: nothing
   // changed, *value is the value it was refused against; otherwise *value is the new value.
   Probe AddIfResidentWithin(const CounterKey& k, uint32_t hash, int64_t delta, Bounds bounds,
-                            int64_t* value, bool* refused, Dirtied* dirtied) noexcept {
+                            int64_t* value, bool* refused, Dirtied* dirtied,
+                            Write w = Write{}) noexcept {
     *refused = false;
-    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
       *refused = !CounterTable::AddWithin(e, delta, bounds, value);
       if (!*refused) CheckDirtied(index, e, *value - delta, *value, dirtied);
     });
   }
 
-  Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept {
+  // The value of k's resident entry as a reader whose cutoff is `cutoff` sees it.
+  Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value,
+                       int64_t cutoff = kNeverExpires) noexcept {
     return WithResident(k, hash, [&](uint32_t, Entry& e) {
-      *value = e.value.load(std::memory_order_acquire);
+      *value = CounterTable::ReadValue(e, cutoff);
     });
   }
 
   // Replaces k's resident value with new_value; *old_value is what it was.
   Probe ExchangeIfResident(const CounterKey& k, uint32_t hash, int64_t new_value,
-                           int64_t* old_value, Dirtied* dirtied) noexcept {
-    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+                           int64_t* old_value, Dirtied* dirtied, Write w = Write{}) noexcept {
+    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
       *old_value = e.value.exchange(new_value, std::memory_order_seq_cst);
       e.usage.store(1, std::memory_order_relaxed);
       CheckDirtied(index, e, *old_value, new_value, dirtied);
@@ -213,7 +266,8 @@ class Protocol {
   // Makes the loading entry resident with the stored value; false (the entry removed) if stale()
   // says the catalog changed meanwhile.
   template <typename Stale>
-  bool FinishLoad(const Loading& loading, int64_t stored, Stale&& stale) noexcept {
+  bool FinishLoad(const Loading& loading, int64_t stored, Stale&& stale,
+                  int64_t stored_stamp = kNoWrite) noexcept {
     Entry& e = t_.at(loading.index);
     uint32_t p = CounterTable::PartitionOf(loading.hash);
     locks_.Exclusive(p);
@@ -223,6 +277,8 @@ class Protocol {
     } else {
       e.value.store(stored, std::memory_order_relaxed);
       e.flushed.store(stored, std::memory_order_relaxed);
+      e.last_write.store(stored_stamp, std::memory_order_relaxed);
+      e.stamp_dirty.store(0, std::memory_order_relaxed);
       e.state.store(kResident, std::memory_order_release);
     }
     locks_.Release(p);
@@ -254,17 +310,23 @@ class Protocol {
     // its id stays as it was until the lock is released.
     if (e.state.load(std::memory_order_acquire) != kResident || e.id.db != db) return Take::kClean;
     if (!eligible(static_cast<const Entry&>(e)))
-      return e.value.load() != e.flushed.load() ? Take::kLeft : Take::kClean;
+      return CounterTable::Clean(e) ? Take::kClean : Take::kLeft;
     // Two flushers of one database overlap during a hand-over: claim the entry atomically (the
-    // partition lock is only shared), then read its delta.
+    // partition lock is only shared), then read its delta and take its stamp: the flag first, so
+    // that a write raising the stamp after the read sets it again.
     if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return Take::kClean;
     int64_t delta =
         e.value.load(std::memory_order_acquire) - e.flushed.load(std::memory_order_relaxed);
-    if (delta == 0) {
+    bool stamped = e.stamp_dirty.exchange(0, std::memory_order_seq_cst) != 0;
+    // A stamp alone is written where it protects a value: a key that holds 0 and stored nothing
+    // (written, say, +1 and -1 before its first flush) reads 0 expired or not, and gets no row.
+    if (delta == 0 && (!stamped || (e.value.load(std::memory_order_relaxed) == 0 &&
+                                    e.flushed.load(std::memory_order_relaxed) == 0))) {
       e.in_flush.store(0, std::memory_order_release);
       return Take::kClean;
     }
-    *claim = Claim{index, e.generation.load(std::memory_order_relaxed), partition, delta};
+    *claim = Claim{index, e.generation.load(std::memory_order_relaxed), partition, delta,
+                   e.last_write.load(std::memory_order_seq_cst), stamped};
     return Take::kTaken;
   }
 
@@ -320,7 +382,8 @@ class Protocol {
     if (e.generation.load(std::memory_order_relaxed) == claim.generation &&
         e.state.load(std::memory_order_acquire) == kResident) {
       if (committed) e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst);
-      dirty = e.value.load(std::memory_order_seq_cst) != e.flushed.load(std::memory_order_seq_cst);
+      if (!committed && claim.stamped) e.stamp_dirty.store(1, std::memory_order_seq_cst);
+      dirty = !CounterTable::Clean(e);
       e.in_flush.store(0, std::memory_order_release);
     }
     locks_.ReleaseShared(claim.partition);
@@ -331,9 +394,12 @@ class Protocol {
 
   // Reserves delta on k's resident entry and pins it. kOverflow: the value could leave the bigint
   // range in some order of the reserved transactions' outcomes (*committed: the value);
-  // kOutOfBounds: the value right after this delta could leave bounds in some order.
+  // kOutOfBounds: the value right after this delta could leave bounds in some order. A key that
+  // has expired for w.cutoff counts from 0: with no other reservation on it, this one's delta
+  // also takes the expired value away (*committed then reads 0); with one, kBusy.
   Reserve ReserveIfResident(const CounterKey& k, uint32_t hash, int64_t delta, Reservation* out,
-                            int64_t* committed, Bounds bounds = Bounds{}) noexcept {
+                            int64_t* committed, Bounds bounds = Bounds{},
+                            Write w = Write{}) noexcept {
     uint32_t p = CounterTable::PartitionOf(hash);
     locks_.Exclusive(p);
     uint32_t index = t_.Find(k, hash);
@@ -341,13 +407,25 @@ class Protocol {
     if (index != kNil && t_.at(index).state.load(std::memory_order_acquire) == kResident) {
       Entry& e = t_.at(index);
       *committed = e.value.load(std::memory_order_relaxed);
+      int64_t expired = 0;  // the value this commit takes away
+      if (CounterTable::ExpiredValue(e, w.cutoff)) {
+        if (e.pins.load(std::memory_order_relaxed) != 0) {
+          locks_.Release(p);
+          return Reserve::kBusy;
+        }
+        expired = *committed;
+        *committed = 0;
+      }
       // Whatever order the reserved transactions commit or abort in, the value stays between
-      // committed + reserved_down and committed + reserved_up: both must fit.
+      // committed + reserved_down and committed + reserved_up: both must fit. (An expired value
+      // has no other reservation: its sides are 0.)
       std::atomic<int64_t>& side = delta >= 0 ? e.reserved_up : e.reserved_down;
       int64_t reserved = side.load(std::memory_order_relaxed);
       int64_t sum;
+      int64_t change;  // what the commit adds to the value
       bool fits = !__builtin_add_overflow(reserved, delta, &sum) &&
-                  !__builtin_add_overflow(*committed, sum, &sum);
+                  !__builtin_add_overflow(*committed, sum, &sum) &&
+                  !__builtin_sub_overflow(delta, expired, &change);
       result = fits ? Reserve::kReserved : Reserve::kOverflow;
       // Right after this delta the value lies between committed + reserved_down + delta and
       // committed + reserved_up + delta, whichever of the others commit first: sum is the end on
@@ -364,7 +442,8 @@ class Protocol {
       if (fits) {
         side.store(reserved + delta, std::memory_order_relaxed);
         e.pins.fetch_add(1, std::memory_order_relaxed);
-        *out = Reservation{index, e.generation.load(std::memory_order_relaxed), p, delta};
+        *out = Reservation{index, e.generation.load(std::memory_order_relaxed), p, delta,
+                           expired, w.stamp};
       }
     }
     locks_.Release(p);
@@ -384,9 +463,12 @@ class Protocol {
         e.commit_epoch.store(epoch, std::memory_order_relaxed);
       int64_t value = e.value.load(std::memory_order_relaxed);
       // The reservation made the sum fit; if it somehow did not, keep the old value rather than
-      // wrap (a commit cannot fail).
-      if (committed && !__builtin_add_overflow(value, r.delta, &value))
+      // wrap (a commit cannot fail). An expired value is taken away by the same commit.
+      if (committed && !__builtin_add_overflow(value, r.delta - r.expired, &value))
         e.value.store(value, std::memory_order_release);
+      // The stamp is in the tables with the delta (deltas.written_at): not stamp_dirty.
+      if (committed && r.stamp > e.last_write.load(std::memory_order_relaxed))
+        e.last_write.store(r.stamp, std::memory_order_release);
       std::atomic<int64_t>& side = r.delta >= 0 ? e.reserved_up : e.reserved_down;
       side.store(side.load(std::memory_order_relaxed) - r.delta, std::memory_order_relaxed);
       e.pins.fetch_sub(1, std::memory_order_relaxed);
@@ -401,11 +483,19 @@ class Protocol {
 
   // Under partition p's exclusive lock: pins k's entry if it is resident. kMissing: no entry;
   // kLoading: being loaded.
-  Probe PinLocked(const CounterKey& k, uint32_t hash, Pin* pin) noexcept {
+  // A key that has expired for cutoff is turned into 0 first (as ZeroIfExpired), so the batch's
+  // adds count from 0.
+  Probe PinLocked(const CounterKey& k, uint32_t hash, Pin* pin, int64_t cutoff = kNeverExpires,
+                  Dirtied* dirtied = nullptr) noexcept {
     uint32_t index = t_.Find(k, hash);
     if (index == kNil) return Probe::kMissing;
     Entry& e = t_.at(index);
     if (e.state.load(std::memory_order_relaxed) != kResident) return Probe::kLoading;
+    if (CounterTable::ExpiredValue(e, cutoff)) {
+      int64_t old = e.value.exchange(0, std::memory_order_seq_cst);
+      Dirtied ignored;
+      CheckDirtied(index, e, old, 0, dirtied != nullptr ? dirtied : &ignored);
+    }
     e.pins.fetch_add(1, std::memory_order_relaxed);
     *pin = Pin{index, e.generation.load(std::memory_order_relaxed),
                CounterTable::PartitionOf(hash)};
@@ -430,7 +520,20 @@ class Protocol {
 
   // Adds delta to a pinned entry; false if that leaves the bigint range (nothing changed). An
   // entry purged meanwhile (a new generation) takes nothing, *value = 0.
-  bool AddPinned(const Pin& pin, int64_t delta, int64_t* value, Dirtied* dirtied) noexcept {
+  // Raises a pinned entry's stamp to `stamp` (as WriteResident does after its write): a batch
+  // does so once all its adds are in.
+  void StampPinned(const Pin& pin, int64_t stamp, Dirtied* dirtied) noexcept {
+    locks_.Shared(pin.partition);
+    Entry& e = t_.at(pin.index);
+    if (e.generation.load(std::memory_order_relaxed) == pin.generation &&
+        e.state.load(std::memory_order_relaxed) == kResident)
+      StampDirtied(pin.index, e, stamp, dirtied);
+    locks_.ReleaseShared(pin.partition);
+  }
+
+  // stamp: the write's time (as WriteResident).
+  bool AddPinned(const Pin& pin, int64_t delta, int64_t* value, Dirtied* dirtied,
+                 int64_t stamp = kNoWrite) noexcept {
     locks_.Shared(pin.partition);
     Entry& e = t_.at(pin.index);
     bool ours = e.generation.load(std::memory_order_relaxed) == pin.generation &&
@@ -439,6 +542,7 @@ class Protocol {
     if (ours) {
       ok = CounterTable::Add(e, delta, value);
       if (ok) CheckDirtied(pin.index, e, *value - delta, *value, dirtied);
+      if (ok) StampDirtied(pin.index, e, stamp, dirtied);
     } else {
       *value = 0;
     }
@@ -467,8 +571,7 @@ class Protocol {
       }
       Entry& e = t_.at(index);
       bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
-                   e.value.load(std::memory_order_relaxed) ==
-                       e.flushed.load(std::memory_order_relaxed) &&
+                   CounterTable::Clean(e) &&
                    e.in_flush.load(std::memory_order_relaxed) == 0 &&
                    e.pins.load(std::memory_order_relaxed) == 0 &&
                    e.reserved_up.load(std::memory_order_relaxed) == 0 &&
@@ -512,8 +615,7 @@ class Protocol {
       t_.RemoveIf(p, [&](const Entry& e) {
         if (e.id.db != db) return false;
         bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
-                     e.value.load(std::memory_order_relaxed) ==
-                         e.flushed.load(std::memory_order_relaxed) &&
+                     CounterTable::Clean(e) &&
                      e.in_flush.load(std::memory_order_relaxed) == 0 &&
                      e.pins.load(std::memory_order_relaxed) == 0 && may_evict(e);
         if (!clean) kept++;

@@ -53,6 +53,7 @@ struct ThroughRequest {
   uint32_t state;       // RequestState
   CounterKey key;       // a batch: key.counter and key.bucket only
   int64_t delta;        // a single key's delta
+  Write write;          // the write's stamp and its counter's cutoff (counter_table.hpp)
   int64_t result;       // the new value, when DONE
   int32_t sqlerrcode;   // why, when FAILED (the caller's SQLSTATE code)
   // A batch (nbatch > 0): its keys of one counter and bucket, in the dynamic shared memory
@@ -99,11 +100,12 @@ inline void LeaveOpen(std::atomic<uint32_t>& open) noexcept {
 }
 
 inline void Publish(ThroughRequest& r, std::atomic<uint32_t>& open, const CounterKey& k,
-                    int64_t delta, int32_t nbatch, uint32_t batch) noexcept {
+                    int64_t delta, int32_t nbatch, uint32_t batch, Write w = Write{}) noexcept {
   SC_ASSERT(r.state == kRequestEmpty);
   SC_ASSERT(nbatch >= 0);
   r.key = k;
   r.delta = delta;
+  r.write = w;
   r.result = 0;
   r.sqlerrcode = 0;
   r.nbatch = nbatch;
@@ -186,20 +188,21 @@ class WriteThroughs {
   // EXCLUSIVE, unless k is resident: then false, nothing published (add to the buffer instead).
   template <typename Locks>
   bool PublishForKey(Protocol<Locks>& table, int i, const CounterKey& k, uint32_t hash,
-                     int64_t delta) noexcept {
+                     int64_t delta, Write w = Write{}) noexcept {
     uint32_t p = CounterTable::PartitionOf(hash);
     table.locks().Exclusive(p);
     bool resident = table.table().Find(k, hash) != kNil;
-    if (!resident) Publish(i, k, delta, 0, 0);
+    if (!resident) Publish(i, k, delta, 0, 0, w);
     table.locks().Release(p);
     return !resident;
   }
 
   // Publishes request i (EMPTY, the caller's): a batch of nbatch keys of k.counter and k.bucket
   // in the segment `batch`, whose partitions the caller holds (core/through_holds.hpp).
-  void PublishBatch(int i, const CounterKey& k, int32_t nbatch, uint32_t batch) noexcept {
+  void PublishBatch(int i, const CounterKey& k, int32_t nbatch, uint32_t batch,
+                    Write w = Write{}) noexcept {
     SC_ASSERT(nbatch > 0);
-    Publish(i, k, 0, nbatch, batch);
+    Publish(i, k, 0, nbatch, batch, w);
   }
 
   // The requester's look at request i while it waits: an answer is collected (the request is
@@ -351,10 +354,11 @@ class WriteThroughs {
   }
 
  private:
-  void Publish(int i, const CounterKey& k, int64_t delta, int32_t nbatch, uint32_t batch) noexcept {
+  void Publish(int i, const CounterKey& k, int64_t delta, int32_t nbatch, uint32_t batch,
+               Write w) noexcept {
     auto mutex = requests_.mutex(i);
     mutex.lock();
-    request_step::Publish(requests_.at(i), open_, k, delta, nbatch, batch);
+    request_step::Publish(requests_.at(i), open_, k, delta, nbatch, batch, w);
     mutex.unlock();
   }
 

@@ -19,6 +19,7 @@
 #include "functions/bucketed.hpp"
 
 #include "buffer/buffer.hpp"
+#include "definitions/expiry.hpp"
 #include "transactions/changes.hpp"
 #include "functions/key_arrays.hpp"
 #include "spi.hpp"
@@ -80,14 +81,6 @@ SPIPlanPtr PlanFor(Read read, bool transactional, bool some_keys) {
                    INT8ARRAYOID,    TIMESTAMPTZARRAYOID, INT8ARRAYOID,  TIMESTAMPTZARRAYOID,
                    INT8ARRAYOID,    INT4OID};
   return KeptPlan(&plan, sql, read == Read::kTop ? 10 : 9, types);
-}
-
-// `at` minus `span` on the UTC calendar (as timestamp - interval computes it), for spans that
-// CheckRetention admitted.
-TimestampTz Minus(TimestampTz at, const Interval& span) {
-  Interval negated{-span.time, -span.day, -span.month};
-  return DatumGetTimestamp(DirectFunctionCall2(timestamp_pl_interval, TimestampGetDatum(at),
-                                               IntervalPGetDatum(&negated)));
 }
 
 Datum Int8Array(const Datum* values, int64 n) {

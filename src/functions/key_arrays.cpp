@@ -1,4 +1,4 @@
-// key_arrays.cpp: one statement over many rows, as four arrays (see key_arrays.hpp).
+// key_arrays.cpp: one statement over many rows, as five arrays (see key_arrays.hpp).
 #include "functions/key_arrays.hpp"
 
 #include "core/counter_table.hpp"
@@ -7,32 +7,37 @@
 namespace sc {
 
 SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql) {
-  static const Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
-  return KeptPlan(plan, sql, 4, types, true);
+  static const Oid types[5] = {INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID,
+                               TIMESTAMPTZARRAYOID};
+  return KeptPlan(plan, sql, 5, types, true);
 }
 
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
-                      const int64* keys, const int64* buckets, const int64* values) {
+                      const int64* keys, const int64* buckets, const int64* values,
+                      const int64* stamps) {
   auto* counter_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
   auto* key_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
   auto* bucket_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
   auto* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
   auto* value_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* stamp_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
   for (int i = 0; i < n; i++) {
     counter_datums[i] = Int32GetDatum(counters[i]);
     key_datums[i] = Int64GetDatum(keys[i]);
     bucket_datums[i] = TimestampTzGetDatum(buckets[i]);
     bucket_nulls[i] = buckets[i] == kNoBucket;
     value_datums[i] = Int64GetDatum(values[i]);
+    stamp_datums[i] = TimestampTzGetDatum(stamps[i]);
   }
   int dims[1] = {n};
   int lbs[1] = {1};
-  Datum args[4] = {
+  Datum args[5] = {
       PointerGetDatum(construct_array(counter_datums, n, INT4OID, 4, true, TYPALIGN_INT)),
       PointerGetDatum(construct_array(key_datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
       PointerGetDatum(construct_md_array(bucket_datums, bucket_nulls, 1, dims, lbs,
                                          TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_array(value_datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE))};
+      PointerGetDatum(construct_array(value_datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(stamp_datums, n, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE))};
   int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
   if (rc != expected_rc) elog(ERROR, "writing slotted_counter tables failed: %d", rc);
 }

@@ -7,18 +7,18 @@
 //     sc_drop_buckets, by the same code (bucketed.cpp: DropBuckets, its lock on the counter's row
 //     and its purge of the buffer at commit). Reads leave them out from the moment they expire
 //     (RetainedRange), gone or not.
-//   - Unbucketed: a key expires when its row in slotted_counter.totals was last written more
-//     than `retain` ago (updated_at: the flush, fold or write-through that wrote it, never
-//     earlier than the write itself) and it has no unfolded deltas. Its row is deleted, and its
-//     entry must neither outlive the row nor be loaded while the row goes: per partition, under
-//     the partition lock EXCLUSIVE, the flusher removes the clean entries of its candidates (an
-//     entry written since its last flush keeps its key: it was written lately) and holds the
-//     partition against loads (core/through_holds.hpp); for a batch (whole partitions, at most
-//     16 of the 128 and about 1,000 keys) it deletes the rows whose updated_at is still old, commits, and
-//     drops the holds. A write that comes meanwhile waits for the
-//     hold, then loads the key anew: from 0 if the row went. So a key is never deleted within
-//     `retain` of a write, and no write is lost to a deletion: it lands before (the key stays)
-//     or after (the key starts again from 0).
+//   - Unbucketed: a key expires when its last write is `retain` ago or more (written_at in
+//     slotted_counter.totals, Entry::last_write in the buffer: definitions/expiry.hpp). Every read
+//     leaves it out from that moment on, and a write counts from 0 (protocol.hpp: expiry); this
+//     pass only deletes the rows, when they have no unfolded deltas. A row must neither outlive
+//     its entry nor be loaded while it goes: per partition, under the partition lock EXCLUSIVE,
+//     the flusher removes the clean entries of its candidates (an entry written since its last
+//     flush keeps its key: it was written lately) and holds the partition against loads
+//     (core/through_holds.hpp); for a batch (whole partitions, at most 16 of the 128 and about
+//     1,000 keys) it deletes the rows whose written_at is still old, commits, and drops the
+//     holds. A write that comes meanwhile waits for the hold, then loads the key anew: from 0 if
+//     the row went. So no write is lost to a deletion: it lands before (the key stays) or after
+//     (the key starts again from 0), and either way it counts from 0 on an expired key.
 // A deletion's commit need not wait for its WAL to reach disk: a crash that loses it brings the
 // old row back, which the next pass deletes again, and any later flush's commit writes it out.
 #include <algorithm>
@@ -141,7 +141,7 @@ int Candidates(const CounterDef& def, TimestampTz before, Candidate** out) {
   SPIPlanPtr plan = KeptPlan(
       &plan_candidates,
       "SELECT key FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND bucket IS NULL AND updated_at OPERATOR(pg_catalog.<) $2 LIMIT $3",
+      "AND bucket IS NULL AND written_at OPERATOR(pg_catalog.<) $2 LIMIT $3",
       3, types);
   Datum args[3] = {Int32GetDatum(def.id), TimestampTzGetDatum(before),
                    Int32GetDatum(kKeysPerPass)};
@@ -186,12 +186,12 @@ int64 DeleteExpired(const CounterDef& def, TimestampTz before, const int64* keys
       with_deltas
           ? "DELETE FROM slotted_counter.totals t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
             "AND t.bucket IS NULL AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
-            "AND t.updated_at OPERATOR(pg_catalog.<) $2 AND t.key NOT IN (SELECT d.key FROM "
+            "AND t.written_at OPERATOR(pg_catalog.<) $2 AND t.key NOT IN (SELECT d.key FROM "
             "slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
             "AND d.bucket IS NULL)"
           : "DELETE FROM slotted_counter.totals t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
             "AND t.bucket IS NULL AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
-            "AND t.updated_at OPERATOR(pg_catalog.<) $2",
+            "AND t.written_at OPERATOR(pg_catalog.<) $2",
       3, types);
   Datum* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
   for (int i = 0; i < n; i++) datums[i] = Int64GetDatum(keys[i]);

@@ -31,8 +31,7 @@ int64 DirtyEntries(Oid db) {
   auto table = Table();
   for (uint32 p = 0; p < kPartitions; p++)
     table.ForEachResident(p, [&](uint32, const Entry& e) {
-      if (e.id.db == db &&
-          e.value.load(std::memory_order_relaxed) != e.flushed.load(std::memory_order_relaxed))
+      if (e.id.db == db && !CounterTable::Clean(e))
         dirty++;
     });
   return dirty;

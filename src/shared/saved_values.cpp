@@ -3,7 +3,8 @@
 // At shutdown each flusher flushes one last time; when that cannot write (a full disk, a lock a
 // prepared transaction keeps, any error) its values stay in the buffer, dirty. After every other
 // process has exited, and only if the shutdown checkpoint was written, the postmaster writes each
-// dirty entry of the buffer -- its key, its value, and the part of it the tables hold -- to
+// dirty entry of the buffer -- its key, its value, the part of it the tables hold and the time
+// of its last write -- to
 // pg_stat/slotted_counter.unflushed (written to a temporary file, synced, renamed), as
 // pg_stat_statements keeps its state across a clean restart, together with the request ids of
 // buffered sc_incr_once calls whose increments are among them (request_ids.hpp): restored
@@ -44,7 +45,7 @@ namespace {
 const char* const kFile = "pg_stat/slotted_counter.unflushed";
 const char* const kTempFile = "pg_stat/slotted_counter.unflushed.tmp";
 constexpr uint32 kMagic = 0x53435556;  // "SCUV"
-constexpr uint32 kFormat = 2;
+constexpr uint32 kFormat = 3;
 
 // The file: the header, count SavedValues, ids RequestIdEntry, and the CRC-32C of all of it.
 struct FileHeader {
@@ -61,8 +62,10 @@ struct SavedValue {
   int32 counter;
   int64 key;
   int64 bucket;
-  int64 value;    // Entry::value
-  int64 flushed;  // Entry::flushed: what the tables hold
+  int64 value;       // Entry::value
+  int64 flushed;     // Entry::flushed: what the tables hold
+  int64 last_write;  // Entry::last_write
+  bool stamp_dirty;  // Entry::stamp_dirty: the tables lack last_write
 };
 
 // Read by ReadSavedValues, restored and freed by RestoreSavedValues (postmaster memory).
@@ -216,6 +219,8 @@ void RestoreSavedValues() {
     e.id = CounterKey{v.db, v.counter, v.key, v.bucket};
     e.value.store(v.value, std::memory_order_relaxed);
     e.flushed.store(v.flushed, std::memory_order_relaxed);
+    e.last_write.store(v.last_write, std::memory_order_relaxed);
+    e.stamp_dirty.store(v.stamp_dirty ? 1 : 0, std::memory_order_relaxed);
     e.hash.store(HashCounterKey(e.id), std::memory_order_relaxed);
     e.state.store(kResident, std::memory_order_relaxed);
     t->Link(index);
@@ -258,7 +263,7 @@ void SaveUnflushedValues(int code, Datum) {
   uint64 n = 0;
   for (uint32 i = 0; i < t->capacity(); i++) {
     const Entry& e = t->at(i);
-    if (e.state.load() == kResident && e.value.load() != e.flushed.load()) n++;
+    if (e.state.load() == kResident && !CounterTable::Clean(e)) n++;
   }
   if (n == 0 && nids == 0) return;
   auto* values = static_cast<SavedValue*>(
@@ -272,9 +277,10 @@ void SaveUnflushedValues(int code, Datum) {
   uint64 k = 0;
   for (uint32 i = 0; i < t->capacity() && k < n; i++) {
     const Entry& e = t->at(i);
-    if (e.state.load() == kResident && e.value.load() != e.flushed.load())
-      values[k++] = SavedValue{e.id.db, e.id.counter, e.id.key, e.id.bucket, e.value.load(),
-                               e.flushed.load()};
+    if (e.state.load() == kResident && !CounterTable::Clean(e))
+      values[k++] = SavedValue{e.id.db,         e.id.counter,     e.id.key,
+                               e.id.bucket,     e.value.load(),   e.flushed.load(),
+                               e.last_write.load(), e.stamp_dirty.load() != 0};
   }
 
   bool crc_ok = false;

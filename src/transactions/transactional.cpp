@@ -18,11 +18,14 @@
 //
 // PREPARE TRANSACTION with pending increments is refused: COMMIT PREPARED runs in another session,
 // with none of this backend's state, so the buffer could not receive the delta.
+#include <algorithm>
+
 #include "transactions/transactional.hpp"
 
 #include "buffer/buffer.hpp"
 #include "core/checked_math.hpp"
 #include "core/counter_table.hpp"
+#include "definitions/expiry.hpp"
 #include "shared/shmem.hpp"
 
 namespace sc {
@@ -178,7 +181,7 @@ void Forget() {
 // planning a statement, and regardless of the caller's privileges on the table. The index
 // (counter, key, bucket) is what makes loading a key's committed deltas an index lookup.
 void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* buckets,
-                  const int64* deltas) {
+                  const int64* deltas, TimestampTz written_at) {
   // The extension may have been dropped by a transaction that committed meanwhile: then the
   // table is gone by the time its lock is granted, and so are the counters.
   Oid relid = ExtensionRelation("deltas");
@@ -201,9 +204,10 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
   ExecOpenIndices(result_rel, false);
   TupleTableSlot* slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
   for (int i = 0; i < n; i++) {
-    Datum values[4] = {Int32GetDatum(counters[i]), Int64GetDatum(keys[i]),
-                       TimestampTzGetDatum(buckets[i]), Int64GetDatum(deltas[i])};
-    bool nulls[4] = {false, false, buckets[i] == kNoBucket, false};
+    Datum values[5] = {Int32GetDatum(counters[i]), Int64GetDatum(keys[i]),
+                       TimestampTzGetDatum(buckets[i]), Int64GetDatum(deltas[i]),
+                       TimestampTzGetDatum(written_at)};
+    bool nulls[5] = {false, false, buckets[i] == kNoBucket, false, false};
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
     simple_heap_insert(rel, tuple);
     if (result_rel->ri_NumIndices > 0) {
@@ -340,19 +344,28 @@ void TransactionalPreCommit() {
   auto* bounds = static_cast<Bounds*>(palloc(sizeof(Bounds) * n));
   MemoryContextSwitchTo(old);
 
+  // In key order: a commit that waits for another's hold on an expired key (BufferReserve) holds
+  // only keys before it, so no two commits wait for each other.
+  auto* order = static_cast<PendingSum**>(palloc(sizeof(PendingSum*) * (n + 1)));
   int rows = 0;
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, pending_sums);
   for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
-       p = static_cast<PendingSum*>(hash_seq_search(&scan))) {
-    if (p->delta == 0) continue;
-    counters[rows] = p->key.counter;
-    keys[rows] = p->key.key;
-    buckets[rows] = p->key.bucket;
-    deltas[rows] = p->delta;
-    bounds[rows] = p->bounds;
-    rows++;
+       p = static_cast<PendingSum*>(hash_seq_search(&scan)))
+    if (p->delta != 0) order[rows++] = p;
+  std::sort(order, order + rows, [](const PendingSum* a, const PendingSum* b) {
+    if (a->key.counter != b->key.counter) return a->key.counter < b->key.counter;
+    if (a->key.key != b->key.key) return a->key.key < b->key.key;
+    return a->key.bucket < b->key.bucket;
+  });
+  for (int i = 0; i < rows; i++) {
+    counters[i] = order[i]->key.counter;
+    keys[i] = order[i]->key.key;
+    buckets[i] = order[i]->key.bucket;
+    deltas[i] = order[i]->delta;
+    bounds[i] = order[i]->bounds;
   }
+  pfree(order);
   // Reserve (and pin) every entry first, then write: if either fails, the abort settles the
   // reservations made so far.
   // Every changed key is pinned until the end of the commit; a transaction that would pin more
@@ -366,13 +379,17 @@ void TransactionalPreCommit() {
                     errhint("Raise slotted_counter.max_entries, or commit in smaller "
                             "transactions.")));
   // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
+  // The commit's time is each key's last write; a key that expired by then counts from 0, its
+  // row carrying the change (the delta less the expired value).
+  TimestampTz now = GetCurrentTimestamp();
   for (int i = 0; i < rows; i++) {
     CounterDef def = CommittingCounter(counters[i]);
-    BufferReserve(def, keys[i], buckets[i], deltas[i], bounds[i],
+    BufferReserve(def, keys[i], buckets[i], deltas[i], bounds[i], CommitWrite(def, now),
                   &reservations[reservation_count]);
+    deltas[i] -= reservations[reservation_count].expired;
     reservation_count++;
   }
-  if (rows > 0) InsertDeltas(rows, counters, keys, buckets, deltas);
+  if (rows > 0) InsertDeltas(rows, counters, keys, buckets, deltas, now);
 }
 
 void TransactionalPrePrepare() {

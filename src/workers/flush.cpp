@@ -61,21 +61,24 @@ SPIPlanPtr plan_update = nullptr;
 SPIPlanPtr plan_update_bucketed = nullptr;
 SPIPlanPtr plan_fold = nullptr;
 
-// The rows of the four arrays, unnested in the select list, in step (ProjectSet): in FROM, each
-// unnest would first copy its array into a tuplestore of its own, four tuples per row.
+// The rows of the five arrays, unnested in the select list, in step (ProjectSet): in FROM, each
+// unnest would first copy its array into a tuplestore of its own, five tuples per row. The fifth
+// is each key's stamp (Entry::last_write): written_at never goes back.
 #define SC_FLUSH_ROWS                                                                            \
   "SELECT pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.int8[]), " \
-  "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])"
+  "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[]), " \
+  "pg_catalog.unnest($5::pg_catalog.timestamptz[])"
 
 const char* const kFlushSql =
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) " SC_FLUSH_ROWS
-    " ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
-    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now()";
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    SC_FLUSH_ROWS " ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "
+    "written_at = GREATEST(t.written_at, excluded.written_at)";
 
 // Rows of fresh keys: a plain INSERT skips the upsert's speculative insertion (an index probe
 // before the insert, a confirmation after it), about 40% of a new row's cost.
 const char* const kInsertSql =
-    "INSERT INTO slotted_counter.totals (counter, key, bucket, value) " SC_FLUSH_ROWS;
+    "INSERT INTO slotted_counter.totals (counter, key, bucket, value, written_at) " SC_FLUSH_ROWS;
 
 // Rows of keys flushed before, which mostly have their row: an UPDATE joined on the unique index
 // (a nested loop of index scans) skips the upsert's arbiter probe, a new index scan per row, and
@@ -83,9 +86,11 @@ const char* const kInsertSql =
 // never matches and `IS NOT DISTINCT FROM` cannot find through the index: two statements.
 #define SC_FLUSH_UPDATE(bucket_rows, bucket_match)                                             \
   "UPDATE slotted_counter.totals t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
-  "updated_at = pg_catalog.now() FROM (SELECT pg_catalog.unnest($1::pg_catalog.int4[]) AS c, "  \
+  "updated_at = pg_catalog.now(), written_at = GREATEST(t.written_at, u.w) "          \
+  "FROM (SELECT pg_catalog.unnest($1::pg_catalog.int4[]) AS c, "                                 \
   "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, " bucket_rows                                  \
-  "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta) u "                                        \
+  "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta, "                                          \
+  "pg_catalog.unnest($5::pg_catalog.timestamptz[]) AS w) u "                                     \
   "WHERE t.counter OPERATOR(pg_catalog.=) u.c AND t.key OPERATOR(pg_catalog.=) u.k "            \
   "AND " bucket_match
 
@@ -98,12 +103,13 @@ const char* const kUpdateBucketedSql =
 const char* const kFoldSql =
     "WITH folded AS (DELETE FROM slotted_counter.deltas "
     "WHERE counter OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int4[]) "
-    "RETURNING counter, key, bucket, delta) "
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
-    "SELECT counter, key, bucket, pg_catalog.sum(delta)::pg_catalog.int8 FROM folded "
-    "GROUP BY counter, key, bucket "
+    "RETURNING counter, key, bucket, delta, written_at) "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    "SELECT counter, key, bucket, pg_catalog.sum(delta)::pg_catalog.int8, "
+    "pg_catalog.max(written_at) FROM folded GROUP BY counter, key, bucket "
     "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
-    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now()";
+    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "
+    "written_at = GREATEST(t.written_at, excluded.written_at)";
 
 // Deltas of a counter whose drop committed. (A counter being dropped is still visible, and the
 // deltas of a counter created by an uncommitted transaction are uncommitted too.)
@@ -231,7 +237,7 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
     last_full_scan = now;
     // Entries linked during the scan can fill the array: the next flush scans again.
     table.ClaimAll(db, scope, [&] { return n < space; }, taken, left, [&](const Entry& e) {
-      if (slot != nullptr && e.value.load() != e.flushed.load()) MarkDirtyUntracked(slot);
+      if (slot != nullptr && !CounterTable::Clean(e)) MarkDirtyUntracked(slot);
     });
   } else {
     table.ClaimNoted(db, refs, nrefs, scope, taken, left);
@@ -254,21 +260,21 @@ void SettleFlushed(DatabaseSlot* slot, const FlushItem* items, int64 n, bool com
 // How a batch is written: upserts, which cannot fail on a key's row being there or not; plain
 // INSERTs (fresh keys), which fail with 23505 on a key that has a row; UPDATEs (keys with rows),
 // which fail with 02000 on a key that has none.
-enum class Write { kUpsert, kInsert, kUpdate };
+enum class Statement { kUpsert, kInsert, kUpdate };
 
 bool Unbucketed(const FlushItem& item) { return item.bucket == kNoBucket; }
 
-void WriteBatch(const FlushItem* items, int64 n, Write write) {
+void WriteBatch(const FlushItem* items, int64 n, Statement write) {
   SPIPlanPtr plan = nullptr;
   int expected_rc = SPI_OK_INSERT;
   switch (write) {
-    case Write::kUpsert:
+    case Statement::kUpsert:
       plan = KeyArrayPlan(&plan_flush, kFlushSql);
       break;
-    case Write::kInsert:
+    case Statement::kInsert:
       plan = KeyArrayPlan(&plan_insert, kInsertSql);
       break;
-    case Write::kUpdate:
+    case Statement::kUpdate:
       plan = Unbucketed(items[0]) ? KeyArrayPlan(&plan_update, kUpdateSql)
                                   : KeyArrayPlan(&plan_update_bucketed, kUpdateBucketedSql);
       expected_rc = SPI_OK_UPDATE;
@@ -278,15 +284,17 @@ void WriteBatch(const FlushItem* items, int64 n, Write write) {
   auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* deltas = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* stamps = static_cast<int64*>(palloc(sizeof(int64) * n));
   for (int64 i = 0; i < n; i++) {
     counters[i] = items[i].counter;
     keys[i] = items[i].key;
     buckets[i] = items[i].bucket;
     deltas[i] = items[i].claim.delta;
+    stamps[i] = StampToStore(items[i].claim.stamp);
   }
-  ExecuteKeyArrays(plan, expected_rc, int(n), counters, keys, buckets, deltas);
+  ExecuteKeyArrays(plan, expected_rc, int(n), counters, keys, buckets, deltas, stamps);
   // The items are distinct keys, so each row the UPDATE found is one item's.
-  if (write == Write::kUpdate && int64(SPI_processed) != n)
+  if (write == Statement::kUpdate && int64(SPI_processed) != n)
     ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
                     errmsg("a key flushed before has no row in slotted_counter.totals")));
 }
@@ -294,14 +302,14 @@ void WriteBatch(const FlushItem* items, int64 n, Write write) {
 // Writes the deltas of items (n of them) in batches of at most kBatch. An UPDATE's batch holds
 // either unbucketed or bucketed keys (its statement differs). Each batch's arrays are freed
 // before the next: memory the process already has, not a million keys' worth touched anew.
-void WriteBatches(const FlushItem* items, int64 n, Write write) {
+void WriteBatches(const FlushItem* items, int64 n, Statement write) {
   // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of totals
   // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
   // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
   // tiny would scan it whole. Set as a function's SET clause sets them, for these statements
   // (planned when executed); an error restores them with the (sub)transaction's abort.
   int nest_level = 0;
-  if (write == Write::kUpdate)
+  if (write == Statement::kUpdate)
     nest_level = PlannerSettingsOff({"enable_hashjoin", "enable_mergejoin", "enable_seqscan"});
   MemoryContext batch_context =
       AllocSetContextCreate(CurrentMemoryContext, "slotted_counter flush batch",
@@ -309,7 +317,7 @@ void WriteBatches(const FlushItem* items, int64 n, Write write) {
   MemoryContext outer = MemoryContextSwitchTo(batch_context);
   for (int64 i = 0; i < n;) {
     int64 size = std::min<int64>(kBatch, n - i);
-    if (write == Write::kUpdate)
+    if (write == Statement::kUpdate)
       size = std::find_if(items + i, items + i + size,
                           [&](const FlushItem& item) {
                             return Unbucketed(item) != Unbucketed(items[i]);
@@ -321,7 +329,7 @@ void WriteBatches(const FlushItem* items, int64 n, Write write) {
   }
   MemoryContextSwitchTo(outer);
   MemoryContextDelete(batch_context);
-  if (write == Write::kUpdate) PlannerSettingsBack(nest_level);
+  if (write == Statement::kUpdate) PlannerSettingsBack(nest_level);
 }
 
 // Writes items (n of them) with the cheaper statement that fails if a key's row is not as
@@ -329,13 +337,13 @@ void WriteBatches(const FlushItem* items, int64 n, Write write) {
 // overflow this backend's cache of them, which slows every other backend's snapshots). If it
 // failed that way (the code expected of it), the subtransaction is rolled back and every item is
 // written again as an upsert. Any other error goes to the caller.
-void WriteExpecting(const FlushItem* items, int64 n, Write write, int expected_error) {
+void WriteExpecting(const FlushItem* items, int64 n, Statement write, int expected_error) {
   if (n == 0) return;
   ErrorData* error = InSubtransaction([&] { WriteBatches(items, n, write); });
   if (error == nullptr) return;
   if (error->sqlerrcode != expected_error) ReThrowError(error);
   FreeErrorData(error);
-  WriteBatches(items, n, Write::kUpsert);
+  WriteBatches(items, n, Statement::kUpsert);
 }
 
 // Moves the committed deltas of the locked live counters into totals, and deletes the deltas of
@@ -527,8 +535,8 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
     with_rows = std::partition_point(items, items + n,
                                      [](const FlushItem& item) { return !item.fresh; }) -
                 items;
-    WriteExpecting(items, with_rows, Write::kUpdate, ERRCODE_NO_DATA_FOUND);
-    WriteExpecting(items + with_rows, n - with_rows, Write::kInsert, ERRCODE_UNIQUE_VIOLATION);
+    WriteExpecting(items, with_rows, Statement::kUpdate, ERRCODE_NO_DATA_FOUND);
+    WriteExpecting(items + with_rows, n - with_rows, Statement::kInsert, ERRCODE_UNIQUE_VIOLATION);
     folded = FoldDeltas(ids, nids);
     WriteRequestIds(taken, ntaken);
     *attachments_due = AttachmentsDue();

@@ -1,6 +1,7 @@
 // flush.hpp: what the flusher writes to slotted_counter.totals.
 #pragma once
 
+#include "core/counter_table.hpp"
 #include "pg.hpp"
 
 namespace sc {
@@ -30,6 +31,11 @@ void BeginWork(Oid db);
 void EndWork();
 // The flusher's memory that outlives its transactions, reset (for each round).
 MemoryContext WorkContext();
+// The written_at a write with `stamp` gives its row: a write with no stamp (kNoWrite) counts as
+// written by the current transaction.
+inline TimestampTz StampToStore(int64 stamp) {
+  return stamp > kNoWrite ? TimestampTz(stamp) : GetCurrentTransactionStartTimestamp();
+}
 // Reports this worker's table statistics (autovacuum needs them); after a commit.
 void ReportStatistics();
 

@@ -31,13 +31,15 @@ ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key) {
 
 bool WriteThroughPendingFor(const CounterKey& k) { return Requests().OpenFor(k); }
 
-bool PublishForKey(WriteThroughRequest* r, const CounterKey& k, uint32 hash, int64 delta) {
+bool PublishForKey(WriteThroughRequest* r, const CounterKey& k, uint32 hash, int64 delta,
+                   Write w) {
   auto table = Table();
-  return Requests().PublishForKey(table, int(r - shared->requests), k, hash, delta);
+  return Requests().PublishForKey(table, int(r - shared->requests), k, hash, delta, w);
 }
 
-void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_handle batch) {
-  Requests().PublishBatch(int(r - shared->requests), k, nbatch, batch);
+void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_handle batch,
+                  Write w) {
+  Requests().PublishBatch(int(r - shared->requests), k, nbatch, batch, w);
 }
 
 RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_ms) {
@@ -108,26 +110,28 @@ namespace {
 
 SPIPlanPtr plan_write_through = nullptr;
 
+// $5 is the write's stamp, $6 its counter's cutoff: a row last written at or before it holds an
+// expired value, which the delta replaces (definitions/expiry.hpp).
+#define SC_THROUGH_CONFLICT                                                                       \
+  "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "                               \
+  "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "           \
+  "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, updated_at = pg_catalog.now(), "      \
+  "written_at = GREATEST(t.written_at, excluded.written_at) "
+
 const char* const kWriteThroughSql =
     "WITH live AS (SELECT id FROM slotted_counter.counters "
     "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
-    "SELECT $1, $2, $3, $4 FROM live "
-    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
-    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
-    "RETURNING value";
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    "SELECT $1, $2, $3, $4, $5 FROM live " SC_THROUGH_CONFLICT "RETURNING value";
 
 // A batch written through (WriteThroughRequest::nbatch): one counter, one bucket, distinct keys.
 const char* const kBatchThroughSql =
     "WITH live AS (SELECT id FROM slotted_counter.counters "
     "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) "
-    "SELECT $1, k.key, $3, k.delta FROM live, ROWS FROM "
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    "SELECT $1, k.key, $3, k.delta, $5 FROM live, ROWS FROM "
     "(pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
-    "AS k(key, delta) "
-    "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
-    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now() "
-    "RETURNING key, value";
+    "AS k(key, delta) " SC_THROUGH_CONFLICT "RETURNING key, value";
 
 SPIPlanPtr plan_batch_through = nullptr;
 
@@ -151,8 +155,9 @@ bool WriteBatchThrough(int i) {
   if (segment == nullptr) elog(ERROR, "the segment of a batch written through is gone");
   auto* items = static_cast<ThroughItem*>(dsm_segment_address(segment));
   int m = r->nbatch;
-  static const Oid types[4] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID, INT8ARRAYOID};
-  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 4, types, true);
+  static const Oid types[6] = {INT4OID,      INT8ARRAYOID,   TIMESTAMPTZOID,
+                               INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 6, types, true);
   Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
   Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
   bool done = true;
@@ -165,9 +170,11 @@ bool WriteBatchThrough(int i) {
     }
     ArrayType* key_array = construct_array(keys, count, INT8OID, 8, true, TYPALIGN_DOUBLE);
     ArrayType* delta_array = construct_array(deltas, count, INT8OID, 8, true, TYPALIGN_DOUBLE);
-    Datum args[4] = {Int32GetDatum(r->key.counter), PointerGetDatum(key_array),
-                     TimestampTzGetDatum(r->key.bucket), PointerGetDatum(delta_array)};
-    char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
+    Datum args[6] = {Int32GetDatum(r->key.counter), PointerGetDatum(key_array),
+                     TimestampTzGetDatum(r->key.bucket), PointerGetDatum(delta_array),
+                     TimestampTzGetDatum(StampToStore(r->write.stamp)),
+                     TimestampTzGetDatum(r->write.cutoff)};
+    char nulls[6] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' ', ' ', ' '};
     int rc = SPI_execute_plan(plan, args, nulls, false, 0);
     if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
     done = SPI_processed == uint64(count);
@@ -207,14 +214,17 @@ int ServeWriteThroughs(Oid db) {
   PG_TRY();
   {
     BeginWork(db);
-    static const Oid types[4] = {INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID};
-    SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 4, types);
+    static const Oid types[6] = {INT4OID, INT8OID,        TIMESTAMPTZOID,
+                                 INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+    SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 6, types);
     for (volatile int j = 0; j < n; j++) {
       // Taken: its fields stay as they are until this answers (write_through_request.hpp).
       const ThroughRequest* r = &shared->requests[mine[j]].request;
-      Datum args[4] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
-                       TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta)};
-      char nulls[4] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' '};
+      Datum args[6] = {Int32GetDatum(r->key.counter), Int64GetDatum(r->key.key),
+                       TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta),
+                       TimestampTzGetDatum(StampToStore(r->write.stamp)),
+                       TimestampTzGetDatum(r->write.cutoff)};
+      char nulls[6] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' ', ' ', ' '};
       ErrorData* error = InSubtransaction([&] {
         // No row: the counter was dropped.
         bool done;

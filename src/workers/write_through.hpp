@@ -28,10 +28,14 @@ WriteThroughRequest* FreeRequest();
 
 // Publishes r (free, this backend's) for the single key k with delta, under k's partition lock
 // exclusive, unless k is resident: false then (nothing published; add to the buffer instead).
-bool PublishForKey(WriteThroughRequest* r, const CounterKey& k, uint32 hash, int64 delta);
+// w: the write's stamp, stored as the row's updated_at, and its counter's cutoff: a row last
+// written at or before it holds an expired value, which the delta replaces.
+bool PublishForKey(WriteThroughRequest* r, const CounterKey& k, uint32 hash, int64 delta,
+                   Write w);
 // Publishes r (free, this backend's) for a batch of nbatch keys of counter k.counter and bucket
 // k.bucket in the segment `batch`, whose partitions this backend holds (core/through_holds.hpp).
-void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_handle batch);
+void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_handle batch,
+                  Write w);
 
 // Waits until the flusher answered r, and frees r. held: interrupts are held (a batch's second
 // phase): no error is raised, a missing flusher only warns, and a request no flusher took within

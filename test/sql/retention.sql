@@ -46,7 +46,7 @@ SELECT sc_incr('hits_r', 3, 5, now() - interval '2 days') AS counted, sc_sum('hi
 -- unbucketed: a key last written long ago (its row aged by hand) goes; one written since stays
 SELECT sc_incr(c, k, 10) FROM (VALUES ('visits_r'), ('visits_rt')) v(c), generate_series(1, 3) k;
 SELECT sc_rollup() >= 0 AS flushed;
-UPDATE slotted_counter.totals SET updated_at = now() - interval '2 hours'
+UPDATE slotted_counter.totals SET written_at = now() - interval '2 hours'
  WHERE counter IN ('visits_r'::slotted_counter::integer, 'visits_rt'::slotted_counter::integer);
 SELECT sc_incr(c, 2, 1) FROM (VALUES ('visits_r'), ('visits_rt')) v(c);
 SELECT sc_rollup() >= 0 AS flushed;
@@ -64,13 +64,13 @@ SELECT sc_sum('visits_r', 2), sc_sum('visits_rt', 2);
 -- a counter without retention keeps its keys whatever their age
 SELECT sc_incr('forever', 1, 7);
 SELECT sc_rollup() >= 0 AS flushed;
-UPDATE slotted_counter.totals SET updated_at = now() - interval '100 years'
+UPDATE slotted_counter.totals SET written_at = now() - interval '100 years'
  WHERE counter = 'forever'::slotted_counter::integer;
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT sc_sum('forever', 1);
 -- NULL: forever, from now on
 SELECT sc_alter_retention('visits_r', NULL);
-UPDATE slotted_counter.totals SET updated_at = now() - interval '2 hours'
+UPDATE slotted_counter.totals SET written_at = now() - interval '2 hours'
  WHERE counter = 'visits_r'::slotted_counter::integer;
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT sc_sum('visits_r', 2) AS kept;

@@ -733,7 +733,7 @@ class ServerRun {
 
   Probe Commit(const CounterKey& k, uint32_t h, int64_t delta, bool abort_it, uint32_t ki,
                WorkerStats& st) {
-    Reservation r{kNil, 0, 0, 0};
+    Reservation r{kNil, 0, 0, 0, 0, sc::kNoWrite};
     int64_t committed = 0;
     switch (p_.ReserveIfResident(k, h, delta, &r, &committed)) {
       case Reserve::kMissing:
@@ -743,6 +743,9 @@ class ServerRun {
       case Reserve::kOverflow:
       case Reserve::kOutOfBounds:
         st.Error("ReserveIfResident refused a delta far from overflow");
+        return Probe::kFound;
+      case Reserve::kBusy:
+        st.Error("ReserveIfResident found an expired key where nothing expires");
         return Probe::kFound;
       case Reserve::kReserved:
         break;

@@ -28,8 +28,9 @@ class ProtocolTest : public ::testing::Test {
   static uint32_t H(const CounterKey& k) { return sc::HashCounterKey(k); }
   static uint32_t P(const CounterKey& k) { return CounterTable::PartitionOf(H(k)); }
 
-  // Loads k with the given stored value through the protocol (take, begin, finish).
-  uint32_t Load(const CounterKey& k, int64_t stored = 0) {
+  // Loads k with the given stored value (and stored stamp) through the protocol (take, begin,
+  // finish).
+  uint32_t Load(const CounterKey& k, int64_t stored = 0, int64_t stamp = sc::kNoWrite) {
     uint64_t evicted = 0;
     uint32_t index =
         p_.TakeFreeOrClean(k.db, false, 1024, [](const Entry&) { return true; }, &evicted);
@@ -38,7 +39,7 @@ class ProtocolTest : public ::testing::Test {
     if (p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading) !=
         LoadStart::kLinked)
       return kNil;
-    if (!p_.FinishLoad(loading, stored, [] { return false; })) return kNil;
+    if (!p_.FinishLoad(loading, stored, [] { return false; }, stamp)) return kNil;
     return index;
   }
 
@@ -1155,6 +1156,258 @@ TEST(DirtyRing, AnOverflowFlaggedAfterTheLookWaitsForTheNextFlush) {
   EXPECT_TRUE(ring->overflow) << "kept for the next flush";
   EXPECT_EQ(sc::RingTake(*ring, m, true, out.data(), &scan_all), 0);
   EXPECT_TRUE(scan_all);
+}
+
+}  // namespace
+
+// ---- expiry: keys whose last write is at or before a cutoff ---------------------------------
+
+namespace {
+
+using sc::Write;
+
+class ExpiryTest : public ProtocolTest {
+ protected:
+  // k loaded with value 10, last written at 100 and flushed.
+  uint32_t LoadWritten(const CounterKey& k) { return Load(k, 10, 100); }
+
+  Probe AddAt(const CounterKey& k, int64_t delta, Write w, int64_t* value, Dirtied* d) {
+    bool overflow = false;
+    Probe probe = p_.AddIfResident(k, H(k), delta, value, &overflow, d, w);
+    EXPECT_FALSE(overflow);
+    return probe;
+  }
+};
+
+TEST_F(ExpiryTest, ALoadTakesTheStoredStampAndIsClean) {
+  uint32_t i = LoadWritten(Key(1));
+  EXPECT_EQ(t().at(i).last_write.load(), 100);
+  EXPECT_EQ(t().at(i).stamp_dirty.load(), 0);
+  EXPECT_TRUE(CounterTable::Clean(t().at(i)));
+}
+
+TEST_F(ExpiryTest, AKeyReadsZeroFromItsCutoffOnAndKeepsItsValue) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = -1;
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value, 99), Probe::kFound);
+  EXPECT_EQ(value, 10) << "written after the cutoff";
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value, 100), Probe::kFound);
+  EXPECT_EQ(value, 0) << "written at the cutoff: expired";
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value), Probe::kFound);
+  EXPECT_EQ(value, 10) << "no cutoff, no expiry";
+  EXPECT_EQ(t().at(i).value.load(), 10) << "a read changes nothing";
+}
+
+TEST_F(ExpiryTest, AWriteToALiveKeyTakesTheSharedLockAndRaisesTheStamp) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = 0;
+  Dirtied d;
+  log_.events.clear();
+  EXPECT_EQ(AddAt(k, 5, Write{200, 99}, &value, &d), Probe::kFound);
+  EXPECT_EQ(log_.Ops(), "SR");
+  EXPECT_EQ(value, 15);
+  EXPECT_EQ(t().at(i).last_write.load(), 200);
+  EXPECT_EQ(t().at(i).stamp_dirty.load(), 1);
+  EXPECT_EQ(d.index, i) << "the entry turned dirty";
+}
+
+TEST_F(ExpiryTest, AWriteToAnExpiredKeyCountsFromZeroUnderTheExclusiveLock) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = 0;
+  Dirtied d;
+  log_.events.clear();
+  EXPECT_EQ(AddAt(k, 5, Write{300, 150}, &value, &d), Probe::kFound);
+  EXPECT_EQ(log_.Ops(), "SRXRSR") << "looked, zeroed under the exclusive lock, then added";
+  EXPECT_EQ(value, 5);
+  EXPECT_EQ(t().at(i).flushed.load(), 10) << "the table still holds 10: the flush writes -5";
+  EXPECT_EQ(t().at(i).last_write.load(), 300);
+  EXPECT_EQ(d.index, i);
+  std::vector<Claim> claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].delta, -5);
+  EXPECT_EQ(claims[0].stamp, 300);
+  EXPECT_TRUE(claims[0].stamped);
+}
+
+TEST_F(ExpiryTest, TheZeroingLooksAgainUnderTheExclusiveLock) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  // Between the look and the exclusive lock another write comes (and revives the key).
+  bool once = true;
+  log_.on_acquire = [&](char op, uint32_t) {
+    if (op == 'X' && once) {
+      once = false;
+      t().at(i).value.store(12);
+      t().at(i).last_write.store(250);
+    }
+  };
+  int64_t value = 0;
+  Dirtied d;
+  EXPECT_EQ(AddAt(k, 5, Write{300, 150}, &value, &d), Probe::kFound);
+  EXPECT_EQ(value, 17) << "the other write's value stays";
+}
+
+TEST_F(ExpiryTest, AnExpiredKeyThatHoldsZeroIsWrittenWithoutTheExclusiveLock) {
+  CounterKey k = Key(1);
+  Load(k, 0, 100);
+  int64_t value = 0;
+  Dirtied d;
+  log_.events.clear();
+  EXPECT_EQ(AddAt(k, 5, Write{300, 150}, &value, &d), Probe::kFound);
+  EXPECT_EQ(log_.Ops(), "SR");
+  EXPECT_EQ(value, 5);
+}
+
+TEST_F(ExpiryTest, ASetOfAnExpiredKeyReturnsZero) {
+  CounterKey k = Key(1);
+  LoadWritten(k);
+  int64_t old = -1;
+  Dirtied d;
+  EXPECT_EQ(p_.ExchangeIfResident(k, H(k), 7, &old, &d, Write{300, 150}), Probe::kFound);
+  EXPECT_EQ(old, 0);
+  EXPECT_EQ(ResidentValue(k), 7);
+}
+
+TEST_F(ExpiryTest, ABoundedAddOfAnExpiredKeyIsCheckedAgainstZero) {
+  CounterKey k = Key(1);
+  LoadWritten(k);
+  int64_t value = -1;
+  bool refused = true;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResidentWithin(k, H(k), -1, sc::Bounds{0, 100}, &value, &refused, &d,
+                                   Write{300, 150}),
+            Probe::kFound);
+  EXPECT_TRUE(refused) << "0 - 1 leaves [0, 100], though 10 - 1 would not";
+  EXPECT_EQ(value, 0);
+}
+
+TEST_F(ExpiryTest, AStampIsNeverLowered) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = 0;
+  Dirtied d;
+  AddAt(k, 1, Write{50, sc::kNeverExpires}, &value, &d);
+  EXPECT_EQ(t().at(i).last_write.load(), 100);
+  EXPECT_EQ(t().at(i).stamp_dirty.load(), 0) << "an older stamp leaves nothing to store";
+}
+
+TEST_F(ExpiryTest, AStampTheTablesLackKeepsTheEntryFromLeaving) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = 0;
+  Dirtied d;
+  AddAt(k, 1, Write{200, sc::kNeverExpires}, &value, &d);
+  AddAt(k, -1, Write{200, sc::kNeverExpires}, &value, &d);
+  EXPECT_EQ(t().at(i).value.load(), t().at(i).flushed.load()) << "clean by value";
+  EXPECT_FALSE(CounterTable::Clean(t().at(i)));
+  t().at(i).usage.store(0);
+  EXPECT_FALSE(CounterTable::AgeAndTestEvictable(t().at(i)));
+  // A flush writes the stamp alone; a failed one gives it back, a committed one makes it clean.
+  std::vector<Claim> claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].delta, 0);
+  EXPECT_EQ(claims[0].stamp, 200);
+  EXPECT_TRUE(p_.SettleClaim(claims[0], false)) << "still dirty";
+  EXPECT_EQ(t().at(i).stamp_dirty.load(), 1);
+  claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_FALSE(p_.SettleClaim(claims[0], true));
+  EXPECT_TRUE(CounterTable::Clean(t().at(i)));
+}
+
+TEST_F(ExpiryTest, AStampAloneOfAKeyThatHoldsAndStoredNothingIsNotWritten) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k);
+  int64_t value = 0;
+  Dirtied d;
+  AddAt(k, 1, Write{200, sc::kNeverExpires}, &value, &d);
+  AddAt(k, -1, Write{200, sc::kNeverExpires}, &value, &d);
+  EXPECT_TRUE(ClaimAllOf(Key(1).db).empty());
+  EXPECT_TRUE(CounterTable::Clean(t().at(i)));
+}
+
+TEST_F(ExpiryTest, AClaimTakesTheFlagBeforeTheStampSoALaterWriteFlagsAgain) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = 0;
+  Dirtied d;
+  AddAt(k, 1, Write{200, sc::kNeverExpires}, &value, &d);
+  std::vector<Claim> claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  AddAt(k, 1, Write{300, sc::kNeverExpires}, &value, &d);
+  EXPECT_EQ(t().at(i).stamp_dirty.load(), 1);
+  EXPECT_TRUE(p_.SettleClaim(claims[0], true)) << "written since the claim: dirty";
+}
+
+TEST_F(ExpiryTest, ACommitOnAnExpiredKeyTakesItsValueAway) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  Reservation r;
+  int64_t committed = -1;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 5, &r, &committed, sc::Bounds{}, Write{300, 150}),
+            Reserve::kReserved);
+  EXPECT_EQ(committed, 0);
+  EXPECT_EQ(r.delta, 5);
+  EXPECT_EQ(r.expired, 10);
+  EXPECT_TRUE(p_.SettleReservation(r, true, 1));
+  EXPECT_EQ(t().at(i).value.load(), 5);
+  EXPECT_EQ(t().at(i).flushed.load(), 5);
+  EXPECT_EQ(t().at(i).last_write.load(), 300);
+  EXPECT_EQ(t().at(i).reserved_up.load(), 0);
+  EXPECT_TRUE(CounterTable::Clean(t().at(i))) << "the commit's rows hold the stamp";
+}
+
+TEST_F(ExpiryTest, AnAbortedCommitOnAnExpiredKeyLeavesItExpired) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  Reservation r;
+  int64_t committed = -1;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 5, &r, &committed, sc::Bounds{}, Write{300, 150}),
+            Reserve::kReserved);
+  EXPECT_TRUE(p_.SettleReservation(r, false, 1));
+  EXPECT_EQ(t().at(i).value.load(), 10);
+  EXPECT_EQ(t().at(i).last_write.load(), 100);
+}
+
+TEST_F(ExpiryTest, ACommitOnAnExpiredKeyThatAnotherHoldsWaits) {
+  CounterKey k = Key(1);
+  LoadWritten(k);
+  Reservation first;
+  int64_t committed = -1;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 5, &first, &committed, sc::Bounds{}, Write{300, 150}),
+            Reserve::kReserved);
+  Reservation second;
+  EXPECT_EQ(p_.ReserveIfResident(k, H(k), 2, &second, &committed, sc::Bounds{}, Write{301, 151}),
+            Reserve::kBusy);
+  EXPECT_TRUE(p_.SettleReservation(first, true, 1));
+  // The first committed: the key lives again, the second adds to it.
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 2, &second, &committed, sc::Bounds{}, Write{301, 151}),
+            Reserve::kReserved);
+  EXPECT_EQ(committed, 5);
+  EXPECT_EQ(second.expired, 0);
+  EXPECT_TRUE(p_.SettleReservation(second, true, 1));
+  EXPECT_EQ(ResidentValue(k), 7);
+}
+
+TEST_F(ExpiryTest, APinOfAnExpiredKeyZeroesIt) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  Pin pin;
+  Dirtied d;
+  Probe probe = Probe::kMissing;
+  p_.Exclusively(P(k), [&] { probe = p_.PinLocked(k, H(k), &pin, 150, &d); });
+  ASSERT_EQ(probe, Probe::kFound);
+  EXPECT_EQ(t().at(i).value.load(), 0);
+  EXPECT_EQ(d.index, i);
+  int64_t value = -1;
+  EXPECT_TRUE(p_.AddPinned(pin, 4, &value, &d));
+  EXPECT_EQ(value, 4);
+  p_.StampPinned(pin, 300, &d);
+  EXPECT_EQ(t().at(i).last_write.load(), 300);
+  p_.Unpin(pin);
 }
 
 }  // namespace
