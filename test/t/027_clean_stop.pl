@@ -52,6 +52,13 @@ unlike(log_since($offset), qr/slotted_counter: saved/, 'no file was needed');
 # A prepared transaction keeps the lock across the restart.
 $node->safe_psql('postgres', $lock . q{PREPARE TRANSACTION 'lock';});
 $node->safe_psql('postgres', q{SELECT sc_incr('b', 1, 10), sc_incr('b', 2, 20), sc_incr('h', 3, 30)});
+# The increments started the flusher; its last flush is what says so (on a loaded machine the
+# stop could otherwise come before the worker does).
+is( $node->poll_query_until(
+		'postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
+  WHERE backend_type = 'slotted_counter flusher' AND datname = 'postgres'}),
+	1,
+	'the flusher runs');
 $offset = -s $node->logfile;
 $node->restart;
 my $log = log_since($offset);
