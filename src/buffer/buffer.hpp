@@ -110,6 +110,10 @@ void ReleaseExpiryHold(uint32 p);
 // Removes every entry of one counter (or of a whole database) from the buffer.
 // Used when a drop commits; takes only LWLocks and cannot fail.
 void PurgeCounter(Oid db, int32 counter);
+// Raises the write stamp of every value of one counter in the buffer to `stamp` (and marks it
+// for the next flush to store): its keys were written without one, before it had a retention.
+// Takes only LWLocks and cannot fail.
+void StampCounter(Oid db, int32 counter, int64 stamp);
 // Removes the entries of one counter's buckets that start before `before`.
 void PurgeBuckets(Oid db, int32 counter, int64 before);
 void PurgeDatabase(Oid db);

@@ -38,16 +38,36 @@ int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int6
   return answer.result;
 }
 
-// The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock. w: the
-// write's stamp, and its counter's cutoff (an expired key counts from 0).
-inline Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, Write w, int64* value,
+// The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock. The
+// keys of most counters never expire, and their writes carry no time: the step without either.
+inline Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, int64* value,
                          bool* overflow) {
+  Dirtied dirtied;
+  Probe probe = Table().AddIfResident(k, hash, delta, value, overflow, &dirtied);
+  NoteDirtied(dirtied);
+  return probe;
+}
+
+// w: the write's stamp, and its counter's cutoff (an expired key counts from 0).
+Probe AddResident(const CounterKey& k, uint32 hash, int64 delta, Write w, int64* value,
+                  bool* overflow) {
+  if (w.stamp == kNoWrite && w.cutoff == kNeverExpires)
+    return AddResident(k, hash, delta, value, overflow);
   Dirtied dirtied;
   Probe probe = Table().AddIfResident(k, hash, delta, value, overflow, &dirtied, w);
   NoteDirtied(dirtied);
   return probe;
 }
 
+Probe AddResidentWithin(const CounterKey& k, uint32 hash, int64 delta, Bounds bounds,
+                        int64* value, bool* refused) {
+  Dirtied dirtied;
+  Probe probe = Table().AddIfResidentWithin(k, hash, delta, bounds, value, refused, &dirtied);
+  NoteDirtied(dirtied);
+  return probe;
+}
+
+// The same for a counter whose keys expire: w, the write's stamp and cutoff.
 Probe AddResidentWithin(const CounterKey& k, uint32 hash, int64 delta, Bounds bounds, Write w,
                         int64* value, bool* refused) {
   Dirtied dirtied;
@@ -68,7 +88,8 @@ inline Probe ExchangeResident(const CounterKey& k, uint32 hash, int64 new_value,
 // BufferIncrement of a key that was not resident at the first probe. Out of line, so that the
 // hot path's frame holds only what a resident key needs.
 pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterKey& k,
-                                       uint32 hash, int64 delta, Write w) {
+                                       uint32 hash, int64 delta) {
+  Write w = WriteNow(counter);
   int64 key = k.key;
   int64 value;
   bool overflow;
@@ -108,14 +129,16 @@ pg_noinline int64 IncrementNotResident(const CounterDef& counter, const CounterK
 int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 delta) {
   CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);
-  Write w = WriteNow(counter);
   int64 value;
   bool overflow;
-  if (likely(AddResident(k, hash, delta, w, &value, &overflow) == Probe::kFound)) {
+  Probe probe = likely(!KeysExpire(counter))
+                    ? AddResident(k, hash, delta, &value, &overflow)
+                    : AddResident(k, hash, delta, WriteNow(counter), &value, &overflow);
+  if (likely(probe == Probe::kFound)) {
     if (unlikely(overflow)) ReportOverflow(counter, key, value, delta);
     return value;
   }
-  return IncrementNotResident(counter, k, hash, delta, w);
+  return IncrementNotResident(counter, k, hash, delta);
 }
 
 namespace {
@@ -146,10 +169,15 @@ bool BufferIncrementWithin(const CounterDef& counter, int64 key, int64 bucket, i
   CounterDef def = counter;  // as in BufferIncrement
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
-  Write w = WriteNow(def);
   bool refused = false;
-  UntilResident(&def, k, hash, "count into",
-                [&] { return AddResidentWithin(k, hash, delta, bounds, w, value, &refused); });
+  if (likely(!KeysExpire(def))) {
+    UntilResident(&def, k, hash, "count into",
+                  [&] { return AddResidentWithin(k, hash, delta, bounds, value, &refused); });
+  } else {
+    Write w = WriteNow(def);
+    UntilResident(&def, k, hash, "count into",
+                  [&] { return AddResidentWithin(k, hash, delta, bounds, w, value, &refused); });
+  }
   // Leaving bigint is an error, as for any increment, not a refusal by the bounds.
   int64 sum;
   if (refused && __builtin_add_overflow(*value, delta, &sum))

@@ -158,6 +158,13 @@ void PurgeCounter(Oid db, int32 counter) {
   Table().PurgeIf([&](const Entry& e) { return e.id.db == db && e.id.counter == counter; });
 }
 
+void StampCounter(Oid db, int32 counter, int64 stamp) {
+  Table().RaiseStamps(
+      [&](const Entry& e) { return e.id.db == db && e.id.counter == counter; }, stamp);
+  // The next flush looks at the whole buffer: these entries were not noted in the ring.
+  if (DatabaseSlot* slot = FindSlot(db)) MarkDirtyUntracked(slot);
+}
+
 void PurgeBuckets(Oid db, int32 counter, int64 before) {
   // Commits into the dropped buckets after the drop's DELETE keep their deltas, whose entries
   // this purge removes: loads read the deltas until the next fold.

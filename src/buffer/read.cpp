@@ -17,7 +17,8 @@ namespace {
 // A key that has expired for cutoff reads 0 (definitions/expiry.hpp).
 pg_attribute_always_inline Probe ReadResident(const CounterKey& k, uint32 hash, int64* value,
                                               int64 cutoff) {
-  return Table().ReadIfResident(k, hash, value, cutoff);
+  return likely(cutoff == kNeverExpires) ? Table().ReadIfResident(k, hash, value)
+                                         : Table().ReadIfResident(k, hash, value, cutoff);
 }
 
 }  // namespace
@@ -107,20 +108,21 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
   FinishSpi(spi);
 }
 
-// [transactional]: the n largest stored values of the counter other than 0 (a key that reads 0
-// is not ranked, as sc_series leaves out such buckets); those of resident keys are left out
-// afterwards (a key's stored value is stale while it is resident).
+// [transactional]: the n largest stored values of the counter other than 0 (a key that reads 0,
+// expired for the cutoff $3 or not, is not ranked, as sc_series leaves out such buckets); those
+// of resident keys are left out afterwards (a key's stored value is stale while it is resident).
 SPIPlanPtr plan_top_stored[2] = {nullptr, nullptr};
-
 const char* const kTopStoredSql[2] = {
     "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-    "AND bucket IS NULL AND value OPERATOR(pg_catalog.<>) 0 ORDER BY value DESC, key LIMIT $2",
+    "AND bucket IS NULL AND value OPERATOR(pg_catalog.<>) 0 "
+    "AND written_at OPERATOR(pg_catalog.>) $3 ORDER BY value DESC, key LIMIT $2",
     "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 AS value FROM ("
-    "SELECT key, value AS v FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
-    "AND bucket IS NULL UNION ALL SELECT key, delta FROM slotted_counter.deltas "
+    "SELECT key, value AS v, written_at AS w FROM slotted_counter.totals "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL UNION ALL "
+    "SELECT key, delta, written_at FROM slotted_counter.deltas "
     "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) s "
-    "GROUP BY key HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY 2 DESC, key "
-    "LIMIT $2"};
+    "GROUP BY key HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 "
+    "AND pg_catalog.max(w) OPERATOR(pg_catalog.>) $3 ORDER BY 2 DESC, key LIMIT $2"};
 
 int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();

@@ -267,6 +267,7 @@ class CounterTable {
   // Raises the entry's stamp to `stamp` if that is later; true if that made the tables lack it
   // (stamp_dirty went from 0 to 1), so the caller notes the entry dirty.
   static bool RaiseStamp(Entry& e, int64_t stamp) noexcept {
+    if (stamp == kNoWrite) return false;  // a write that carries no time (a constant, mostly)
     int64_t old = e.last_write.load(std::memory_order_relaxed);
     if (stamp <= old) return false;
     while (!e.last_write.compare_exchange_weak(old, stamp, std::memory_order_seq_cst,

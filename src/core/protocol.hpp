@@ -102,24 +102,33 @@ class Protocol {
     return probe;
   }
 
-  // Calls write(index, entry) on k's resident entry under the SHARED lock, then raises its stamp
-  // to w.stamp. A key that has expired (counter_table.hpp: ExpiredValue) is first turned into 0
-  // under the EXCLUSIVE lock, re-checked there (ZeroIfExpired), and the write is tried again: it
-  // counts from 0.
-  template <typename Op>
-  Probe WriteResident(const CounterKey& k, uint32_t hash, Write w, Dirtied* dirtied,
-                      Op&& write) noexcept {
+  // Calls write(index, entry) on k's resident entry under the SHARED lock and, if it wrote (it
+  // returns whether it did: a bounded add may refuse), raises the entry's stamp to w.stamp. A key
+  // that has expired (counter_table.hpp: ExpiredValue) is first turned into 0 under the EXCLUSIVE
+  // lock, re-checked there (ZeroIfExpired), and the write is tried again: it counts from 0.
+  // expired_refuses(): a write that a value of 0 would refuse, called (under the SHARED lock)
+  // instead of zeroing, so that the refusal changes nothing.
+  template <typename Op, typename ExpiredRefuses>
+  Probe WriteResident(const CounterKey& k, uint32_t hash, Write w, Dirtied* dirtied, Op&& write,
+                      ExpiredRefuses&& expired_refuses) noexcept {
     for (;;) {
       bool expired = false;
       Probe probe = WithResident(k, hash, [&](uint32_t index, Entry& e) {
-        expired = CounterTable::ExpiredValue(e, w.cutoff);
-        if (expired) return;
-        write(index, e);
-        StampDirtied(index, e, w.stamp, dirtied);
+        if (CounterTable::ExpiredValue(e, w.cutoff)) {
+          expired = !expired_refuses();
+          return;
+        }
+        if (write(index, e)) StampDirtied(index, e, w.stamp, dirtied);
       });
       if (!expired) return probe;
       ZeroIfExpired(k, hash, w.cutoff, dirtied);
     }
+  }
+
+  template <typename Op>
+  Probe WriteResident(const CounterKey& k, uint32_t hash, Write w, Dirtied* dirtied,
+                      Op&& write) noexcept {
+    return WriteResident(k, hash, w, dirtied, write, [] { return false; });
   }
 
   // Under the EXCLUSIVE lock: if k's entry has expired for cutoff and holds a value, sets the
@@ -141,11 +150,12 @@ class Protocol {
   }
 
   // Adds delta to k's resident entry. *overflow: refused (nothing changed), *value holds the
-  // unchanged value; otherwise *value is the new value.
+  // unchanged value; otherwise *value is the new value. The hot path, for a write that carries
+  // no time to a key that cannot expire (most counters: definitions/expiry.hpp).
   Probe AddIfResident(const CounterKey& k, uint32_t hash, int64_t delta, int64_t* value,
-                      bool* overflow, Dirtied* dirtied, Write w = Write{}) noexcept {
+                      bool* overflow, Dirtied* dirtied) noexcept {
     *overflow = false;
-    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
       *overflow = !CounterTable::Add(e, delta, value);
       if (*overflow)
         *value = e.value.load(std::memory_order_acquire);
@@ -154,21 +164,61 @@ class Protocol {
     });
   }
 
+  // AddIfResident for a write w: stamped, and counting from 0 on an expired key.
+  Probe AddIfResident(const CounterKey& k, uint32_t hash, int64_t delta, int64_t* value,
+                      bool* overflow, Dirtied* dirtied, Write w) noexcept {
+    *overflow = false;
+    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
+      *overflow = !CounterTable::Add(e, delta, value);
+      if (*overflow)
+        *value = e.value.load(std::memory_order_acquire);
+      else
+        CheckDirtied(index, e, *value - delta, *value, dirtied);
+      return !*overflow;
+    });
+  }
+
   // Adds delta to k's resident entry if the result stays within bounds. *refused: nothing
   // changed, *value is the value it was refused against; otherwise *value is the new value.
   Probe AddIfResidentWithin(const CounterKey& k, uint32_t hash, int64_t delta, Bounds bounds,
-                            int64_t* value, bool* refused, Dirtied* dirtied,
-                            Write w = Write{}) noexcept {
+                            int64_t* value, bool* refused, Dirtied* dirtied) noexcept {
     *refused = false;
-    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
+    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
       *refused = !CounterTable::AddWithin(e, delta, bounds, value);
       if (!*refused) CheckDirtied(index, e, *value - delta, *value, dirtied);
     });
   }
 
+  // AddIfResidentWithin for a write w: stamped, and checked against 0 on an expired key (a
+  // refusal then changes nothing; an add zeroes it first, as AddIfResident).
+  Probe AddIfResidentWithin(const CounterKey& k, uint32_t hash, int64_t delta, Bounds bounds,
+                            int64_t* value, bool* refused, Dirtied* dirtied,
+                            Write w) noexcept {
+    *refused = false;
+    return WriteResident(
+        k, hash, w, dirtied,
+        [&](uint32_t index, Entry& e) {
+          *refused = !CounterTable::AddWithin(e, delta, bounds, value);
+          if (!*refused) CheckDirtied(index, e, *value - delta, *value, dirtied);
+          return !*refused;
+        },
+        [&] {
+          // Refused against 0 (an expired key's value): nothing changes, not even the value.
+          *refused = !bounds.Admit(delta);
+          if (*refused) *value = 0;
+          return *refused;
+        });
+  }
+
+  Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept {
+    return WithResident(k, hash, [&](uint32_t, Entry& e) {
+      *value = e.value.load(std::memory_order_acquire);
+    });
+  }
+
   // The value of k's resident entry as a reader whose cutoff is `cutoff` sees it.
   Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value,
-                       int64_t cutoff = kNeverExpires) noexcept {
+                       int64_t cutoff) noexcept {
     return WithResident(k, hash, [&](uint32_t, Entry& e) {
       *value = CounterTable::ReadValue(e, cutoff);
     });
@@ -181,6 +231,7 @@ class Protocol {
       *old_value = e.value.exchange(new_value, std::memory_order_seq_cst);
       e.usage.store(1, std::memory_order_relaxed);
       CheckDirtied(index, e, *old_value, new_value, dirtied);
+      return true;
     });
   }
 
@@ -375,13 +426,17 @@ class Protocol {
   // After the flush's transaction ended: a committed delta moves into flushed; either way the
   // entry is free to be flushed again or evicted. True if the entry is still dirty (the flush
   // failed, or it was counted into meanwhile): the caller notes it again.
-  bool SettleClaim(const Claim& claim, bool committed) noexcept {
+  // stored_stamp: the stamp the flush stored for an entry whose claim took none (its writes carry
+  // no time: definitions/expiry.hpp), which the entry's stamp rises to, as the row's did.
+  bool SettleClaim(const Claim& claim, bool committed, int64_t stored_stamp = kNoWrite) noexcept {
     locks_.Shared(claim.partition);
     Entry& e = t_.at(claim.index);
     bool dirty = false;
     if (e.generation.load(std::memory_order_relaxed) == claim.generation &&
         e.state.load(std::memory_order_acquire) == kResident) {
       if (committed) e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst);
+      if (committed && !claim.stamped && stored_stamp > e.last_write.load(std::memory_order_relaxed))
+        e.last_write.store(stored_stamp, std::memory_order_seq_cst);
       if (!committed && claim.stamped) e.stamp_dirty.store(1, std::memory_order_seq_cst);
       dirty = !CounterTable::Clean(e);
       e.in_flush.store(0, std::memory_order_release);
@@ -650,6 +705,21 @@ class Protocol {
       locks_.Release(p);
     }
     return removed;
+  }
+
+  // Raises the stamp of every resident entry for which pred(entry) holds to `stamp`, under each
+  // partition's SHARED lock in turn (a stamp only rises, with an atomic compare-and-swap).
+  template <typename Pred>
+  void RaiseStamps(Pred&& pred, int64_t stamp) noexcept {
+    for (uint32_t p = 0; p < kPartitions; p++) {
+      locks_.Shared(p);
+      t_.ForEachInPartition(p, [&](uint32_t, Entry& e) {
+        if (e.state.load(std::memory_order_acquire) == kResident &&
+            pred(static_cast<const Entry&>(e)))
+          (void)CounterTable::RaiseStamp(e, stamp);
+      });
+      locks_.ReleaseShared(p);
+    }
   }
 
   // Calls fn(index, entry) for every resident entry of partition p, under its shared lock.

@@ -38,7 +38,7 @@ int64 ExpiringCutoff(const CounterDef& def) {
 }
 
 Write CommitWrite(const CounterDef& def, TimestampTz now) {
-  if (!def.retains || def.bucketed) return Write{now, kNeverExpires};
+  if (!KeysExpire(def)) return Write{};
   return Write{now, Minus(now, def.retain)};
 }
 

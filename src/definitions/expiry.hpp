@@ -17,24 +17,30 @@ namespace sc {
 // CheckRetention admitted.
 TimestampTz Minus(TimestampTz at, const Interval& span);
 
+// Whether def's keys expire (an unbucketed counter with a retention).
+inline bool KeysExpire(const CounterDef& def) { return def.retains && !def.bucketed; }
+
 // The cutoff of def's keys, which expire, in the current statement (computed once per counter
 // and statement).
 int64 ExpiringCutoff(const CounterDef& def);
 
 // The cutoff of def's keys in the current statement; kNeverExpires if they do not expire.
 inline int64 KeyCutoff(const CounterDef& def) {
-  return likely(!def.retains || def.bucketed) ? kNeverExpires : ExpiringCutoff(def);
+  return likely(!KeysExpire(def)) ? kNeverExpires : ExpiringCutoff(def);
 }
 
-// A write of def's keys now: its stamp (the clock for a counter whose keys expire, the
-// statement's start otherwise, which costs no clock read) and the statement's cutoff.
+// A write of def's keys now: its stamp and the statement's cutoff. Only the writes of a counter
+// whose keys expire carry their time (the clock): those of the others cost nothing for it, and
+// their rows' written_at is the time of the flush that stored them (never before the write). A
+// counter given a retention later has its values in the buffer stamped at that commit (buffer.hpp:
+// StampCounter): no key it had expires sooner than `retain` after its last write.
 inline Write WriteNow(const CounterDef& def) {
-  if (likely(!def.retains || def.bucketed))
-    return Write{GetCurrentStatementStartTimestamp(), kNeverExpires};
+  if (likely(!KeysExpire(def))) return Write{};
   return Write{GetCurrentTimestamp(), ExpiringCutoff(def)};
 }
 
-// A commit's write of def's keys at `now`: expiry is decided at the commit, against now.
+// A commit's write of def's keys at `now`: expiry is decided at the commit, against now. (Its
+// rows are stamped now whatever the counter: deltas.written_at.)
 Write CommitWrite(const CounterDef& def, TimestampTz now);
 
 }  // namespace sc

@@ -11,8 +11,9 @@ namespace sc {
 // kept in *plan. Inside SPI.
 SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql);
 
-// Executes plan with the n rows as its five arrays (a bucket of kNoBucket becomes NULL); fails
-// unless SPI answers expected_rc. Inside SPI.
+// Executes plan with the n rows as its five arrays (a bucket of kNoBucket becomes NULL; stamps
+// may be nullptr, for a statement that does not read $5, then NULL); fails unless SPI answers
+// expected_rc. Inside SPI.
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
                       const int64* keys, const int64* buckets, const int64* values,
                       const int64* stamps);

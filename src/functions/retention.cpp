@@ -31,6 +31,7 @@
 #include "functions/counter_ref.hpp"
 #include "functions/once.hpp"
 #include "definitions/privileges.hpp"
+#include "transactions/changes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "spi.hpp"
 
@@ -376,6 +377,7 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
   int32 id = def->id;
+  bool retained = def->retains && !def->bucketed;
   bool retains = !PG_ARGISNULL(1);
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(1));
   Oid types[2] = {INT4OID, INTERVALOID};
@@ -386,6 +388,8 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
                            : "UPDATE slotted_counter.counters SET retain = NULL "
                              "WHERE id OPERATOR(pg_catalog.=) $1",
                    retains ? 2 : 1, types, args);
+  // Writes of a counter whose keys never expired carry no time (definitions/expiry.hpp).
+  if (retains && !retained) NoteRetentionSet(id);
   // The flusher expires what is kept no longer: one that left for idleness starts again (and,
   // with a retention in the database, stays), as a write would start it.
   if (retains) (void)EnsureFlusher();

@@ -33,6 +33,8 @@ void NoteChange(int32 id, Change change, int64 before, Oid relid) {
 void NoteCounterCreated(int32 id) { NoteChange(id, Change::kCreated); }
 void NoteCounterDropped(int32 id) { NoteChange(id, Change::kDropped); }
 void NoteCounterAltered(int32 id) { NoteChange(id, Change::kAltered); }
+
+void NoteRetentionSet(int32 id) { NoteChange(id, Change::kRetentionSet); }
 void NoteBucketsDropped(int32 id, int64 before) { NoteChange(id, Change::kBucketsDropped, before); }
 
 bool DroppedInThisTransaction(int32 id) { return Any(Change::kDropped, id); }

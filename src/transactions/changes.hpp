@@ -9,7 +9,7 @@
 namespace sc {
 
 enum class Change : uint8 { kCreated, kDropped, kExtensionDropped, kBucketsDropped, kAltered,
-                            kRelationDropped };
+                            kRelationDropped, kRetentionSet };
 
 struct NotedChange {
   int32 id;      // the counter (0: the extension, or a table)
@@ -28,6 +28,9 @@ void NoteCounterCreated(int32 id);
 void NoteCounterDropped(int32 id);
 // sc_grant, sc_revoke and sc_alter_owner: the commit makes every backend read the row again.
 void NoteCounterAltered(int32 id);
+// sc_alter_retention gave a counter that had none a retention: the commit stamps the counter's
+// values in the buffer (buffer.hpp: StampCounter), as their writes were not.
+void NoteRetentionSet(int32 id);
 // sc_drop_buckets records the buckets it dropped; the commit purges them from the buffer.
 void NoteBucketsDropped(int32 id, int64 before);
 

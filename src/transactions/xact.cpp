@@ -51,6 +51,11 @@ void SettleNotedChanges(bool committed, int level) {
     // A counter altered (its retention set, sc_alter_retention): a flush, and the retention pass
     // after it, start after this commit and see it, so the flusher stays if it must expire.
     if (committed && n.id != 0 && n.change == Change::kAltered) ask_flush = true;
+    // Its first retention: its values written without a stamp count as written now.
+    if (committed && n.change == Change::kRetentionSet) {
+      StampCounter(MyDatabaseId, n.id, GetCurrentTimestamp());
+      continue;
+    }
     bool purge = committed ? n.change != Change::kCreated : n.change == Change::kCreated;
     if (purge) {
       if (!bumped) pg_atomic_fetch_add_u64(&shared->catalog_epoch, 1);

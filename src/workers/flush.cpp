@@ -55,49 +55,62 @@ struct FlushItem {
 // the start of every round.
 MemoryContext work_context = nullptr;
 
-SPIPlanPtr plan_flush = nullptr;
-SPIPlanPtr plan_insert = nullptr;
-SPIPlanPtr plan_update = nullptr;
-SPIPlanPtr plan_update_bucketed = nullptr;
+// [stamped]: the statements for batches where some key carries the time of its last write (a
+// counter whose keys expire: definitions/expiry.hpp), and where none does (the others: their
+// rows' written_at is this flush's time, and the statements take four arrays, not five).
+SPIPlanPtr plan_flush[2] = {nullptr, nullptr};
+SPIPlanPtr plan_insert[2] = {nullptr, nullptr};
+SPIPlanPtr plan_update[2] = {nullptr, nullptr};
+SPIPlanPtr plan_update_bucketed[2] = {nullptr, nullptr};
 SPIPlanPtr plan_fold = nullptr;
 
-// The rows of the five arrays, unnested in the select list, in step (ProjectSet): in FROM, each
-// unnest would first copy its array into a tuplestore of its own, five tuples per row. The fifth
-// is each key's stamp (Entry::last_write): written_at never goes back.
-#define SC_FLUSH_ROWS                                                                            \
+// The rows of the arrays, unnested in the select list, in step (ProjectSet): in FROM, each
+// unnest would first copy its array into a tuplestore of its own, a tuple per array and row. The
+// fifth, when stamped, is each key's stamp (Entry::last_write): written_at never goes back.
+#define SC_FLUSH_ROWS4                                                                           \
   "SELECT pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.int8[]), " \
-  "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[]), " \
-  "pg_catalog.unnest($5::pg_catalog.timestamptz[])"
+  "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])"
+#define SC_FLUSH_ROWS5 SC_FLUSH_ROWS4 ", pg_catalog.unnest($5::pg_catalog.timestamptz[])"
+#define SC_UPSERT                                                                                 \
+  " ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "                              \
+  "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "   \
+  "written_at = GREATEST(t.written_at, excluded.written_at)"
 
-const char* const kFlushSql =
+const char* const kFlushSql[2] = {
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) " SC_FLUSH_ROWS4
+        SC_UPSERT,
     "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
-    SC_FLUSH_ROWS " ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
-    "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "
-    "written_at = GREATEST(t.written_at, excluded.written_at)";
+    SC_FLUSH_ROWS5 SC_UPSERT};
 
 // Rows of fresh keys: a plain INSERT skips the upsert's speculative insertion (an index probe
 // before the insert, a confirmation after it), about 40% of a new row's cost.
-const char* const kInsertSql =
-    "INSERT INTO slotted_counter.totals (counter, key, bucket, value, written_at) " SC_FLUSH_ROWS;
+const char* const kInsertSql[2] = {
+    "INSERT INTO slotted_counter.totals (counter, key, bucket, value) " SC_FLUSH_ROWS4,
+    "INSERT INTO slotted_counter.totals (counter, key, bucket, value, written_at) "
+    SC_FLUSH_ROWS5};
 
 // Rows of keys flushed before, which mostly have their row: an UPDATE joined on the unique index
 // (a nested loop of index scans) skips the upsert's arbiter probe, a new index scan per row, and
 // its tuple lock, a second WAL record per row. An unbucketed key's bucket is NULL, which `=`
 // never matches and `IS NOT DISTINCT FROM` cannot find through the index: two statements.
-#define SC_FLUSH_UPDATE(bucket_rows, bucket_match)                                             \
+#define SC_FLUSH_UPDATE(bucket_rows, bucket_match, written, stamp_rows)                          \
   "UPDATE slotted_counter.totals t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
-  "updated_at = pg_catalog.now(), written_at = GREATEST(t.written_at, u.w) "          \
+  "updated_at = pg_catalog.now(), written_at = GREATEST(t.written_at, " written ") "           \
   "FROM (SELECT pg_catalog.unnest($1::pg_catalog.int4[]) AS c, "                                 \
-  "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, " bucket_rows                                  \
-  "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta, "                                          \
-  "pg_catalog.unnest($5::pg_catalog.timestamptz[]) AS w) u "                                     \
+  "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, " bucket_rows stamp_rows                       \
+  "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta) u "                                        \
   "WHERE t.counter OPERATOR(pg_catalog.=) u.c AND t.key OPERATOR(pg_catalog.=) u.k "            \
   "AND " bucket_match
+#define SC_BUCKET_ROWS "pg_catalog.unnest($3::pg_catalog.timestamptz[]) AS b, "
+#define SC_BUCKET_MATCH "t.bucket OPERATOR(pg_catalog.=) u.b"
+#define SC_STAMP_ROWS "pg_catalog.unnest($5::pg_catalog.timestamptz[]) AS w, "
 
-const char* const kUpdateSql = SC_FLUSH_UPDATE("", "t.bucket IS NULL");
-const char* const kUpdateBucketedSql =
-    SC_FLUSH_UPDATE("pg_catalog.unnest($3::pg_catalog.timestamptz[]) AS b, ",
-                    "t.bucket OPERATOR(pg_catalog.=) u.b");
+const char* const kUpdateSql[2] = {
+    SC_FLUSH_UPDATE("", "t.bucket IS NULL", "pg_catalog.now()", ""),
+    SC_FLUSH_UPDATE("", "t.bucket IS NULL", "u.w", SC_STAMP_ROWS)};
+const char* const kUpdateBucketedSql[2] = {
+    SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "pg_catalog.now()", ""),
+    SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "u.w", SC_STAMP_ROWS)};
 
 // One transaction's deltas may touch a key that another's also touched: sum them per key.
 const char* const kFoldSql =
@@ -248,11 +261,13 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
 
 // After the flush's transaction ended (protocol.hpp: settle). An entry still dirty (the flush
 // failed, or it was counted into meanwhile) goes back into the ring.
-void SettleFlushed(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed) {
+// stored_stamp: what the flush stored as written_at for the claims that took no stamp.
+void SettleFlushed(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed,
+                   TimestampTz stored_stamp) {
   auto table = Table();
   for (int64 i = 0; i < n; i++) {
     const Claim& claim = items[i].claim;
-    if (table.SettleClaim(claim, committed) && slot != nullptr)
+    if (table.SettleClaim(claim, committed, stored_stamp) && slot != nullptr)
       NoteDirty(slot, claim.index, claim.generation);
   }
 }
@@ -265,18 +280,21 @@ enum class Statement { kUpsert, kInsert, kUpdate };
 bool Unbucketed(const FlushItem& item) { return item.bucket == kNoBucket; }
 
 void WriteBatch(const FlushItem* items, int64 n, Statement write) {
+  bool stamped = std::any_of(items, items + n,
+                             [](const FlushItem& item) { return item.claim.stamped; });
   SPIPlanPtr plan = nullptr;
   int expected_rc = SPI_OK_INSERT;
   switch (write) {
     case Statement::kUpsert:
-      plan = KeyArrayPlan(&plan_flush, kFlushSql);
+      plan = KeyArrayPlan(&plan_flush[stamped], kFlushSql[stamped]);
       break;
     case Statement::kInsert:
-      plan = KeyArrayPlan(&plan_insert, kInsertSql);
+      plan = KeyArrayPlan(&plan_insert[stamped], kInsertSql[stamped]);
       break;
     case Statement::kUpdate:
-      plan = Unbucketed(items[0]) ? KeyArrayPlan(&plan_update, kUpdateSql)
-                                  : KeyArrayPlan(&plan_update_bucketed, kUpdateBucketedSql);
+      plan = Unbucketed(items[0])
+                 ? KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped])
+                 : KeyArrayPlan(&plan_update_bucketed[stamped], kUpdateBucketedSql[stamped]);
       expected_rc = SPI_OK_UPDATE;
       break;
   }
@@ -284,13 +302,14 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
   auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
   auto* deltas = static_cast<int64*>(palloc(sizeof(int64) * n));
-  auto* stamps = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* stamps = stamped ? static_cast<int64*>(palloc(sizeof(int64) * n)) : nullptr;
   for (int64 i = 0; i < n; i++) {
     counters[i] = items[i].counter;
     keys[i] = items[i].key;
     buckets[i] = items[i].bucket;
     deltas[i] = items[i].claim.delta;
-    stamps[i] = StampToStore(items[i].claim.stamp);
+    if (stamped)
+      stamps[i] = StampToStore(items[i].claim.stamped ? items[i].claim.stamp : kNoWrite);
   }
   ExecuteKeyArrays(plan, expected_rc, int(n), counters, keys, buckets, deltas, stamps);
   // The items are distinct keys, so each row the UPDATE found is one item's.
@@ -512,6 +531,8 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   DatabaseSlot* slot = FindSlot(db);
   const volatile uint32 epoch = slot != nullptr ? TakeFoldEpoch(slot) : 0;
   BeginWork(db);
+  // StampToStore's time for the writes that carry none.
+  const volatile TimestampTz stored_stamp = GetCurrentTransactionStartTimestamp();
   int nids, nskipped;
   int32* skipped;
   int32* ids = LockLiveCounters(&nids, &skipped, &nskipped);
@@ -544,12 +565,12 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   }
   PG_CATCH();
   {
-    SettleFlushed(slot, items, n, false);
+    SettleFlushed(slot, items, n, false, stored_stamp);
     SettleRequestIds(request_ids, taken, ntaken, false);
     PG_RE_THROW();
   }
   PG_END_TRY();
-  SettleFlushed(slot, items, n, true);
+  SettleFlushed(slot, items, n, true, stored_stamp);
   SettleRequestIds(request_ids, taken, ntaken, true);
   // Folded: the entries committed into up to this epoch may leave the buffer, but those of the
   // counters this flush skipped.

@@ -1284,6 +1284,52 @@ TEST_F(ExpiryTest, ABoundedAddOfAnExpiredKeyIsCheckedAgainstZero) {
   EXPECT_EQ(value, 0);
 }
 
+TEST_F(ExpiryTest, ABoundedRefusalOfAnExpiredKeyChangesNothing) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = -1;
+  bool refused = false;
+  Dirtied d;
+  log_.events.clear();
+  EXPECT_EQ(p_.AddIfResidentWithin(k, H(k), -1, sc::Bounds{0, 100}, &value, &refused, &d,
+                                   Write{300, 150}),
+            Probe::kFound);
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(log_.Ops(), "SR") << "refused where it looked: nothing to zero";
+  EXPECT_EQ(t().at(i).value.load(), 10) << "a longer retention would find it again";
+  EXPECT_EQ(t().at(i).last_write.load(), 100) << "a refusal is no write";
+  EXPECT_EQ(d.index, kNil);
+}
+
+TEST_F(ExpiryTest, ABoundedAddOfAnExpiredKeyThatFitsCountsFromZero) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = -1;
+  bool refused = true;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResidentWithin(k, H(k), 3, sc::Bounds{0, 100}, &value, &refused, &d,
+                                   Write{300, 150}),
+            Probe::kFound);
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(value, 3);
+  EXPECT_EQ(t().at(i).last_write.load(), 300);
+}
+
+TEST_F(ExpiryTest, ABoundedRefusalOfALiveKeyLeavesItsStamp) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  int64_t value = -1;
+  bool refused = false;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResidentWithin(k, H(k), 500, sc::Bounds{0, 100}, &value, &refused, &d,
+                                   Write{300, 50}),
+            Probe::kFound);
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(value, 10);
+  EXPECT_EQ(t().at(i).last_write.load(), 100);
+  EXPECT_EQ(t().at(i).stamp_dirty.load(), 0);
+}
+
 TEST_F(ExpiryTest, AStampIsNeverLowered) {
   CounterKey k = Key(1);
   uint32_t i = LoadWritten(k);
@@ -1390,6 +1436,42 @@ TEST_F(ExpiryTest, ACommitOnAnExpiredKeyThatAnotherHoldsWaits) {
   EXPECT_EQ(second.expired, 0);
   EXPECT_TRUE(p_.SettleReservation(second, true, 1));
   EXPECT_EQ(ResidentValue(k), 7);
+}
+
+TEST_F(ExpiryTest, AFlushOfWritesWithoutATimeGivesTheEntryTheTimeItStored) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  Add(k, 5);  // a counter whose keys do not expire: no stamp
+  EXPECT_EQ(t().at(i).last_write.load(), 100);
+  std::vector<Claim> claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_FALSE(claims[0].stamped);
+  EXPECT_FALSE(p_.SettleClaim(claims[0], true, 500));
+  EXPECT_EQ(t().at(i).last_write.load(), 500) << "as the row's written_at";
+  EXPECT_TRUE(CounterTable::Clean(t().at(i)));
+}
+
+TEST_F(ExpiryTest, AFailedFlushOfWritesWithoutATimeLeavesTheStamp) {
+  CounterKey k = Key(1);
+  uint32_t i = LoadWritten(k);
+  Add(k, 5);
+  std::vector<Claim> claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_TRUE(p_.SettleClaim(claims[0], false, 500));
+  EXPECT_EQ(t().at(i).last_write.load(), 100);
+}
+
+TEST_F(ExpiryTest, RaiseStampsStampsTheMatchingEntriesForTheNextFlush) {
+  CounterKey a = Key(1), b = Key(2, 7, 4);
+  uint32_t ia = LoadWritten(a), ib = LoadWritten(b);
+  log_.events.clear();
+  p_.RaiseStamps([](const Entry& e) { return e.id.counter == 3; }, 400);
+  EXPECT_EQ(log_.Ops().find('X'), std::string::npos) << "shared locks only";
+  EXPECT_EQ(t().at(ia).last_write.load(), 400);
+  EXPECT_EQ(t().at(ia).stamp_dirty.load(), 1);
+  EXPECT_EQ(t().at(ib).last_write.load(), 100) << "another counter's";
+  p_.RaiseStamps([](const Entry&) { return true; }, 50);
+  EXPECT_EQ(t().at(ia).last_write.load(), 400) << "a stamp never goes back";
 }
 
 TEST_F(ExpiryTest, APinOfAnExpiredKeyZeroesIt) {
