@@ -312,6 +312,15 @@ CREATE FUNCTION sc_top(counter slotted_counter, n bigint, since timestamptz DEFA
                        until timestamptz DEFAULT NULL)
     RETURNS TABLE(key bigint, value bigint)
     AS 'MODULE_PATHNAME', 'sc_top' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 10;
+CREATE FUNCTION sc_rank(counter slotted_counter, key bigint, since timestamptz DEFAULT NULL,
+                        until timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_rank' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_total(counter slotted_counter, since timestamptz DEFAULT NULL,
+                         until timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_total' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_total_series(counter slotted_counter, since timestamptz, until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint)
+    AS 'MODULE_PATHNAME', 'sc_total_series' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 24;
 
 -- The lagged values with their counter's name: WHERE counter = 'page_views' needs no cast. As
 -- its caller, so that each role sees the rows of the counters it may read. A key of an
@@ -439,6 +448,12 @@ COMMENT ON FUNCTION sc_series(slotted_counter, bigint, timestamptz, timestamptz)
     'the non-zero buckets of key that start in [since, until), oldest first (SELECT)';
 COMMENT ON FUNCTION sc_top(slotted_counter, bigint, timestamptz, timestamptz) IS
     'the n keys with the largest values (over the buckets in [since, until)), largest first (SELECT)';
+COMMENT ON FUNCTION sc_rank(slotted_counter, bigint, timestamptz, timestamptz) IS
+    '1 + the number of keys with a larger value: the key''s own value now, the others'' as of the last flush (SELECT)';
+COMMENT ON FUNCTION sc_total(slotted_counter, timestamptz, timestamptz) IS
+    'the sum over every key (and over the buckets in [since, until)), exact now (SELECT)';
+COMMENT ON FUNCTION sc_total_series(slotted_counter, timestamptz, timestamptz) IS
+    'the non-zero sums over every key of each bucket that starts in [since, until), oldest first (SELECT)';
 COMMENT ON FUNCTION sc_rollup() IS
     'flushes this database''s buffered values to slotted_counter.totals now; returns the rows written';
 COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, interval) IS

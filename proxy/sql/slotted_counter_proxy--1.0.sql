@@ -279,6 +279,23 @@ CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since tim
     SELECT key, value FROM sc_top(counter, n, since, until);
 $$ LANGUAGE plproxy;
 
+-- Every node's total of every key (sc_total) and per bucket (sc_total_series).
+CREATE FUNCTION slotted_counter_proxy.node_total(counter text, since timestamptz,
+                                                 until timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_total(counter, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_total_series(counter text, since timestamptz,
+                                                        until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT bucket, value FROM sc_total_series(counter, since, until);
+$$ LANGUAGE plproxy;
+
 CREATE FUNCTION slotted_counter_proxy.node_rollup() RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
@@ -743,6 +760,25 @@ CREATE FUNCTION sc_series(counter text, key bigint, since timestamptz, until tim
     SELECT s.bucket, sum(s.value)::bigint
       FROM slotted_counter_proxy.node_series(counter, key, since, until) AS s
      GROUP BY s.bucket ORDER BY s.bucket
+$$;
+
+-- The sum over every node's keys: each node's total is exact at some moment during the call.
+CREATE FUNCTION sc_total(counter text, since timestamptz DEFAULT NULL,
+                         until timestamptz DEFAULT NULL) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM slotted_counter_proxy.counter_of(counter);
+    RETURN (SELECT COALESCE(sum(v), 0)::bigint
+              FROM slotted_counter_proxy.node_total(counter, since, until) AS v);
+END
+$$;
+
+CREATE FUNCTION sc_total_series(counter text, since timestamptz, until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint)
+    LANGUAGE sql VOLATILE ROWS 24 AS $$
+    SELECT s.bucket, sum(s.value)::bigint
+      FROM slotted_counter_proxy.node_total_series(counter, since, until) AS s
+     GROUP BY s.bucket HAVING sum(s.value) <> 0 ORDER BY s.bucket
 $$;
 
 -- A group: one round per node, each with the keys that live there (every key to every node for

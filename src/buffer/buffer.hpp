@@ -67,6 +67,12 @@ struct KeyValue {
 // O(keys log keys).
 int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out);
 
+// The sum of the values of every key of an unbucketed counter (committed values, for a
+// transactional one; an expired key adds nothing): the resident ones each exact at some moment
+// during the call, the others as stored (one query, which leaves the resident keys out). False
+// if it leaves the bigint range. Its cost is a pass over the buffer and a pass over the
+// counter's stored rows: O(keys).
+bool BufferTotal(const CounterDef& def, int64* total);
 // One resident value of a bucketed counter.
 struct BucketValue {
   int64 key;

@@ -124,20 +124,19 @@ const char* const kTopStoredSql[2] = {
     "GROUP BY key HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 "
     "AND pg_catalog.max(w) OPERATOR(pg_catalog.>) $3 ORDER BY 2 DESC, key LIMIT $2"};
 
-int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
-  bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
-  int64 cutoff = KeyCutoff(def);
+namespace {
+
+// Every resident key of an unbucketed counter of this database with the value a read sees now
+// (0 for an expired key: cutoff), in a palloc'd array; returns how many. Entries linked during
+// the scan can fill the array; then it scans again with room for all of them (a key left out
+// would be reported with its stored value, not its exact one).
+int64 ResidentValues(const CounterDef& def, int64 cutoff, KeyValue** out) {
   auto table = Table();
-  // Every resident key of the counter, with its exact value. Entries linked during the scan can
-  // fill the array; then scan again with room for all of them (a key left out would be reported
-  // with its stored value, not its exact one).
   int64 space = int64(table.table().used()) + 64;
-  KeyValue* resident;
-  int64 nresident;
   for (;;) {
-    resident = static_cast<KeyValue*>(
+    auto* resident = static_cast<KeyValue*>(
         MemoryContextAllocHuge(CurrentMemoryContext, sizeof(KeyValue) * space));
-    nresident = 0;
+    int64 nresident = 0;
     bool full = false;
     for (uint32 p = 0; p < kPartitions && !full; p++) {
       CHECK_FOR_INTERRUPTS();
@@ -150,10 +149,22 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
         resident[nresident++] = KeyValue{e.id.key, CounterTable::ReadValue(e, cutoff)};
       });
     }
-    if (!full) break;
+    if (!full) {
+      *out = resident;
+      return nresident;
+    }
     pfree(resident);
     space = int64(table.table().capacity()) + 1;
   }
+}
+
+}  // namespace
+
+int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue** out) {
+  bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  int64 cutoff = KeyCutoff(def);
+  KeyValue* resident;
+  int64 nresident = ResidentValues(def, cutoff, &resident);
   auto* resident_keys = static_cast<int64*>(palloc(sizeof(int64) * (nresident + 1)));
   for (int64 i = 0; i < nresident; i++) resident_keys[i] = resident[i].key;
   std::sort(resident_keys, resident_keys + nresident);
@@ -190,6 +201,55 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
   FinishSpi(spi);
   *out = all;
   return count;
+}
+
+// [transactional]: the sum of the stored values of the counter's keys that are not resident ($2)
+// and not expired for the cutoff $3.
+SPIPlanPtr plan_total_stored[2] = {nullptr, nullptr};
+const char* const kTotalStoredSql[2] = {
+    "SELECT COALESCE(pg_catalog.sum(t.value), 0)::pg_catalog.int8 FROM slotted_counter.totals t "
+    "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.bucket IS NULL "
+    "AND t.written_at OPERATOR(pg_catalog.>) $3 AND NOT EXISTS (SELECT FROM "
+    "pg_catalog.unnest($2::pg_catalog.int8[]) AS r(key) WHERE r.key OPERATOR(pg_catalog.=) t.key)",
+    "SELECT COALESCE(pg_catalog.sum(s.v), 0)::pg_catalog.int8 FROM (SELECT key, "
+    "pg_catalog.sum(v) AS v, pg_catalog.max(w) AS w FROM (SELECT key, value AS v, written_at AS w "
+    "FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
+    "UNION ALL SELECT key, delta, written_at FROM slotted_counter.deltas "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) u GROUP BY key) s "
+    "WHERE s.w OPERATOR(pg_catalog.>) $3 AND NOT EXISTS (SELECT FROM "
+    "pg_catalog.unnest($2::pg_catalog.int8[]) AS r(key) WHERE r.key OPERATOR(pg_catalog.=) s.key)"};
+
+bool BufferTotal(const CounterDef& def, int64* total) {
+  bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
+  int64 cutoff = KeyCutoff(def);
+  KeyValue* resident;
+  int64 nresident = ResidentValues(def, cutoff, &resident);
+  auto* keys = static_cast<Datum*>(palloc(sizeof(Datum) * (nresident + 1)));
+  int64 sum = 0;
+  bool fits = true;
+  for (int64 i = 0; i < nresident; i++) {
+    keys[i] = Int64GetDatum(resident[i].key);
+    fits = fits && !__builtin_add_overflow(sum, resident[i].value, &sum);
+  }
+  SpiSession spi = ConnectSpi();
+  static const Oid types[3] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID};
+  SPIPlanPtr plan = KeptPlan(&plan_total_stored[transactional], kTotalStoredSql[transactional],
+                             3, types);
+  Datum args[3] = {Int32GetDatum(def.id),
+                   PointerGetDatum(construct_array(keys, int(nresident), INT8OID, 8, true,
+                                                   TYPALIGN_DOUBLE)),
+                   TimestampTzGetDatum(cutoff)};
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                false, 1);
+  if (rc != SPI_OK_SELECT || SPI_processed != 1)
+    elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  bool isnull;
+  int64 stored = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+                                             &isnull));
+  FinishSpi(spi);
+  fits = fits && !__builtin_add_overflow(sum, stored, &sum);
+  *total = sum;
+  return fits;
 }
 
 int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,

@@ -18,6 +18,7 @@
 #include "functions/counter_ref.hpp"
 #include "functions/key_arrays.hpp"
 #include "functions/once.hpp"
+#include "functions/rank.hpp"
 #include "functions/retention.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
@@ -526,6 +527,64 @@ Datum Series(PG_FUNCTION_ARGS) {
   return (Datum)0;
 }
 
+// 1 + the number of keys with a larger value: the key's own value in real time (this transaction's
+// increments included), the others' as of the last flush (rank.hpp).
+Datum Rank(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  int64 key = PG_GETARG_INT64(1);
+  if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
+    ReportNoBuckets(def, "since and until");
+  BucketRange range = RangeArguments(fcinfo, 2, 3);
+  int64 value = def.bucketed ? RangeSum(def, &key, 1, range) : SumOfKey(def, key);
+  PG_RETURN_INT64(StoredKeysAbove(def, key, value, range) + 1);
+}
+
+// The sum over every key, exact in real time (with this transaction's own increments).
+Datum Total(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  if (!def.bucketed && (!PG_ARGISNULL(1) || !PG_ARGISNULL(2)))
+    ReportNoBuckets(def, "since and until");
+  BucketRange range = RangeArguments(fcinfo, 1, 2);
+  if (def.bucketed) PG_RETURN_INT64(RangeTotal(def, range));
+  int64 total;
+  bool fits = BufferTotal(def, &total);
+  if (def.durability == Durability::kTransactional) {
+    int64 *keys, *buckets, *deltas;
+    int n = TransactionalPendingOf(def.id, &keys, &buckets, &deltas);
+    for (int i = 0; i < n; i++) fits = fits && CheckedAdd(total, deltas[i], &total);
+  }
+  if (!fits)
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                    errmsg("total of counter \"%s\" out of range", def.name)));
+  PG_RETURN_INT64(total);
+}
+
+// The sum over every key of each bucket in range, oldest first.
+Datum TotalSeries(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  if (!def.bucketed) ReportNoBuckets(def, "A series");
+  BucketRange range = RangeArguments(fcinfo, 1, 2);
+  InitMaterializedSRF(fcinfo, 0);
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  int64 *buckets, *values;
+  int64 n = RangeTotalSeries(def, range, &buckets, &values);
+  for (int64 i = 0; i < n; i++) {
+    Datum row[2] = {TimestampTzGetDatum(buckets[i]), Int64GetDatum(values[i])};
+    bool nulls[2] = {false, false};
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+  }
+  return (Datum)0;
+}
+
 Datum DropBuckets(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "before", nullptr};
   RequireShared();
@@ -557,3 +616,6 @@ SC_ENTRY_POINT(sc_sum_keys, SumKeys)
 SC_ENTRY_POINT(sc_sum_range, SumRange)
 SC_ENTRY_POINT(sc_series, Series)
 SC_ENTRY_POINT(sc_drop_buckets, DropBuckets)
+SC_ENTRY_POINT(sc_rank, Rank)
+SC_ENTRY_POINT(sc_total, Total)
+SC_ENTRY_POINT(sc_total_series, TotalSeries)

@@ -70,6 +70,9 @@ ALL_WORKLOADS=(
     "tpcb_without|tpcb-like without the teller and branch writes|tpcb_without.sql|||"
     "tpcb_statements|tpcb-like with two empty statements in place of those writes|tpcb_statements.sql|||"
     "sum_mix|buffered hot key, sc_incr and sc_sum alternating (calls/s)|sum_mix.sql||1|SELECT sc_sum('mix', 0)"
+    "sum_1m|sc_sum of a random key of 1,000,000 (buffered, flushed)|sc_sum_1m.sql|||"
+    "rank_1m|sc_rank of a random key of 1,000,000 (buffered, flushed)|sc_rank_1m.sql|||"
+    "total_1m|sc_total of a counter of 1,000,000 keys (buffered, flushed)|sc_total_1m.sql|||"
     "batch|batch sc_incr, buffered, BATCH keys per call|batch_buffered.sql||BATCH|SELECT sc_sum_keys('batch', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
     "txbatch|batch sc_incr, transactional, BATCH keys per call|batch_transactional.sql||BATCH|SELECT sc_sum_keys('batch_tx', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
 )
@@ -274,6 +277,15 @@ for pair in "incr_uniform uniform" "txincr_uniform uniform_tx" "incr_bounded bou
     q "SELECT cardinality(sc_incr_batch('$counter', ARRAY(SELECT generate_series(1, 10000)::bigint),
                                         array_fill(0::bigint, ARRAY[10000])))" >/dev/null
 done
+
+# sc_rank and sc_total over 1,000,000 keys, each holding 1 + (k * 7919) % 100003, all in the
+# buffer and flushed: a leaderboard between two flushes.
+if wanted sum_1m || wanted rank_1m || wanted total_1m; then
+    q "SELECT cardinality(sc_incr_batch('ranked', ARRAY(SELECT generate_series(1, 1000000)::bigint),
+                                        ARRAY(SELECT 1 + (k::bigint * 7919) % 100003
+                                                FROM generate_series(1, 1000000) k)))" >/dev/null
+    q "SELECT sc_rollup()" >/dev/null
+fi
 
 for c in $CLIENTS; do
     j=$(( JOBS < c ? JOBS : c ))
@@ -561,6 +573,8 @@ report() {
         ratio_row "buffered sc_incr, 10,000 keys / SELECT 1" "" incr_uniform select1
         ratio_row "buffered sc_incr, 1M keys zipfian / SELECT 1" "" incr_zipf select1
         ratio_row "sc_incr + sc_sum alternating, calls/s / SELECT 1" "" sum_mix select1
+        ratio_row "sc_rank, 1,000,000 keys / sc_sum of the same random key" "" rank_1m sum_1m
+        ratio_row "sc_total, 1,000,000 keys / sc_sum of a random key" "" total_1m sum_1m
         ratio_row "transactional sc_incr / 100-slot upsert" "" txincr slots
         ratio_row "transactional sc_incr, 1M keys zipfian / append-only INSERT" "" txincr_zipf insert
         ratio_row "100-slot upsert / hot-row UPDATE (sync on)" "" slots update

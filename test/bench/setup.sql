@@ -31,6 +31,7 @@ SELECT sc_create('uniform_tx', 'transactional');
 SELECT sc_create('zipf', 'buffered');            -- keys 1..1,000,000, zipfian
 SELECT sc_create('zipf_tx', 'transactional');
 SELECT sc_create('mix', 'buffered');             -- sc_sum of a key while it is incremented
+SELECT sc_create('ranked', 'buffered');          -- keys 1..1,000,000, all flushed (sc_rank, sc_total)
 SELECT sc_create('batch', 'buffered');           -- 1,000 keys per call
 SELECT sc_create('batch_tx', 'transactional');
 SELECT sc_create('bounded', 'buffered');         -- sc_incr_bounded, keys 1..10,000, uniform

@@ -23,7 +23,7 @@ test/t/016_unprivileged_load.pl test/t/029_batch_interrupted.pl test/t/043_roles
 # test of reads (sc_top at scale, sc_sum, sc_sum_keys, buckets), of batches, and of writes that
 # go through SPI (transactional counters, bounds, sc_incr_once, privileges). Not buffer and
 # attach, which wait for the periodic flusher that valgrind.conf turns off.
-memcheck_valgrind_regress="type api errors transactional batch set bounded retention expiry once top \
+memcheck_valgrind_regress="type api errors transactional batch set bounded retention expiry once top rank_total \
 top_scale buckets privileges placeholders"
 
 memcheck=$work/memcheck

@@ -150,6 +150,13 @@ SELECT sc_sum('hits', 17, '2026-01-01 11:00+00', '2026-01-02');}),
 	"90\n10=1,11=2\n2",
 	'a bucketed counter through the router: sc_incr at, sc_series, a range sum');
 is( $router->safe_psql('postgres', q{
+SELECT sc_total('views') = (SELECT count(*) FROM truth),
+       sc_total('hits'), sc_total('hits', '2026-01-01 11:00+00', NULL);
+SELECT string_agg(to_char(bucket AT TIME ZONE 'UTC', 'HH24') || '=' || value, ',')
+  FROM sc_total_series('hits', '2026-01-01 00:00+00', '2026-01-02 00:00+00');}),
+	"t|90|60\n10=30,11=60",
+	'sc_total and sc_total_series add up every node');
+is( $router->safe_psql('postgres', q{
 WITH b AS (SELECT sc_incr_batch('views', ARRAY(SELECT generate_series(1, 30)),
                                 ARRAY(SELECT 100::bigint FROM generate_series(1, 30))) AS r)
 SELECT bool_and(b.r[k] = sc_sum('views', k)) AND

@@ -207,6 +207,11 @@ public class ClientTest {
             eq(pairs(c, "SELECT * FROM sc_top(?, ?)", "points", 3), List.of("2=50", "5=40", "1=30"), "top 3");
             eq(pairs(c, "SELECT * FROM sc_top(?, ?)", "points", 10),
                     List.of("2=50", "5=40", "1=30", "4=20", "3=10"), "top 10 of 5 users");
+            // sc_rank: the others as of the last flush
+            oneLong(c, "SELECT sc_rollup()");
+            eq(oneLong(c, "SELECT sc_rank(?, ?)", "points", 5L), 2L, "rank of user 5");
+            eq(oneLong(c, "SELECT sc_rank(?, ?)", "points", 99L), 6L, "rank of a user without points");
+            eq(oneLong(c, "SELECT sc_total(?)", "points"), 150L, "points of every user");
         }
     }
 
@@ -235,6 +240,11 @@ public class ClientTest {
                     "sc_series from 9:00 to 12:00");
             eq(pairs(c, "SELECT * FROM sc_top(?, ?, ?, ?)", "hits", 10, at(10, 0), at(11, 0)),
                     List.of("42=5", "7=2"), "top pages from 10:00 to 11:00");
+            eq(pairs(c, "SELECT * FROM sc_total_series(?, ?, ?)", "hits", at(9, 0), at(12, 0)),
+                    List.of(at(9, 0).toInstant() + "=1", at(10, 0).toInstant() + "=7", at(11, 0).toInstant() + "=4"),
+                    "sc_total_series from 9:00 to 12:00");
+            eq(oneLong(c, "SELECT sc_total(?, ?, ?)", "hits", at(10, 0), at(11, 0)), 7L,
+                    "hits of every page from 10:00 to 11:00");
 
             eq(oneLong(c, "SELECT sc_set(?, ?, ?, ?)", "hits", 42L, 100L, at(10, 30)), 5L,
                     "sc_set of the 10:00 bucket returns its old value");
@@ -523,8 +533,8 @@ public class ClientTest {
         Map<String, Check> checks = new LinkedHashMap<>();
         checks.put("page views: sc_incr, sc_incr with a delta, sc_sum", ClientTest::pageViews);
         checks.put("copies sold: a committed sc_incr counts, a rolled back one does not", ClientTest::copiesSold);
-        checks.put("team points: sc_sum_keys of a team, sc_top leaderboard", ClientTest::teamPoints);
-        checks.put("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set", ClientTest::hitsPerHour);
+        checks.put("team points: sc_sum_keys of a team, sc_top leaderboard, sc_rank, sc_total", ClientTest::teamPoints);
+        checks.put("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_total_series, sc_set", ClientTest::hitsPerHour);
         checks.put("sc_set returns the old value, buffered and transactional", ClientTest::buyersReset);
         checks.put("sc_incr_bounded: a rate limit per minute, a stock never below zero", ClientTest::boundedIncrements);
         checks.put("retention through placeholders; sc_incr_once: a webhook delivered three times", ClientTest::retentionAndOnce);

@@ -109,6 +109,11 @@ async function teamPoints() {
   assert.deepEqual(await rows(pool, 'SELECT * FROM sc_top($1, $2)', ['points', 10]),
     [{ key: '2', value: '50' }, { key: '5', value: '40' }, { key: '1', value: '30' },
       { key: '4', value: '20' }, { key: '3', value: '10' }], 'top 10 of 5 users');
+  // sc_rank: the others as of the last flush
+  await one(pool, 'SELECT sc_rollup()', []);
+  assert.equal(await one(pool, 'SELECT sc_rank($1, $2)', ['points', 5]), '2', 'rank of user 5');
+  assert.equal(await one(pool, 'SELECT sc_rank($1, $2)', ['points', 99]), '6', 'rank of a user without points');
+  assert.equal(await one(pool, 'SELECT sc_total($1)', ['points']), '150', 'points of every user');
 }
 
 async function hitsPerHour() {
@@ -135,6 +140,11 @@ async function hitsPerHour() {
     [[at(9, 0).getTime(), '1'], [at(10, 0).getTime(), '5'], [at(11, 0).getTime(), '4']], 'sc_series');
   assert.deepEqual(await rows(pool, 'SELECT * FROM sc_top($1, $2, $3, $4)', ['hits', 10, at(10, 0), at(11, 0)]),
     [{ key: '42', value: '5' }, { key: '7', value: '2' }], 'top pages from 10:00 to 11:00');
+  const totals = await rows(pool, 'SELECT * FROM sc_total_series($1, $2, $3)', ['hits', at(9, 0), at(12, 0)]);
+  assert.deepEqual(totals.map((r) => [r.bucket.getTime(), r.value]),
+    [[at(9, 0).getTime(), '1'], [at(10, 0).getTime(), '7'], [at(11, 0).getTime(), '4']], 'sc_total_series');
+  assert.equal(await one(pool, 'SELECT sc_total($1, $2, $3)', ['hits', at(10, 0), at(11, 0)]), '7',
+    'hits of every page from 10:00 to 11:00');
 
   assert.equal(await one(pool, 'SELECT sc_set($1, $2, $3, $4)', ['hits', 42, 100, at(10, 30)]), '5',
     'sc_set of the 10:00 bucket returns its old value');
@@ -346,8 +356,8 @@ async function main() {
   const checks = [
     ['page views: sc_incr, sc_incr with a delta, sc_sum', pageViews],
     ['copies sold: a committed sc_incr counts, a rolled back one does not', copiesSold],
-    ['team points: sc_sum_keys of a team, sc_top leaderboard', teamPoints],
-    ['hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set', hitsPerHour],
+    ['team points: sc_sum_keys of a team, sc_top leaderboard, sc_rank, sc_total', teamPoints],
+    ['hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_total_series, sc_set', hitsPerHour],
     ['sc_set returns the old value, buffered and transactional', buyersReset],
     ['sc_incr_bounded: a rate limit per minute, a stock never below zero', boundedIncrements],
     ['retention through placeholders; sc_incr_once: a webhook delivered three times', retentionAndOnce],

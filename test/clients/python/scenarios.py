@@ -133,6 +133,11 @@ def team_points(connect):
         eq(rows, [(2, 50), (5, 40), (1, 30)], "top 3")
         rows = conn.execute("SELECT * FROM sc_top(%s, %s)", ("points", 10)).fetchall()
         eq(rows, [(2, 50), (5, 40), (1, 30), (4, 20), (3, 10)], "top 10 of 5 users")
+        # sc_rank: the others as of the last flush
+        conn.execute("SELECT sc_rollup()")
+        eq(one(conn, "SELECT sc_rank(%s, %s)", ("points", 5)), 2, "rank of user 5")
+        eq(one(conn, "SELECT sc_rank(%s, %s)", ("points", 99)), 6, "rank of a user without points")
+        eq(one(conn, "SELECT sc_total(%s)", ("points",)), 150, "points of every user")
 
 
 def hits_per_hour(connect):
@@ -167,6 +172,11 @@ def hits_per_hour(connect):
         rows = conn.execute("SELECT * FROM sc_top(%s, %s, %s, %s)",
                             ("hits", 10, at(10, 0), at(11, 0))).fetchall()
         eq(rows, [(42, 5), (7, 2)], "top pages from 10:00 to 11:00")
+        rows = conn.execute("SELECT * FROM sc_total_series(%s, %s, %s)",
+                            ("hits", at(9, 0), at(12, 0))).fetchall()
+        eq(rows, [(at(9, 0), 1), (at(10, 0), 7), (at(11, 0), 4)], "hits of every page per hour")
+        eq(one(conn, "SELECT sc_total(%s, %s, %s)", ("hits", at(10, 0), at(11, 0))), 7,
+           "hits of every page from 10:00 to 11:00")
 
         eq(one(conn, "SELECT sc_set(%s, %s, %s, %s)", ("hits", 42, 100, at(10, 30))), 5,
            "sc_set of the 10:00 bucket returns its old value")
@@ -407,8 +417,8 @@ def run_all(stack, connect, server_prepares):
     checks.run("page views: sc_incr, sc_incr with a delta, sc_sum", page_views, connect)
     checks.run("copies sold: a committed sc_incr counts, a rolled back one does not",
                copies_sold, connect)
-    checks.run("team points: sc_sum_keys of a team, sc_top leaderboard", team_points, connect)
-    checks.run("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_set",
+    checks.run("team points: sc_sum_keys of a team, sc_top leaderboard, sc_rank, sc_total", team_points, connect)
+    checks.run("hits per hour: sc_incr at a time, sc_sum over a range, sc_series, sc_top, sc_total_series, sc_set",
                hits_per_hour, connect)
     checks.run("sc_set returns the old value, buffered and transactional", buyers_reset, connect)
     checks.run("sc_incr_bounded: a rate limit per minute, a stock never below zero",

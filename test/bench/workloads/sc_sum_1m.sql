@@ -1,0 +1,2 @@
+\set k random(1, 1000000)
+SELECT sc_sum('ranked', :k::bigint);

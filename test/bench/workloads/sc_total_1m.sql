@@ -1,0 +1,1 @@
+SELECT sc_total('ranked');
