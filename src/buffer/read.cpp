@@ -42,7 +42,7 @@ int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) 
     if (!load || !MakeResident(&def, k, hash, &waits)) {
       int64 stamp;
       value = ReadStoredValue(k, transactional, false, &stamp);
-      return stamp <= cutoff ? 0 : value;
+      return CounterTable::Expired(stamp, cutoff) ? 0 : value;
     }
   }
 }

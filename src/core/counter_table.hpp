@@ -251,17 +251,23 @@ class CounterTable {
            e.stamp_dirty.load(std::memory_order_acquire) == 0;
   }
 
+  // Whether a key last written at `last_write` has expired for cutoff. One written with no time
+  // known (kNoWrite: before its counter had a retention, and not flushed since) has not.
+  static bool Expired(int64_t last_write, int64_t cutoff) noexcept {
+    return last_write <= cutoff && last_write != kNoWrite;
+  }
+
   // Whether the entry's key has expired for a reader whose cutoff is `cutoff` and still holds a
   // value (one that holds 0 reads the same expired or not).
   static bool ExpiredValue(const Entry& e, int64_t cutoff) noexcept {
-    return e.last_write.load(std::memory_order_acquire) <= cutoff &&
+    return Expired(e.last_write.load(std::memory_order_acquire), cutoff) &&
            e.value.load(std::memory_order_acquire) != 0;
   }
 
   // The value a reader whose cutoff is `cutoff` sees: 0 once the key has expired.
   static int64_t ReadValue(const Entry& e, int64_t cutoff) noexcept {
     int64_t value = e.value.load(std::memory_order_acquire);
-    return e.last_write.load(std::memory_order_acquire) <= cutoff ? 0 : value;
+    return Expired(e.last_write.load(std::memory_order_acquire), cutoff) ? 0 : value;
   }
 
   // Raises the entry's stamp to `stamp` if that is later; true if that made the tables lack it

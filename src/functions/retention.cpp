@@ -388,8 +388,15 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
                            : "UPDATE slotted_counter.counters SET retain = NULL "
                              "WHERE id OPERATOR(pg_catalog.=) $1",
                    retains ? 2 : 1, types, args);
-  // Writes of a counter whose keys never expired carry no time (definitions/expiry.hpp).
-  if (retains && !retained) NoteRetentionSet(id);
+  // Writes of a counter whose keys never expired carry no time (definitions/expiry.hpp): its
+  // values in the buffer count as written now, for the rest of this transaction and, once more
+  // at its commit, for everyone.
+  if (retains && !retained) {
+    StampCounter(MyDatabaseId, id, GetCurrentTimestamp());
+    NoteRetentionSet(id);
+  }
+  // The rest of this transaction reads with the new retention (def is not used after this).
+  ForgetCachedCounters();
   // The flusher expires what is kept no longer: one that left for idleness starts again (and,
   // with a retention in the database, stays), as a write would start it.
   if (retains) (void)EnsureFlusher();

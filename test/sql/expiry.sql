@@ -168,6 +168,19 @@ SELECT sc_rollup() >= 0 AS flushed;
 SELECT counter, value, written_at > now() - interval '1 minute' AS written_lately
   FROM slotted_counter.lagged WHERE counter IN ('later_b', 'later_t') ORDER BY 1;
 
+-- The transaction that shortens a retention reads with it at once (key 1, written before the
+-- sleep); its rollback takes it back. A counter's first retention, in the same transaction,
+-- counts its values as written then (kept_b's key 1 does not read 0).
+BEGIN;
+SELECT sc_sum('live_b', 1) AS before, sc_alter_retention('live_b', '1 second');
+SELECT sc_sum('live_b', 1) AS shortened;
+ROLLBACK;
+SELECT sc_sum('live_b', 1) AS rolled_back;
+BEGIN;
+SELECT sc_alter_retention('kept_b', '1 second');
+SELECT sc_sum('kept_b', 1) AS first_retention;
+ROLLBACK;
+
 DROP FUNCTION expiry_written_top(slotted_counter, bigint[], bigint[]);
 SELECT sc_drop(c) FROM (VALUES ('exp_b'), ('exp_t'), ('top_b'), ('top_t'), ('live_b'), ('live_t'),
                                ('short_b'), ('short_t'), ('kept_b'), ('kept_t'), ('hourly_b'),

@@ -1330,6 +1330,20 @@ TEST_F(ExpiryTest, ABoundedRefusalOfALiveKeyLeavesItsStamp) {
   EXPECT_EQ(t().at(i).stamp_dirty.load(), 0);
 }
 
+TEST_F(ExpiryTest, AValueWrittenWithNoTimeKnownNeverExpires) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k);  // no row: kNoWrite
+  Add(k, 5);             // written with no time (a counter without a retention, then)
+  EXPECT_EQ(t().at(i).last_write.load(), sc::kNoWrite);
+  int64_t value = -1;
+  EXPECT_EQ(p_.ReadIfResident(k, H(k), &value, 1000), Probe::kFound);
+  EXPECT_EQ(value, 5) << "no time known: not expired";
+  int64_t added = 0;
+  Dirtied d;
+  EXPECT_EQ(AddAt(k, 1, Write{2000, 1000}, &added, &d), Probe::kFound);
+  EXPECT_EQ(added, 6) << "added to, not zeroed";
+}
+
 TEST_F(ExpiryTest, AStampIsNeverLowered) {
   CounterKey k = Key(1);
   uint32_t i = LoadWritten(k);
