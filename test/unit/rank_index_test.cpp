@@ -498,13 +498,13 @@ TEST(RankIndex, BlocksSplitWhenFullAndMergeWhenTwoFitInHalf) {
   ASSERT_TRUE(f.Set(8, 5));   // below every block: the first block, [5 10 20 25]
   EXPECT_EQ(f.ix.blocks, 2u);
   EXPECT_EQ(f.Greater(4), 8u);
-  ASSERT_TRUE(f.Set(9, 1));  // splits the first: [1 5] [10 20 25] [30 30 40 50]
+  ASSERT_TRUE(f.Set(9, 1));  // splits the first, 1 joins the lower half: [1 5 10] [20 25] ...
   EXPECT_EQ(f.ix.blocks, 3u);
   EXPECT_EQ(f.Inconsistency(), nullptr);
   EXPECT_EQ(f.Greater(0), 9u);
   EXPECT_EQ(f.Greater(5), 7u);
   EXPECT_EQ(f.Greater(25), 4u);
-  // Take values out of the middle block until it and a neighbour hold 2 together.
+  // Take values out of the first two blocks until two neighbours hold 2 together.
   ASSERT_TRUE(f.Remove(1));  // 10: [1 5] [20 25] [30 30 40 50]
   EXPECT_EQ(f.ix.blocks, 3u);
   ASSERT_TRUE(f.Remove(8));  // 5: [1] [20 25] ...: 1 + 2 > 2, no merge
@@ -521,8 +521,10 @@ TEST(RankIndex, BlocksSplitWhenFullAndMergeWhenTwoFitInHalf) {
   EXPECT_EQ(f.Inconsistency(), nullptr);
   EXPECT_EQ(f.Greater(35), 2u);
   EXPECT_EQ(f.Greater(39), 2u);
-  ASSERT_TRUE(f.Set(3, 39));  // [1 25] [39 40 50] (or [1 25 39]); either way in order
+  ASSERT_TRUE(f.Set(3, 39));  // below the second block's first value: [1 25 39] [40 50]
   EXPECT_EQ(f.Greater(38), 3u);
+  EXPECT_EQ(f.Greater(39), 2u);
+  EXPECT_EQ(f.ix.blocks, 2u);
   EXPECT_EQ(f.Inconsistency(), nullptr);
   // Empty it: blocks go away one by one; the directory stays.
   for (int64_t k : {3, 4, 5, 7, 9}) ASSERT_TRUE(f.Remove(k));
