@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutation test of the core: each mutation below breaks one step of src/core/ (the counter table,
-its protocol and lock policy, the handshakes of the shared state) the way a careless change
-would; the unit tests must fail for each.
+its protocol and lock policy, the handshakes of the shared state, the rank index) the way a
+careless change would; the unit tests must fail for each.
 
 For every mutation: copy src/ to a scratch directory, make the one replacement (its text must
 occur exactly once), build the unit tests against that copy (test/unit/CMakeLists.txt with
@@ -30,6 +30,7 @@ DS = "core/database_slot.hpp"
 WTR = "core/write_through_request.hpp"
 TH = "core/through_holds.hpp"
 DR = "core/dirty_ring.hpp"
+RI = "core/rank_index.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -530,6 +531,65 @@ MUTATIONS = [
     ("hold: holds start as garbage", TH,
      "    for (std::atomic<uint32_t>& hold : group) hold.store(0, std::memory_order_relaxed);",
      "    for (std::atomic<uint32_t>& hold : group) (void)hold;", False),
+    # the rank index (sc_rank): its order, its blocks, its map, and a refused allocation
+    ("rank: CountGreater counts equal values too", RI,
+     "uint64_t in_block = c - uint32_t(std::upper_bound(block, block + c, v) - block);",
+     "uint64_t in_block = c - uint32_t(std::lower_bound(block, block + c, v) - block);", False),
+    ("rank: CountGreater below every value counts none", RI,
+     "    if (i < 0) return size;  // v is below every value",
+     "    if (i < 0) return 0;  // v is below every value", False),
+    ("rank: CountGreater's prefix sum stops a block short", RI,
+     "uint64_t through_i = Prefix(d, uint32_t(i) + 1);", "uint64_t through_i = Prefix(d, uint32_t(i));", False),
+    ("rank: a value's block is the first whose first value is not below it", RI,
+     "return int64_t(std::upper_bound(d.first, d.first + n, v) - d.first) - 1;",
+     "return int64_t(std::lower_bound(d.first, d.first + n, v) - d.first) - 1;", False),
+    ("rank: a replaced value stays in the multiset", RI,
+     "      EraseValue(a, old);\n      *held = value;", "      *held = value;", False),
+    ("rank: a split puts the new value into the upper half", RI,
+     "uint32_t j = v < right[0] ? i : i + 1;", "uint32_t j = i + 1;", False),
+    ("rank: a split leaves the new block's first value unset", RI,
+     "    d.first[i + 1] = right[0];\n", "", False),
+    ("rank: a removal leaves the block's first value stale", RI,
+     "    d.first[i] = block[0];\n    TreeAdd(d, i, -1);", "    TreeAdd(d, i, -1);", False),
+    ("rank: a removal leaves the Fenwick tree as it was", RI,
+     "    d.first[i] = block[0];\n    TreeAdd(d, i, -1);", "    d.first[i] = block[0];", False),
+    ("rank: an emptied block stays", RI,
+     "    d.count[i] = --c;\n    if (c == 0) {", "    d.count[i] = --c;\n    if (false) {", False),
+    ("rank: neighbours merge only below half", RI,
+     "if (i + 1 < blocks && c + d.count[i + 1] <= block_values / 2)",
+     "if (i + 1 < blocks && c + d.count[i + 1] < block_values / 2)", False),
+    ("rank: a block merges with its right neighbour only", RI,
+     "    else if (i > 0 && d.count[i - 1] + c <= block_values / 2)\n      Merge(a, d, i - 1);", "", False),
+    ("rank: a grown directory loses the counts", RI,
+     "        std::memcpy(to.count, from.count, blocks * sizeof(uint32_t));\n", "", False),
+    ("rank: a split's block is not counted in bytes", RI,
+     "    blocks++;\n    bytes += block_values * sizeof(int64_t);\n    uint32_t j",
+     "    blocks++;\n    uint32_t j", False),
+    ("rank: a map removal leaves a hole in the probe run", RI,
+     "      if (stays) continue;\n      s[i] = s[j];", "      if (true) continue;\n      s[i] = s[j];", False),
+    ("rank: a map removal ignores runs across the end", RI,
+     "bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);",
+     "bool stays = i < home && home <= j;", False),
+    ("rank: the map fills to 19/20", RI,
+     "return keys * 20 <= slots * 17;", "return keys * 20 <= slots * 19;", False),
+    ("rank: the map's growth leaks when the block cannot be had", RI,
+     "      if (grown != 0) a.Free(grown);\n      return false;", "      return false;", False),
+    ("rank: a refused block leaks the directory planned with it", RI,
+     "      if (plan->directory != 0) a.Free(plan->directory);\n", "", False),
+    ("rank: the empty marker is found in an index without it", RI,
+     "      if (has_empty_key) *value = empty_key_value;\n      return has_empty_key != 0;",
+     "      *value = empty_key_value;\n      return true;", False),
+    ("rank: Build keeps a repeated key's first value", RI,
+     "        s[i].value = values[j];\n", "", False),
+    ("rank: a failed Build leaks what it built", RI,
+     "      fresh.Destroy(a);\n      return false;", "      return false;", False),
+    ("rank: Build fills the blocks full", RI,
+     "    uint32_t fill = block_values / 4 * 3;", "    uint32_t fill = block_values;", False),
+    ("rank: Destroy leaks the blocks", RI,
+     "      for (uint32_t i = 0; i < blocks; i++) a.Free(d.handle[i]);\n", "", False),
+    ("rank: a replacement removes the old value before it has memory for the new", RI,
+     "      InsertPlan plan;\n      if (!PlanInsert(a, value, &plan)) return false;\n      InsertValue(a, value, plan);\n      EraseValue(a, old);",
+     "      EraseValue(a, old);\n      InsertPlan plan;\n      if (!PlanInsert(a, value, &plan)) return false;\n      InsertValue(a, value, plan);", False),
 ]
 
 
