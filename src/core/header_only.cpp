@@ -9,6 +9,7 @@
 #include "core/fold_epochs.hpp"
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
+#include "core/rank_index.hpp"
 #include "core/through_holds.hpp"
 #include "core/write_through_request.hpp"
 
