@@ -133,7 +133,7 @@ struct RequestIdTable;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 12;
+constexpr uint32 kLayoutVersion = 13;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
