@@ -399,6 +399,29 @@ int KeyOrder(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+// The range of buckets given by arguments since_arg and until_arg; 22023 if either is given for
+// a counter without buckets.
+BucketRange RangeOf(FunctionCallInfo fcinfo, const CounterDef& def, int since_arg, int until_arg) {
+  if (!def.bucketed && (!PG_ARGISNULL(since_arg) || !PG_ARGISNULL(until_arg)))
+    ReportNoBuckets(def, "since and until");
+  return RangeArguments(fcinfo, since_arg, until_arg);
+}
+
+// The value of one key now: over its buckets in range, for a bucketed counter.
+int64 ValueInRange(const CounterDef& def, int64 key, BucketRange range) {
+  return def.bucketed ? RangeSum(def, &key, 1, range) : SumOfKey(def, key);
+}
+
+// Returns the (bucket, value) rows of a set-returning function.
+void EmitBuckets(FunctionCallInfo fcinfo, const int64* buckets, const int64* values, int64 n) {
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  for (int64 i = 0; i < n; i++) {
+    Datum row[2] = {TimestampTzGetDatum(buckets[i]), Int64GetDatum(values[i])};
+    bool nulls[2] = {false, false};
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+  }
+}
+
 }  // namespace
 
 }  // namespace sc
@@ -415,9 +438,7 @@ Datum Top(PG_FUNCTION_ARGS) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("n must not be negative")));
   int32 n = static_cast<int32>(Min(asked, int64{PG_INT32_MAX}));
-  if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
-    ReportNoBuckets(def, "since and until");
-  BucketRange range = RangeArguments(fcinfo, 2, 3);
+  BucketRange range = RangeOf(fcinfo, def, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
   if (def.bucketed) {
     // Ranked and limited by the query.
@@ -500,12 +521,8 @@ Datum SumRange(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
-  int64 key = PG_GETARG_INT64(1);
-  if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
-    ReportNoBuckets(def, "since and until");
-  BucketRange range = RangeArguments(fcinfo, 2, 3);
-  if (!def.bucketed) PG_RETURN_INT64(SumOfKey(def, key));
-  PG_RETURN_INT64(RangeSum(def, &key, 1, range));
+  BucketRange range = RangeOf(fcinfo, def, 2, 3);
+  PG_RETURN_INT64(ValueInRange(def, PG_GETARG_INT64(1), range));
 }
 
 Datum Series(PG_FUNCTION_ARGS) {
@@ -516,14 +533,9 @@ Datum Series(PG_FUNCTION_ARGS) {
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
-  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   int64 *buckets, *values;
   int64 n = RangeSeries(def, PG_GETARG_INT64(1), range, &buckets, &values);
-  for (int64 i = 0; i < n; i++) {
-    Datum row[2] = {TimestampTzGetDatum(buckets[i]), Int64GetDatum(values[i])};
-    bool nulls[2] = {false, false};
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
-  }
+  EmitBuckets(fcinfo, buckets, values, n);
   return (Datum)0;
 }
 
@@ -535,11 +547,8 @@ Datum Rank(PG_FUNCTION_ARGS) {
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   int64 key = PG_GETARG_INT64(1);
-  if (!def.bucketed && (!PG_ARGISNULL(2) || !PG_ARGISNULL(3)))
-    ReportNoBuckets(def, "since and until");
-  BucketRange range = RangeArguments(fcinfo, 2, 3);
-  int64 value = def.bucketed ? RangeSum(def, &key, 1, range) : SumOfKey(def, key);
-  PG_RETURN_INT64(StoredKeysAbove(def, key, value, range) + 1);
+  BucketRange range = RangeOf(fcinfo, def, 2, 3);
+  PG_RETURN_INT64(StoredKeysAbove(def, key, ValueInRange(def, key, range), range) + 1);
 }
 
 // The sum over every key, exact in real time (with this transaction's own increments).
@@ -548,9 +557,7 @@ Datum Total(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
-  if (!def.bucketed && (!PG_ARGISNULL(1) || !PG_ARGISNULL(2)))
-    ReportNoBuckets(def, "since and until");
-  BucketRange range = RangeArguments(fcinfo, 1, 2);
+  BucketRange range = RangeOf(fcinfo, def, 1, 2);
   if (def.bucketed) PG_RETURN_INT64(RangeTotal(def, range));
   int64 total;
   bool fits = BufferTotal(def, &total);
@@ -574,14 +581,9 @@ Datum TotalSeries(PG_FUNCTION_ARGS) {
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 1, 2);
   InitMaterializedSRF(fcinfo, 0);
-  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   int64 *buckets, *values;
   int64 n = RangeTotalSeries(def, range, &buckets, &values);
-  for (int64 i = 0; i < n; i++) {
-    Datum row[2] = {TimestampTzGetDatum(buckets[i]), Int64GetDatum(values[i])};
-    bool nulls[2] = {false, false};
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
-  }
+  EmitBuckets(fcinfo, buckets, values, n);
   return (Datum)0;
 }
 
