@@ -11,6 +11,8 @@ OBJS = \
 	src/core/header_only.o \
 	src/core/time_bucket.o \
 	src/shared/flusher_slots.o \
+	src/shared/rank_indexes.o \
+	src/shared/rank_registry.o \
 	src/shared/request_ids.o \
 	src/shared/saved_values.o \
 	src/shared/shmem.o \

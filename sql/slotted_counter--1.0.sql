@@ -378,7 +378,8 @@ CREATE FUNCTION slotted_counter.sc_stats(
     OUT rows_written bigint, OUT write_throughs bigint, OUT evictions bigint,
     OUT attach_skipped bigint, OUT attach_errors bigint,
     OUT worker_pid integer, OUT worker_state text,
-    OUT flush_failures bigint, OUT last_error text, OUT last_error_at timestamptz)
+    OUT flush_failures bigint, OUT last_error text, OUT last_error_at timestamptz,
+    OUT rank_indexes integer)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'sc_stats' LANGUAGE C STRICT VOLATILE;
 CREATE VIEW slotted_counter.stats AS SELECT * FROM slotted_counter.sc_stats();

@@ -18,7 +18,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400};
+Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64};
 
 // A failed SC_ASSERT of the pure core (core/core_assert.hpp): as a failed Assert().
 void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
@@ -83,6 +83,12 @@ void DefineSettings() {
       "How long sc_incr_once applies a request id once: a later call with the same id applies "
       "again.",
       nullptr, &settings.dedupe_window, 86400, 1, INT_MAX, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.rank_memory",
+      "Shared memory for the indexes behind sc_rank, all together; an index that would need more "
+      "is dropped, and sc_rank counts in the table instead.",
+      nullptr, &settings.rank_memory, 64, 0, INT_MAX / 2, PGC_SIGHUP, GUC_UNIT_MB, nullptr,
       nullptr, nullptr);
   MarkGUCPrefixReserved("slotted_counter");
 }

@@ -34,6 +34,7 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/condition_variable.h"
 #include "storage/dsm.h"
+#include "utils/dsa.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"

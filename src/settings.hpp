@@ -11,6 +11,7 @@ struct Settings {
   int idle_timeout;    // slotted_counter.idle_timeout (sighup), ms; 0 = the flusher stays
   int max_request_ids; // slotted_counter.max_request_ids (postmaster): buffered sc_incr_once ids
   int dedupe_window;   // slotted_counter.dedupe_window (sighup), s: how long an id applies once
+  int rank_memory;     // slotted_counter.rank_memory (sighup), MB: the rank indexes' shared memory
 };
 
 extern Settings settings;

@@ -428,13 +428,20 @@ class Protocol {
   // failed, or it was counted into meanwhile): the caller notes it again.
   // stored_stamp: the stamp the flush stored for an entry whose claim took none (its writes carry
   // no time: definitions/expiry.hpp), which the entry's stamp rises to, as the row's did.
-  bool SettleClaim(const Claim& claim, bool committed, int64_t stored_stamp = kNoWrite) noexcept {
+  // *stored (if given, and the entry is still the claim's): the value its row holds once a
+  // committed flush settled, its new flushed.
+  bool SettleClaim(const Claim& claim, bool committed, int64_t stored_stamp = kNoWrite,
+                   int64_t* stored = nullptr) noexcept {
     locks_.Shared(claim.partition);
     Entry& e = t_.at(claim.index);
     bool dirty = false;
     if (e.generation.load(std::memory_order_relaxed) == claim.generation &&
         e.state.load(std::memory_order_acquire) == kResident) {
-      if (committed) e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst);
+      if (committed) {
+        int64_t now_flushed =
+            e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst) + claim.delta;
+        if (stored != nullptr) *stored = now_flushed;
+      }
       if (committed && !claim.stamped && stored_stamp > e.last_write.load(std::memory_order_relaxed))
         e.last_write.store(stored_stamp, std::memory_order_seq_cst);
       if (!committed && claim.stamped) e.stamp_dirty.store(1, std::memory_order_seq_cst);

@@ -19,6 +19,8 @@
 #include "functions/key_arrays.hpp"
 #include "functions/once.hpp"
 #include "functions/rank.hpp"
+#include "shared/rank_indexes.hpp"
+#include "definitions/expiry.hpp"
 #include "functions/retention.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
@@ -548,7 +550,14 @@ Datum Rank(PG_FUNCTION_ARGS) {
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   int64 key = PG_GETARG_INT64(1);
   BucketRange range = RangeOf(fcinfo, def, 2, 3);
-  PG_RETURN_INT64(StoredKeysAbove(def, key, ValueInRange(def, key, range), range) + 1);
+  int64 value = ValueInRange(def, key, range);
+  // An unbucketed counter whose keys do not expire has its index (shared/rank_indexes.hpp),
+  // O(log keys), once its flusher built it; the tables answer meanwhile, and on a standby.
+  int64 above;
+  if (!def.bucketed && !KeysExpire(def) && !RecoveryInProgress() &&
+      RankFromIndex(def, key, value, &above))
+    PG_RETURN_INT64(above + 1);
+  PG_RETURN_INT64(StoredKeysAbove(def, key, value, range) + 1);
 }
 
 // The sum over every key, exact in real time (with this transaction's own increments).

@@ -4,6 +4,7 @@
 // Reads each DatabaseSlot's counters under its spinlock (copied out, then reported), and counts
 // the database's dirty entries with the partition locks SHARED, one partition at a time: a
 // monitoring read never blocks an increment.
+#include "shared/rank_indexes.hpp"
 #include "shared/shmem.hpp"
 
 extern "C" {
@@ -39,8 +40,8 @@ int64 DirtyEntries(Oid db) {
 
 // One row of slotted_counter.stats: the 17 columns of slotted_counter.sc_stats().
 void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
-  Datum values[17];
-  bool nulls[17] = {false};
+  Datum values[18];
+  bool nulls[18] = {false};
   // datname is of type name, NAMEDATALEN bytes that the tuple copies whole: from a NameData, not
   // from the shorter C string (the copy would read past its end).
   NameData datname;
@@ -74,6 +75,7 @@ void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
     values[15] = CStringGetTextDatum(copy->flush_error);
     values[16] = TimestampTzGetDatum(copy->flush_error_at);
   }
+  values[17] = Int32GetDatum(ReadyRankIndexes(db));
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 

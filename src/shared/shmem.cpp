@@ -3,6 +3,7 @@
 
 #include "shared/shmem.hpp"
 
+#include "shared/rank_registry.hpp"
 #include "shared/request_ids.hpp"
 
 #include "settings.hpp"
@@ -31,6 +32,8 @@ Size SharedStateSize() {
   size = add_size(size, CounterTable::BytesFor(uint32(settings.max_entries)));
   size = add_size(size, 64);  // the request ids are cache-line aligned
   size = add_size(size, RequestIdTableSize(settings.max_request_ids));
+  size = add_size(size, 64);  // the rank indexes' registry is cache-line aligned
+  size = add_size(size, RankIndexesSize());
   return size;
 }
 
@@ -38,7 +41,7 @@ Size SharedStateSize() {
 
 void RequestSharedState() {
   RequestAddinShmemSpace(SharedStateSize());
-  RequestNamedLWLockTranche(kTranche, kPartitions + 3);
+  RequestNamedLWLockTranche(kTranche, kPartitions + 3 + kRankLocks);
 }
 
 bool CreateSharedState() {
@@ -108,6 +111,10 @@ bool CreateSharedState() {
     s->request_ids = CreateRequestIdTable(p, settings.max_request_ids,
                                           &locks[kPartitions + 1].lock,
                                           &locks[kPartitions + 2].lock);
+    p += RequestIdTableSize(settings.max_request_ids);
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->rank_indexes = reinterpret_cast<RankIndexes*>(p);
+    InitRankIndexes(s->rank_indexes, &locks[kPartitions + 3]);
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;

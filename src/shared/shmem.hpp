@@ -130,10 +130,11 @@ struct BucketDrop {
 constexpr int kMaxBucketDrops = 32;
 
 struct RequestIdTable;
+struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 13;
+constexpr uint32 kLayoutVersion = 14;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -160,6 +161,7 @@ struct SharedState {
   // The request ids of buffered sc_incr_once calls waiting for their flush (the protocol:
   // request_ids.hpp).
   RequestIdTable* request_ids;
+  RankIndexes* rank_indexes;      // shared/rank_indexes.hpp
 };
 
 // Shared by every process: plain layouts only (no constructor, no virtual, no pointer into one

@@ -25,6 +25,7 @@
 #include "definitions/catalog.hpp"
 #include "functions/attach.hpp"
 #include "functions/key_arrays.hpp"
+#include "shared/rank_indexes.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
@@ -123,6 +124,8 @@ const char* const kFoldSql =
     "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "
     "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "
     "written_at = GREATEST(t.written_at, excluded.written_at)";
+// The same, returning each row it wrote, when the database has rank indexes (FoldDeltas).
+SPIPlanPtr plan_fold_returning = nullptr;
 
 // Deltas of a counter whose drop committed. (A counter being dropped is still visible, and the
 // deltas of a counter created by an uncommitted transaction are uncommitted too.)
@@ -261,15 +264,36 @@ pg_noinline FlushItem* CollectDirty(Oid db, DatabaseSlot* slot, const int32* ids
 
 // After the flush's transaction ended (protocol.hpp: settle). An entry still dirty (the flush
 // failed, or it was counted into meanwhile) goes back into the ring.
-// stored_stamp: what the flush stored as written_at for the claims that took no stamp.
-void SettleFlushed(DatabaseSlot* slot, const FlushItem* items, int64 n, bool committed,
+// stored_stamp: what the flush stored as written_at for the claims that took no stamp. After a
+// committed flush, the rank indexes of its counters (shared/rank_indexes.hpp) learn the values
+// the rows now hold (the items are in counter order).
+void SettleFlushed(DatabaseSlot* slot, Oid db, const FlushItem* items, int64 n, bool committed,
                    TimestampTz stored_stamp) {
   auto table = Table();
+  bool ranked = committed && AnyRankIndex(db);
+  RankUpdate* updates = ranked ? static_cast<RankUpdate*>(
+                                     MemoryContextAllocHuge(work_context, sizeof(RankUpdate) * (n + 1)))
+                               : nullptr;
+  int nupdates = 0;
+  int32 last_counter = 0;
+  bool last_indexed = false;
   for (int64 i = 0; i < n; i++) {
     const Claim& claim = items[i].claim;
-    if (table.SettleClaim(claim, committed, stored_stamp) && slot != nullptr)
+    int64 stored = 0;
+    bool indexed = false;
+    if (ranked && items[i].bucket == kNoBucket) {
+      if (items[i].counter != last_counter) {
+        last_counter = items[i].counter;
+        last_indexed = RankIndexed(db, last_counter);
+      }
+      indexed = last_indexed;
+    }
+    if (table.SettleClaim(claim, committed, stored_stamp, indexed ? &stored : nullptr) &&
+        slot != nullptr)
       NoteDirty(slot, claim.index, claim.generation);
+    if (indexed) updates[nupdates++] = RankUpdate{items[i].counter, items[i].key, stored};
   }
+  if (nupdates > 0) ApplyRankUpdates(db, updates, nupdates);
 }
 
 // How a batch is written: upserts, which cannot fail on a key's row being there or not; plain
@@ -366,16 +390,43 @@ void WriteExpecting(const FlushItem* items, int64 n, Statement write, int expect
 }
 
 // Moves the committed deltas of the locked live counters into totals, and deletes the deltas of
-// counters that no longer exist; returns the number of totals rows written.
-int64 FoldDeltas(const int32* ids, int nids) {
+// counters that no longer exist; returns the number of totals rows written. With rank indexes in
+// db, *updates (in the work context) receives the rows of their counters, to apply once the
+// flush committed.
+int64 FoldDeltas(Oid db, const int32* ids, int nids, RankUpdate** updates, int* nupdates) {
   static const Oid type = INT4ARRAYOID;
-  SPIPlanPtr plan = KeptPlan(&plan_fold, kFoldSql, 1, &type);
+  bool ranked = AnyRankIndex(db);
+  SPIPlanPtr plan =
+      ranked ? KeptPlan(&plan_fold_returning,
+                        psprintf("%s RETURNING t.counter, t.key, t.bucket IS NULL, t.value",
+                                 kFoldSql),
+                        1, &type)
+             : KeptPlan(&plan_fold, kFoldSql, 1, &type);
   auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (nids + 1)));
   for (int i = 0; i < nids; i++) datums[i] = Int32GetDatum(ids[i]);
   Datum arg = PointerGetDatum(construct_array(datums, nids, INT4OID, 4, true, TYPALIGN_INT));
   int rc = SPI_execute_plan(plan, &arg, nullptr, false, 0);
-  if (rc != SPI_OK_INSERT) elog(ERROR, "folding slotted_counter.deltas failed: %d", rc);
+  if (rc != (ranked ? SPI_OK_INSERT_RETURNING : SPI_OK_INSERT))
+    elog(ERROR, "folding slotted_counter.deltas failed: %d", rc);
   int64 rows = int64(SPI_processed);
+  *nupdates = 0;
+  if (ranked) {
+    *updates = static_cast<RankUpdate*>(
+        MemoryContextAllocHuge(work_context, sizeof(RankUpdate) * (SPI_processed + 1)));
+    for (uint64 r = 0; r < SPI_processed; r++) {
+      bool isnull;
+      HeapTuple tup = SPI_tuptable->vals[r];
+      int32 counter = DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+      if (!DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) ||
+          !RankIndexed(db, counter))
+        continue;
+      (*updates)[(*nupdates)++] = RankUpdate{
+          counter, DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)),
+          DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull))};
+    }
+    std::sort(*updates, *updates + *nupdates,
+              [](const RankUpdate& a, const RankUpdate& b) { return a.counter < b.counter; });
+  }
   rc = SPI_execute(kOrphanSql, false, 0);
   if (rc != SPI_OK_DELETE) elog(ERROR, "deleting orphan deltas failed: %d", rc);
   return rows;
@@ -550,6 +601,8 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   LWLockRelease(request_ids->apply_lock);
   int64 folded = 0;
   int64 with_rows = 0;
+  RankUpdate* folded_updates = nullptr;
+  int nfolded_updates = 0;
   PG_TRY();
   {
     std::sort(items, items + n, ItemOrder);
@@ -558,19 +611,20 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
                 items;
     WriteExpecting(items, with_rows, Statement::kUpdate, ERRCODE_NO_DATA_FOUND);
     WriteExpecting(items + with_rows, n - with_rows, Statement::kInsert, ERRCODE_UNIQUE_VIOLATION);
-    folded = FoldDeltas(ids, nids);
+    folded = FoldDeltas(db, ids, nids, &folded_updates, &nfolded_updates);
     WriteRequestIds(taken, ntaken);
     *attachments_due = AttachmentsDue();
     EndWork();
   }
   PG_CATCH();
   {
-    SettleFlushed(slot, items, n, false, stored_stamp);
+    SettleFlushed(slot, db, items, n, false, stored_stamp);
     SettleRequestIds(request_ids, taken, ntaken, false);
     PG_RE_THROW();
   }
   PG_END_TRY();
-  SettleFlushed(slot, items, n, true, stored_stamp);
+  SettleFlushed(slot, db, items, n, true, stored_stamp);
+  if (nfolded_updates > 0) ApplyRankUpdates(db, folded_updates, nfolded_updates);
   SettleRequestIds(request_ids, taken, ntaken, true);
   // Folded: the entries committed into up to this epoch may leave the buffer, but those of the
   // counters this flush skipped.

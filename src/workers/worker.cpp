@@ -20,6 +20,7 @@
 #include "buffer/buffer.hpp"
 #include "definitions/databases.hpp"
 #include "workers/flush.hpp"
+#include "shared/rank_indexes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "functions/retention.hpp"
 #include "settings.hpp"
@@ -128,6 +129,29 @@ bool ExtensionInstalled() {
   return installed;
 }
 
+// Whether this flusher process has maintained its database's rank indexes yet: its first
+// maintenance frees them all (a flusher that took over cannot know what the last one applied).
+bool ranks_maintained = false;
+
+// MaintainRankIndexes, an error logged (and the transaction it left aborted).
+void MaintainRanks(Oid db) {
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    MaintainRankIndexes(db, !ranks_maintained);
+    ranks_maintained = true;
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(context);
+    EmitErrorReport();
+    FlushErrorState();
+    AbortCurrentTransaction();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+}
+
 // One flush, recorded in the slot's statistics; false if it failed (already logged).
 bool FlushAndRecord(Oid db) {
   SpinMutex mutex = SlotMutex(my_flusher_slot);
@@ -164,6 +188,9 @@ bool FlushAndRecord(Oid db) {
   // Retention after a committed flush (which wrote every key's latest write), and before the
   // flush is answered: sc_rollup returns after the pass it asked for.
   if (rows >= 0 && start_attachers) has_retention = ExpireRetained(requested);
+  // sc_rank's indexes (shared/rank_indexes.hpp): built as asked, freed when they must go; also
+  // before the flush is answered, so sc_rollup returns with them.
+  if (rows >= 0) MaintainRanks(db);
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();

@@ -12,6 +12,7 @@
 #include "workers/flush.hpp"
 #include "spi.hpp"
 #include "shared/flusher_slots.hpp"
+#include "shared/rank_indexes.hpp"
 
 namespace sc {
 
@@ -263,9 +264,27 @@ int ServeWriteThroughs(Oid db) {
   }
   PG_END_TRY();
 
+  // Committed: the rank indexes of their counters learn the rows written, once the requesters
+  // are answered (read while the requests are still taken, so their fields are as they were). A
+  // batch's keys go back to the tables: its index is built anew.
+  auto* updates = static_cast<RankUpdate*>(palloc(sizeof(RankUpdate) * (n + 1)));
+  auto* forgotten = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
+  int nupdates = 0, nforgotten = 0;
+  for (int j = 0; j < n; j++) {
+    const ThroughRequest* r = &shared->requests[mine[j]].request;
+    if (outcome[j] != kRequestDone || r->key.bucket != kNoBucket ||
+        !RankIndexed(db, r->key.counter))
+      continue;
+    if (r->nbatch > 0)
+      forgotten[nforgotten++] = r->key.counter;
+    else
+      updates[nupdates++] = RankUpdate{r->key.counter, r->key.key, result[j]};
+  }
   int served = 0;
   for (int j = 0; j < n; j++)
     served += requests.Finish(mine[j], RequestState(outcome[j]), result[j], code[j]);
+  for (int j = 0; j < nforgotten; j++) ForgetRankIndex(db, forgotten[j]);
+  for (int j = 0; j < nupdates; j++) ApplyRankUpdates(db, &updates[j], 1);
   ReportStatistics();
   MemoryContextSwitchTo(caller);
   return served;

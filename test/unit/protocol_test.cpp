@@ -1465,6 +1465,23 @@ TEST_F(ExpiryTest, AFlushOfWritesWithoutATimeGivesTheEntryTheTimeItStored) {
   EXPECT_TRUE(CounterTable::Clean(t().at(i)));
 }
 
+TEST_F(ExpiryTest, ACommittedSettleTellsWhatTheRowNowHolds) {
+  CounterKey k = Key(1);
+  LoadWritten(k);
+  Add(k, 5);
+  std::vector<Claim> claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  Add(k, 7);  // meanwhile: not in the row yet
+  int64_t stored = -1;
+  EXPECT_TRUE(p_.SettleClaim(claims[0], true, 500, &stored));
+  EXPECT_EQ(stored, 15) << "10 loaded + the 5 the flush wrote, not the 7 since";
+  claims = ClaimAllOf(Key(1).db);
+  ASSERT_EQ(claims.size(), 1u);
+  stored = -1;
+  EXPECT_TRUE(!p_.SettleClaim(claims[0], false, 500, &stored));
+  EXPECT_EQ(stored, -1) << "a failed flush stored nothing";
+}
+
 TEST_F(ExpiryTest, AFailedFlushOfWritesWithoutATimeLeavesTheStamp) {
   CounterKey k = Key(1);
   uint32_t i = LoadWritten(k);
