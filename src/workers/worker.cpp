@@ -26,6 +26,7 @@
 #include "settings.hpp"
 #include "shared/shmem.hpp"
 #include "workers/write_through.hpp"
+#include "spi.hpp"
 
 extern "C" {
 PGDLLEXPORT void slotted_counter_flusher_main(Datum arg);
@@ -143,10 +144,8 @@ void MaintainRanks(Oid db) {
   }
   PG_CATCH();
   {
-    MemoryContextSwitchTo(context);
-    EmitErrorReport();
-    FlushErrorState();
-    AbortCurrentTransaction();
+    AbortAndLog(context, "maintain the indexes of sc_rank",
+                "They are looked at again after the next flush.");
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);
