@@ -69,10 +69,10 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
 
 // The sum of the values of every key of an unbucketed counter (committed values, for a
 // transactional one; an expired key adds nothing): the resident ones each exact at some moment
-// during the call, the others as stored (one query, which leaves the resident keys out). False
-// if it leaves the bigint range. Its cost is a pass over the buffer and a pass over the
-// counter's stored rows: O(keys).
-bool BufferTotal(const CounterDef& def, int64* total);
+// during the call, the others as stored (one query, which leaves the resident keys out; 22003
+// if their sum alone leaves bigint). In 128 bits: the caller checks the range of what it adds
+// up. Its cost is a pass over the buffer and a pass over the counter's stored rows: O(keys).
+int128 BufferTotal(const CounterDef& def);
 // One resident value of a bucketed counter.
 struct BucketValue {
   int64 key;

@@ -219,17 +219,17 @@ const char* const kTotalStoredSql[2] = {
     "WHERE s.w OPERATOR(pg_catalog.>) $3 AND NOT EXISTS (SELECT FROM "
     "pg_catalog.unnest($2::pg_catalog.int8[]) AS r(key) WHERE r.key OPERATOR(pg_catalog.=) s.key)"};
 
-bool BufferTotal(const CounterDef& def, int64* total) {
+int128 BufferTotal(const CounterDef& def) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
   int64 cutoff = KeyCutoff(def);
   KeyValue* resident;
   int64 nresident = ResidentValues(def, cutoff, &resident);
   auto* keys = static_cast<Datum*>(palloc(sizeof(Datum) * (nresident + 1)));
-  int64 sum = 0;
-  bool fits = true;
+  // Wide enough for any number of bigints a buffer holds: only the total must fit a bigint.
+  int128 sum = 0;
   for (int64 i = 0; i < nresident; i++) {
     keys[i] = Int64GetDatum(resident[i].key);
-    fits = fits && !__builtin_add_overflow(sum, resident[i].value, &sum);
+    sum += resident[i].value;
   }
   SpiSession spi = ConnectSpi();
   static const Oid types[3] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZOID};
@@ -239,17 +239,18 @@ bool BufferTotal(const CounterDef& def, int64* total) {
                    PointerGetDatum(construct_array(keys, int(nresident), INT8OID, 8, true,
                                                    TYPALIGN_DOUBLE)),
                    TimestampTzGetDatum(cutoff)};
+  // A hashed anti-join, whatever the statistics say of the counter's rows (as bucketed.cpp's).
+  int nest_level = PlannerSettingsOff({"enable_nestloop"});
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 1);
+  PlannerSettingsBack(nest_level);
   if (rc != SPI_OK_SELECT || SPI_processed != 1)
     elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
   bool isnull;
   int64 stored = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
                                              &isnull));
   FinishSpi(spi);
-  fits = fits && !__builtin_add_overflow(sum, stored, &sum);
-  *total = sum;
-  return fits;
+  return sum + stored;
 }
 
 int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,

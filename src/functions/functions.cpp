@@ -568,17 +568,17 @@ Datum Total(PG_FUNCTION_ARGS) {
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   BucketRange range = RangeOf(fcinfo, def, 1, 2);
   if (def.bucketed) PG_RETURN_INT64(RangeTotal(def, range));
-  int64 total;
-  bool fits = BufferTotal(def, &total);
+  int128 total = BufferTotal(def);
   if (def.durability == Durability::kTransactional) {
     int64 *keys, *buckets, *deltas;
     int n = TransactionalPendingOf(def.id, &keys, &buckets, &deltas);
-    for (int i = 0; i < n; i++) fits = fits && CheckedAdd(total, deltas[i], &total);
+    for (int i = 0; i < n; i++) total += deltas[i];
   }
-  if (!fits)
+  // Only the total must be a bigint, not every partial sum on the way.
+  if (total < PG_INT64_MIN || total > PG_INT64_MAX)
     ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
                     errmsg("total of counter \"%s\" out of range", def.name)));
-  PG_RETURN_INT64(total);
+  PG_RETURN_INT64(int64(total));
 }
 
 // The sum over every key of each bucket in range, oldest first.

@@ -20,6 +20,16 @@ ROLLBACK;
 SELECT sc_total('views_t') AS rolled_back;
 -- negative values count too
 SELECT sc_incr('views', 7, -500), sc_total('views');
+-- only the total must be a bigint, not a sum on the way to it (whatever order the keys come in)
+SELECT sc_create('edge'), sc_create('edge_b', 'buffered');
+SELECT sc_incr(c, 5, 9223372036854775807), sc_incr(c, 1, 10), sc_incr(c, 6, -9223372036854775808)
+  FROM (VALUES ('edge'), ('edge_b')) v(c);
+SELECT sc_total('edge') AS transactional, sc_total('edge_b') AS buffered;
+BEGIN;
+SELECT sc_incr('edge', 7, 9223372036854775807), sc_total('edge') AS out_of_range_while_pending;
+ROLLBACK;
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_drop('edge'), sc_drop('edge_b');
 -- the same through a placeholder
 PREPARE total(text) AS SELECT sc_total($1);
 EXECUTE total('views');
