@@ -185,7 +185,7 @@ bool RankFromIndex(const CounterDef& def, int64 key, int64 value, int64* above) 
   // (db, counter, state) change under both locks: under this one they stay as read here.
   if (s.db == MyDatabaseId && s.counter == def.id && s.state == kRankReady) {
     uint64 greater = s.index.CountGreater(alloc, value);
-    int64 stored;
+    int64 stored = 0;
     if (s.index.Find(alloc, key, &stored) && stored > value) greater--;
     *above = int64(greater);
     answered = true;
