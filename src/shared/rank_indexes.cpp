@@ -78,10 +78,11 @@ bool ChangeIndex(dsa_area* a, RankIndexSlot& s, Change&& change) {
 void FreeSlot(int i, RankState next = kRankFree) {
   RankIndexes* r = shared->rank_indexes;
   RankIndexSlot& s = r->slots[i];
-  dsa_area* a = Area(true);
+  // An index that holds anything was built in the area: attach it, never make one to free a slot.
+  dsa_area* a = Area(false);
   LWLockAcquire(r->lock, LW_EXCLUSIVE);
   LWLockAcquire(s.lock, LW_EXCLUSIVE);
-  if (s.index.Size() > 0 || s.index.Bytes() > 0) {
+  if (a != nullptr && (s.index.Size() > 0 || s.index.Bytes() > 0)) {
     (void)ChangeIndex(a, s, [&](DsaAllocator& alloc) {
       s.index.Destroy(alloc);
       return true;

@@ -284,7 +284,7 @@ int ServeWriteThroughs(Oid db) {
   for (int j = 0; j < n; j++)
     served += requests.Finish(mine[j], RequestState(outcome[j]), result[j], code[j]);
   for (int j = 0; j < nforgotten; j++) ForgetRankIndex(db, forgotten[j]);
-  for (int j = 0; j < nupdates; j++) ApplyRankUpdates(db, &updates[j], 1);
+  if (nupdates > 0) ApplyRankUpdates(db, updates, nupdates);
   ReportStatistics();
   MemoryContextSwitchTo(caller);
   return served;
