@@ -409,7 +409,8 @@ $$;
 -- The lagged values with their counter's name: WHERE counter = 'page_views' needs no cast. As
 -- its caller, so that each role sees the rows of the counters it may read. A key of an
 -- unbucketed counter that has expired (last written `retain` ago or more) is left out at once,
--- as every read leaves it out, whether or not the flusher has deleted its row.
+-- as every read leaves it out, whether or not the flusher has deleted its row. key_text is the key
+-- as text for a counter of either kind; key is the bigint key, NULL for a counter keyed by text.
 CREATE VIEW slotted_counter.lagged WITH (security_invoker = true) AS
     SELECT c.name::slotted_counter AS counter,
            CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'bigint' THEN t.key END AS key,
@@ -544,6 +545,32 @@ COMMENT ON FUNCTION sc_total(slotted_counter, timestamptz, timestamptz) IS
     'the sum over every key (and over the buckets in [since, until)), exact now (SELECT)';
 COMMENT ON FUNCTION sc_total_series(slotted_counter, timestamptz, timestamptz) IS
     'the non-zero sums over every key of each bucket that starts in [since, until), oldest first (SELECT)';
+COMMENT ON FUNCTION sc_incr(slotted_counter, text, bigint) IS
+    'sc_incr with the key as text: a text key, or a bigint key written as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr(slotted_counter, text, bigint, timestamptz) IS
+    'sc_incr at a time with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr_batch_text(slotted_counter, text[], bigint[]) IS
+    'sc_incr_batch with the keys as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr_bounded(slotted_counter, text, bigint, bigint, bigint, timestamptz) IS
+    'sc_incr_bounded with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr_once(slotted_counter, text, bigint, text, timestamptz) IS
+    'sc_incr_once with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_set(slotted_counter, text, bigint, timestamptz) IS
+    'sc_set with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_sum(slotted_counter, text) IS
+    'sc_sum with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_sum(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_sum over [since, until) with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_sum_keys_text(slotted_counter, text[]) IS
+    'sc_sum_keys with the keys as text (SELECT)';
+COMMENT ON FUNCTION sc_series(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_series with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_rank(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_rank with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_top_text(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'sc_top with the keys as text, for a counter keyed by text or bigint (SELECT)';
+COMMENT ON FUNCTION slotted_counter.top_ids(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'sc_top of a counter of either kind, a text key as its id in slotted_counter.keys: what sc_top_text reads (SELECT)';
 COMMENT ON FUNCTION sc_rollup() IS
     'flushes this database''s buffered values to slotted_counter.totals now; returns the rows written';
 COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, interval) IS
@@ -570,6 +597,12 @@ COMMENT ON TABLE slotted_counter.counters IS
     'the counters of this database: name, durability, bucket width, owner, grantees';
 COMMENT ON COLUMN slotted_counter.counters.retain IS
     'how long values are kept: buckets that ended, or keys not written, more than this ago are dropped; NULL: forever';
+COMMENT ON COLUMN slotted_counter.counters.key_type IS
+    'bigint, or text: each text key has an id in slotted_counter.keys, which totals, deltas and requests hold';
+COMMENT ON TABLE slotted_counter.keys IS
+    'the text keys of the counters keyed by text, with their ids; written by the flusher, kept until the counter is dropped';
+COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS
+    'the ids of text keys';
 COMMENT ON TABLE slotted_counter.totals IS
     'each value as of its last flush (lagged); written by the flusher';
 COMMENT ON SEQUENCE slotted_counter.totals_id_seq IS
