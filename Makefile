@@ -32,6 +32,7 @@ OBJS = \
 	src/definitions/guards.o \
 	src/definitions/privileges.o \
 	src/definitions/role_commands.o \
+	src/definitions/text_keys.o \
 	src/functions/attach.o \
 	src/functions/bucketed.o \
 	src/functions/counter_type.o \
@@ -41,6 +42,7 @@ OBJS = \
 	src/functions/rank.o \
 	src/functions/retention.o \
 	src/functions/stats.o \
+	src/functions/text_key_functions.o \
 	src/workers/attach_run.o \
 	src/workers/flush.o \
 	src/workers/worker.o \

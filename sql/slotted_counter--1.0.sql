@@ -29,7 +29,8 @@ CREATE TABLE slotted_counter.counters (
     durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
     bucket     interval,
     created_at timestamptz NOT NULL DEFAULT now(),
-    retain     interval    CHECK (retain > '0'::pg_catalog.interval)
+    retain     interval    CHECK (retain > '0'::pg_catalog.interval),
+    key_type   text        NOT NULL DEFAULT 'bigint' CHECK (key_type IN ('bigint', 'text'))
 );
 CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_counter.counters.id;
 
@@ -109,6 +110,22 @@ CREATE TABLE slotted_counter.requests (
 );
 CREATE INDEX requests_applied_at ON slotted_counter.requests (applied_at);
 
+-- The keys of the counters keyed by text: each distinct text of a counter has an id, which
+-- stands for it everywhere else (the buffer, totals, deltas, requests), so that everything below
+-- the SQL functions stays bigint and no two texts ever share a value. Inserted by the flusher
+-- only (the first write of a new key asks it, and waits for its commit), so an id is committed
+-- before any value that uses it, and a rolled-back write never leaves a value without its text;
+-- deleted with the counter (sc_drop). Compared by their bytes (COLLATE "C"), as a key must be.
+CREATE SEQUENCE slotted_counter.keys_id_seq AS bigint;
+CREATE TABLE slotted_counter.keys (
+    counter integer NOT NULL,
+    id      bigint  NOT NULL DEFAULT nextval('slotted_counter.keys_id_seq'),
+    key     text    COLLATE "C" NOT NULL CHECK (pg_catalog.octet_length(key) <= 2048),
+    CONSTRAINT keys_pkey PRIMARY KEY (counter, id),
+    CONSTRAINT keys_counter_key UNIQUE (counter, key)
+);
+ALTER SEQUENCE slotted_counter.keys_id_seq OWNED BY slotted_counter.keys.id;
+
 -- A dump carries the counters, their values and everything that goes with them.
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
@@ -117,6 +134,8 @@ SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.requests', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.keys', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.keys_id_seq', '');
 
 -- Whether the current role may read counter `counter`: the row-level security of the tables.
 CREATE FUNCTION slotted_counter.may_read(counter integer) RETURNS boolean
@@ -127,6 +146,7 @@ ALTER TABLE slotted_counter.totals ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.deltas ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.attachments ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.requests ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.keys ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable ON slotted_counter.counters FOR SELECT
     USING (slotted_counter.may_read(id));
 CREATE POLICY readable ON slotted_counter.totals FOR SELECT
@@ -137,8 +157,10 @@ CREATE POLICY readable ON slotted_counter.attachments FOR SELECT
     USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.requests FOR SELECT
     USING (slotted_counter.may_read(counter));
+CREATE POLICY readable ON slotted_counter.keys FOR SELECT
+    USING (slotted_counter.may_read(counter));
 GRANT SELECT ON slotted_counter.counters, slotted_counter.totals, slotted_counter.deltas,
-    slotted_counter.attachments, slotted_counter.requests TO PUBLIC;
+    slotted_counter.attachments, slotted_counter.requests, slotted_counter.keys TO PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
 -- The type: a counter of this database by name, bound when a call runs (as nextval('name')
@@ -232,7 +254,7 @@ CREATE CAST (slotted_counter AS integer) WITH FUNCTION slotted_counter_id(slotte
 -- if_not_exists is best named.
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false)
+                          if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint')
     RETURNS slotted_counter
     AS 'MODULE_PATHNAME', 'sc_create' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_drop(counter slotted_counter, if_exists boolean DEFAULT false) RETURNS void
@@ -247,11 +269,11 @@ CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain interval) RET
 -- text form has no default for the first interval, so that a call that gives none (or names
 -- only later ones) has one candidate, the interval form.
 CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false)
+                          if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint')
     RETURNS slotted_counter
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
-                                 if_not_exists)
+                                 if_not_exists, key_type)
 $$;
 CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -322,15 +344,83 @@ CREATE FUNCTION sc_total_series(counter slotted_counter, since timestamptz, unti
     RETURNS TABLE(bucket timestamptz, value bigint)
     AS 'MODULE_PATHNAME', 'sc_total_series' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 24;
 
+-- ---------------------------------------------------------------------------------------------
+-- Keys as text: the same functions for a counter created with key_type => 'text' (and, on a
+-- counter keyed by bigint, for a key given as text, which is read as a bigint). An untyped key
+-- (a literal, a driver's placeholder, NULL) resolves to these forms on every counter, as
+-- PostgreSQL prefers the string type for it; a typed integer key resolves to the bigint forms,
+-- which are untouched. The key has no default here, so that a call with no key has one
+-- candidate. The array forms have names of their own, as above.
+
+CREATE FUNCTION sc_incr(counter slotted_counter, key text, delta bigint DEFAULT 1)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_incr(counter slotted_counter, key text, delta bigint, at timestamptz)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr_at_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_incr_batch_text(counter slotted_counter, keys text[], deltas bigint[])
+    RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'sc_incr_batch_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_incr_bounded(counter slotted_counter, key text, delta bigint,
+                                lower bigint, upper bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr_bounded_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_incr_once(counter slotted_counter, key text, delta bigint, request_id text,
+                             at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_incr_once_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_set(counter slotted_counter, key text, value bigint,
+                       at timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_set_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sum(counter slotted_counter, key text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sum(counter slotted_counter, key text, since timestamptz,
+                       until timestamptz) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum_range_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sum_keys_text(counter slotted_counter, keys text[]) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sum_keys_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_series(counter slotted_counter, key text, since timestamptz,
+                          until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint)
+    AS 'MODULE_PATHNAME', 'sc_series_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 24;
+CREATE FUNCTION sc_rank(counter slotted_counter, key text, since timestamptz DEFAULT NULL,
+                        until timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_rank_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- sc_top with the keys as text, for a counter of either kind (a function's result type is fixed
+-- when a query is planned, before the counter is known, so sc_top itself stays bigint).
+CREATE FUNCTION slotted_counter.top_ids(counter slotted_counter, n bigint, since timestamptz,
+                                        until timestamptz)
+    RETURNS TABLE(key bigint, value bigint)
+    AS 'MODULE_PATHNAME', 'sc_top_ids' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 10;
+CREATE FUNCTION sc_top_text(counter slotted_counter, n bigint, since timestamptz DEFAULT NULL,
+                            until timestamptz DEFAULT NULL)
+    RETURNS TABLE(key text, value bigint)
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'text' THEN k.key ELSE t.key::text END,
+           t.value
+    FROM slotted_counter.top_ids(counter, n, since, until) WITH ORDINALITY
+         AS t(key, value, place)
+    JOIN slotted_counter.counters c ON c.id OPERATOR(pg_catalog.=) counter::integer
+    LEFT JOIN slotted_counter.keys k
+      ON k.counter OPERATOR(pg_catalog.=) c.id AND k.id OPERATOR(pg_catalog.=) t.key
+    ORDER BY t.place
+$$;
+
 -- The lagged values with their counter's name: WHERE counter = 'page_views' needs no cast. As
 -- its caller, so that each role sees the rows of the counters it may read. A key of an
 -- unbucketed counter that has expired (last written `retain` ago or more) is left out at once,
--- as every read leaves it out, whether or not the flusher has deleted its row.
+-- as every read leaves it out, whether or not the flusher has deleted its row. key_text is the key
+-- as text for a counter of either kind; key is the bigint key, NULL for a counter keyed by text.
 CREATE VIEW slotted_counter.lagged WITH (security_invoker = true) AS
-    SELECT c.name::slotted_counter AS counter, t.key, t.bucket, t.value, t.updated_at,
-           t.written_at
+    SELECT c.name::slotted_counter AS counter,
+           CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'bigint' THEN t.key END AS key,
+           t.bucket, t.value, t.updated_at, t.written_at,
+           CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'bigint' THEN t.key::text
+                ELSE k.key END AS key_text
     FROM slotted_counter.totals t JOIN slotted_counter.counters c
       ON c.id OPERATOR(pg_catalog.=) t.counter
+    LEFT JOIN slotted_counter.keys k
+      ON k.counter OPERATOR(pg_catalog.=) t.counter AND k.id OPERATOR(pg_catalog.=) t.key
     WHERE c.retain IS NULL OR c.bucket IS NOT NULL
        OR t.written_at OPERATOR(pg_catalog.>) pg_catalog.timezone('UTC',
           pg_catalog.timezone('UTC', pg_catalog.statement_timestamp()) OPERATOR(pg_catalog.-)
@@ -345,7 +435,7 @@ CREATE FUNCTION sc_rollup() RETURNS bigint
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every interval DEFAULT '1 minute') RETURNS void
     AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
--- every as text (see sc_create(text, text, text, text, boolean)).
+-- every as text (see sc_create(text, text, text, text, boolean, text)).
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -415,9 +505,9 @@ COMMENT ON FUNCTION slotted_counter_of_id(integer) IS
     'the counter with an id (of slotted_counter.totals): integer::slotted_counter';
 COMMENT ON FUNCTION slotted_counter_id(slotted_counter) IS
     'the id of a counter, as slotted_counter.totals stores it: slotted_counter::integer';
-COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean) IS
-    'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever) owned by the current role';
-COMMENT ON FUNCTION sc_create(text, text, text, text, boolean) IS
+COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean, text) IS
+    'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever, keyed by bigint or text) owned by the current role';
+COMMENT ON FUNCTION sc_create(text, text, text, text, boolean, text) IS
     'sc_create with the bucket width and retention as text (a driver''s string), read as intervals';
 COMMENT ON FUNCTION sc_drop(slotted_counter, boolean) IS
     'drops a counter, its values and its attachments (owner)';
@@ -455,6 +545,32 @@ COMMENT ON FUNCTION sc_total(slotted_counter, timestamptz, timestamptz) IS
     'the sum over every key (and over the buckets in [since, until)), exact now (SELECT)';
 COMMENT ON FUNCTION sc_total_series(slotted_counter, timestamptz, timestamptz) IS
     'the non-zero sums over every key of each bucket that starts in [since, until), oldest first (SELECT)';
+COMMENT ON FUNCTION sc_incr(slotted_counter, text, bigint) IS
+    'sc_incr with the key as text: a text key, or a bigint key written as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr(slotted_counter, text, bigint, timestamptz) IS
+    'sc_incr at a time with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr_batch_text(slotted_counter, text[], bigint[]) IS
+    'sc_incr_batch with the keys as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr_bounded(slotted_counter, text, bigint, bigint, bigint, timestamptz) IS
+    'sc_incr_bounded with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_incr_once(slotted_counter, text, bigint, text, timestamptz) IS
+    'sc_incr_once with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_set(slotted_counter, text, bigint, timestamptz) IS
+    'sc_set with the key as text (UPDATE)';
+COMMENT ON FUNCTION sc_sum(slotted_counter, text) IS
+    'sc_sum with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_sum(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_sum over [since, until) with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_sum_keys_text(slotted_counter, text[]) IS
+    'sc_sum_keys with the keys as text (SELECT)';
+COMMENT ON FUNCTION sc_series(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_series with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_rank(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_rank with the key as text (SELECT)';
+COMMENT ON FUNCTION sc_top_text(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'sc_top with the keys as text, for a counter keyed by text or bigint (SELECT)';
+COMMENT ON FUNCTION slotted_counter.top_ids(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'sc_top of a counter of either kind, a text key as its id in slotted_counter.keys: what sc_top_text reads (SELECT)';
 COMMENT ON FUNCTION sc_rollup() IS
     'flushes this database''s buffered values to slotted_counter.totals now; returns the rows written';
 COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, interval) IS
@@ -481,6 +597,12 @@ COMMENT ON TABLE slotted_counter.counters IS
     'the counters of this database: name, durability, bucket width, owner, grantees';
 COMMENT ON COLUMN slotted_counter.counters.retain IS
     'how long values are kept: buckets that ended, or keys not written, more than this ago are dropped; NULL: forever';
+COMMENT ON COLUMN slotted_counter.counters.key_type IS
+    'bigint, or text: each text key has an id in slotted_counter.keys, which totals, deltas and requests hold';
+COMMENT ON TABLE slotted_counter.keys IS
+    'the text keys of the counters keyed by text, with their ids; written by the flusher, kept until the counter is dropped';
+COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS
+    'the ids of text keys';
 COMMENT ON TABLE slotted_counter.totals IS
     'each value as of its last flush (lagged); written by the flusher';
 COMMENT ON SEQUENCE slotted_counter.totals_id_seq IS

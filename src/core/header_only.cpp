@@ -7,6 +7,7 @@
 #include "core/dirty_ring.hpp"
 #include "core/entry_handles.hpp"
 #include "core/fold_epochs.hpp"
+#include "core/key_cache.hpp"
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
 #include "core/rank_index.hpp"

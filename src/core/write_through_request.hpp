@@ -64,6 +64,9 @@ struct ThroughRequest {
   // A batch's requester was cancelled after a flusher took it: the flusher checks this before
   // each chunk it writes and, if set, rolls the batch back and answers FAILED.
   bool cancel;
+  // Not an increment: the batch's segment holds texts of key.counter that need an id
+  // (definitions/text_keys.hpp), which the flusher gives them in slotted_counter.keys.
+  bool intern;
 };
 static_assert(std::is_standard_layout<ThroughRequest>::value &&
                   std::is_trivially_copyable<ThroughRequest>::value,
@@ -100,9 +103,10 @@ inline void LeaveOpen(std::atomic<uint32_t>& open) noexcept {
 }
 
 inline void Publish(ThroughRequest& r, std::atomic<uint32_t>& open, const CounterKey& k,
-                    int64_t delta, int32_t nbatch, uint32_t batch, Write w = Write{}) noexcept {
+                    int64_t delta, int32_t nbatch, uint32_t batch, Write w = Write{},
+                    bool intern = false) noexcept {
   SC_ASSERT(r.state == kRequestEmpty);
-  SC_ASSERT(nbatch >= 0);
+  SC_ASSERT(nbatch >= 0 && (!intern || nbatch > 0));
   r.key = k;
   r.delta = delta;
   r.write = w;
@@ -112,6 +116,7 @@ inline void Publish(ThroughRequest& r, std::atomic<uint32_t>& open, const Counte
   r.batch = batch;
   r.server_pid = 0;
   r.cancel = false;
+  r.intern = intern;
   r.state = kRequestPending;
   EnterOpen(open);
 }
@@ -192,7 +197,7 @@ class WriteThroughs {
     uint32_t p = CounterTable::PartitionOf(hash);
     table.locks().Exclusive(p);
     bool resident = table.table().Find(k, hash) != kNil;
-    if (!resident) Publish(i, k, delta, 0, 0, w);
+    if (!resident) Publish(i, k, delta, 0, 0, w, false);
     table.locks().Release(p);
     return !resident;
   }
@@ -202,7 +207,15 @@ class WriteThroughs {
   void PublishBatch(int i, const CounterKey& k, int32_t nbatch, uint32_t batch,
                     Write w = Write{}) noexcept {
     SC_ASSERT(nbatch > 0);
-    Publish(i, k, 0, nbatch, batch, w);
+    Publish(i, k, 0, nbatch, batch, w, false);
+  }
+
+  // Publishes request i (EMPTY, the caller's): nbatch texts of counter `counter` of database db,
+  // in the segment `batch`, to be given ids. No partition is involved: an id is not a value.
+  void PublishIntern(int i, uint32_t db, int32_t counter, int32_t nbatch,
+                     uint32_t batch) noexcept {
+    SC_ASSERT(nbatch > 0);
+    Publish(i, CounterKey{db, counter, 0, kNoBucket}, 0, nbatch, batch, Write{}, true);
   }
 
   // The requester's look at request i while it waits: an answer is collected (the request is
@@ -355,10 +368,10 @@ class WriteThroughs {
 
  private:
   void Publish(int i, const CounterKey& k, int64_t delta, int32_t nbatch, uint32_t batch,
-               Write w) noexcept {
+               Write w, bool intern) noexcept {
     auto mutex = requests_.mutex(i);
     mutex.lock();
-    request_step::Publish(requests_.at(i), open_, k, delta, nbatch, batch, w);
+    request_step::Publish(requests_.at(i), open_, k, delta, nbatch, batch, w, intern);
     mutex.unlock();
   }
 

@@ -47,7 +47,7 @@ SPIPlanPtr plan_by_id = nullptr;
 SPIPlanPtr plan_by_name = nullptr;
 
 const char* const kSelect =
-    "SELECT id, name, durability, bucket, retain "
+    "SELECT id, name, durability, bucket, retain, key_type OPERATOR(pg_catalog.=) 'text' "
     "FROM slotted_counter.counters WHERE ";
 
 void OnPrivilegesChanged(Datum, int, uint32) { role_generation++; }
@@ -124,6 +124,7 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     if (OidIsValid(guard) && GuardStart(guard) != id) guard = InvalidOid;
     Datum retain = SPI_getbinval(tup, desc, 5, &isnull);
     bool retains = !isnull;
+    bool text_keys = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
 
     bool found;
     auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_ENTER, &found));
@@ -133,6 +134,7 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     def->width = width;
     def->retains = retains;
     if (retains) def->retain = *DatumGetIntervalP(retain);
+    def->text_keys = text_keys;
     strlcpy(def->name, name, NAMEDATALEN);
     def->name_len = int32(strlen(def->name));
     def->guard = guard;

@@ -20,6 +20,7 @@ struct CounterDef {
   BucketWidth width;        // the bucket width, when bucketed
   bool retains;             // values are kept for `retain` only (retention.hpp)
   Interval retain;          // when retains: positive, no field negative
+  bool text_keys;           // keyed by text: its keys are the ids of slotted_counter.keys
   char name[NAMEDATALEN];
   int32 name_len;           // strlen(name)
   // The counter's guard (guards.cpp), whose owner and ACL are the counter's; InvalidOid if it

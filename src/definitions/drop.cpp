@@ -27,7 +27,8 @@ bool DropCounter(const CounterDef& def, bool with_guard, DropBehavior behavior) 
     static const char* const deletes[] = {
         "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
-        "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1"};
+        "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.keys WHERE counter OPERATOR(pg_catalog.=) $1"};
     // The counter's row is locked now: delete every value row committed before that too.
     for (const char* sql : deletes) {
       rc = ExecuteWithLatestSnapshot(sql, 1, &type, &arg);

@@ -131,6 +131,11 @@ Datum Attach(PG_FUNCTION_ARGS) {
   Oid relid = PG_GETARG_OID(1);
   const char* key_column = NameStr(*PG_GETARG_NAME(2));
   const char* value_column = NameStr(*PG_GETARG_NAME(3));
+  // The lagged values are written by key into key_column: a text counter's would be its ids.
+  if (def.text_keys)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("counter \"%s\" is keyed by text and cannot be attached", def.name),
+                    errhint("Join slotted_counter.lagged on its key_text column instead.")));
   // A bucketed key has no one lagged value to write: which bucket, and what after a drop?
   if (def.bucketed)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -23,6 +23,22 @@ pg_attribute_always_inline const CounterDef* CounterArgument(FunctionCallInfo fc
   return GetCounter(NameArgument(PG_GETARG_DATUM(n)), need);
 }
 
+// The mark a text form puts in fcinfo->context when it calls the implementation of a bigint form
+// with the key's id (text_key_functions.cpp): only such a call may use a counter keyed by text.
+extern Node text_key_call;
+
+// 42804: the bigint form of a function was called on a counter keyed by text.
+void ReportKeyedByText(const CounterDef& def);
+
+// The counter of a function that takes a key (or returns keys), named by argument n, as
+// CounterArgument; one keyed by text only through a text form.
+pg_attribute_always_inline const CounterDef* KeyedCounterArgument(FunctionCallInfo fcinfo, int n,
+                                                                  uint32 need) {
+  const CounterDef* def = CounterArgument(fcinfo, n, need);
+  if (unlikely(def->text_keys) && fcinfo->context != &text_key_call) ReportKeyedByText(*def);
+  return def;
+}
+
 // The counter named by argument n, or nullptr if there is none; `shown` receives the name for a
 // message.
 inline const CounterDef* FindCounterArgument(FunctionCallInfo fcinfo, int n, const char** shown) {

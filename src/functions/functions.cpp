@@ -16,6 +16,7 @@
 #include "transactions/changes.hpp"
 #include "core/checked_math.hpp"
 #include "functions/counter_ref.hpp"
+#include "functions/functions.hpp"
 #include "functions/key_arrays.hpp"
 #include "functions/once.hpp"
 #include "functions/rank.hpp"
@@ -49,6 +50,13 @@ void CheckDurability(const char* text) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("invalid durability \"%s\"", NameForMessage(text)),
                     errhint("Use 'transactional' or 'buffered'.")));
+}
+
+void CheckKeyType(const char* text) {
+  if (strcmp(text, "bigint") != 0 && strcmp(text, "text") != 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid key type \"%s\"", NameForMessage(text)),
+                    errhint("Use 'bigint' or 'text'.")));
 }
 
 void CheckBucketWidth(const Interval* width) {
@@ -91,7 +99,7 @@ int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
 CounterDef WritableCounter(FunctionCallInfo fcinfo, const char* function) {
   RequireShared();
   PreventCommandDuringRecovery(function);
-  CounterDef def = *CounterArgument(fcinfo, 0, kUpdate);
+  CounterDef def = *KeyedCounterArgument(fcinfo, 0, kUpdate);
   if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
   return def;
 }
@@ -193,6 +201,8 @@ Datum Create(PG_FUNCTION_ARGS) {
   bool bucketed = !PG_ARGISNULL(2);
   if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(3));
+  const char* key_type = PG_ARGISNULL(5) ? "bigint" : text_to_cstring(PG_GETARG_TEXT_PP(5));
+  CheckKeyType(key_type);
   // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
   if (DatabaseAclCheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -201,16 +211,16 @@ Datum Create(PG_FUNCTION_ARGS) {
                               "\"%s\".", get_database_name(MyDatabaseId))));
   EnsureFlusher();
 
-  Oid types[4] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID};
-  Datum args[4] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
-                   retains ? PG_GETARG_DATUM(3) : (Datum)0};
-  char nulls[4] = {' ', ' ', bucketed ? ' ' : 'n', retains ? ' ' : 'n'};
+  Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID, TEXTOID};
+  Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                   retains ? PG_GETARG_DATUM(3) : (Datum)0, CStringGetTextDatum(key_type)};
+  char nulls[5] = {' ', ' ', bucketed ? ' ' : 'n', retains ? ' ' : 'n', ' '};
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
-      "INSERT INTO slotted_counter.counters (id, name, durability, bucket, retain) "
-      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4) "
+      "INSERT INTO slotted_counter.counters (id, name, durability, bucket, retain, key_type) "
+      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5) "
       "ON CONFLICT (name) DO NOTHING RETURNING id",
-      4, types, args, nulls, false, 1);
+      5, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;
@@ -270,7 +280,7 @@ Datum Incr(PG_FUNCTION_ARGS) {
     RequireArguments(fcinfo, names);
   RequireShared();
   if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery("sc_incr()");
-  const CounterDef* def = CounterArgument(fcinfo, 0, kUpdate);
+  const CounterDef* def = KeyedCounterArgument(fcinfo, 0, kUpdate);
   if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly("sc_incr()");
   PG_RETURN_INT64(Increment(*def, PG_GETARG_INT64(1), CurrentBucket(*def), PG_GETARG_INT64(2)));
 }
@@ -432,7 +442,7 @@ Datum Top(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "n", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   // bigint, as every other number of the API (a driver's natural type for it): no leaderboard
   // holds more rows than an int, so a larger n asks for all of them.
   int64 asked = PG_GETARG_INT64(1);
@@ -489,7 +499,7 @@ Datum SumKeys(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "keys", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   int n;
   int64* keys = BigintElements(fcinfo, 1, "keys", &n);
   n = DistinctKeys(keys, n);
@@ -511,7 +521,7 @@ Datum Sum(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1))) RequireArguments(fcinfo, names);
-  const CounterDef* def = CounterArgument(fcinfo, 0, kSelect);
+  const CounterDef* def = KeyedCounterArgument(fcinfo, 0, kSelect);
   if (def->durability == Durability::kBuffered && !def->bucketed)
     PG_RETURN_INT64(BufferRead(*def, PG_GETARG_INT64(1), kNoBucket, false));
   CounterDef copy = *def;
@@ -522,7 +532,7 @@ Datum SumRange(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   BucketRange range = RangeOf(fcinfo, def, 2, 3);
   PG_RETURN_INT64(ValueInRange(def, PG_GETARG_INT64(1), range));
 }
@@ -531,7 +541,7 @@ Datum Series(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 2, 3);
   InitMaterializedSRF(fcinfo, 0);
@@ -547,7 +557,7 @@ Datum Rank(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
   RequireArguments(fcinfo, names);
-  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   int64 key = PG_GETARG_INT64(1);
   BucketRange range = RangeOf(fcinfo, def, 2, 3);
   int64 value = ValueInRange(def, key, range);

@@ -5,11 +5,6 @@
 
 #include "shared/request_ids.hpp"
 
-
-extern "C" {
-#include "common/hashfn.h"
-}
-
 namespace sc {
 
 namespace {

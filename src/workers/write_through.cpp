@@ -43,6 +43,10 @@ void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_h
   Requests().PublishBatch(int(r - shared->requests), k, nbatch, batch, w);
 }
 
+void PublishIntern(WriteThroughRequest* r, int32 counter, int nbatch, dsm_handle batch) {
+  Requests().PublishIntern(int(r - shared->requests), MyDatabaseId, counter, nbatch, batch);
+}
+
 RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_ms) {
   auto requests = Requests();
   int i = int(r - shared->requests);
@@ -196,6 +200,59 @@ bool WriteBatchThrough(int i) {
   return done;
 }
 
+SPIPlanPtr plan_intern = nullptr;
+
+// Gives each text its id: the one it has, or a new one. The flusher is the only writer of
+// slotted_counter.keys, so the insert races with nobody; the keys already there are found by the
+// statement's snapshot, which does not see the rows its own insert adds, so each text is
+// answered once. A counter's row is not required: its creator may still be in the transaction
+// that made it.
+const char* const kInternSql =
+    "WITH k AS (SELECT t.key, t.i FROM pg_catalog.unnest($2::pg_catalog.text[]) "
+    "WITH ORDINALITY AS t(key, i)), "
+    "ins AS (INSERT INTO slotted_counter.keys AS x (counter, key) "
+    "SELECT $1, k.key FROM k ORDER BY k.key "
+    "ON CONFLICT ON CONSTRAINT keys_counter_key DO NOTHING RETURNING x.key, x.id) "
+    "SELECT k.i, COALESCE(ins.id, old.id) FROM k "
+    "LEFT JOIN ins ON ins.key OPERATOR(pg_catalog.=) k.key "
+    "LEFT JOIN slotted_counter.keys old ON old.counter OPERATOR(pg_catalog.=) $1 "
+    "AND old.key OPERATOR(pg_catalog.=) k.key";
+
+// Gives ids to the texts of an intern request (in its requester's segment) and puts them there;
+// false if the requester's segment is gone (it was cancelled and left). Inside the serving
+// subtransaction.
+bool InternTexts(int i) {
+  const ThroughRequest* r = &shared->requests[i].request;
+  dsm_segment* segment = dsm_attach(r->batch);
+  if (segment == nullptr) return false;
+  auto* base = static_cast<char*>(dsm_segment_address(segment));
+  auto* items = reinterpret_cast<InternItem*>(base);
+  int n = r->nbatch;
+  auto* texts = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  for (int j = 0; j < n; j++)
+    texts[j] = PointerGetDatum(cstring_to_text_with_len(base + items[j].offset,
+                                                        int(items[j].len)));
+  ArrayType* array = construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT);
+  static const Oid types[2] = {INT4OID, TEXTARRAYOID};
+  SPIPlanPtr plan = KeptPlan(&plan_intern, kInternSql, 2, types);
+  Datum args[2] = {Int32GetDatum(r->key.counter), PointerGetDatum(array)};
+  int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
+  if (rc != SPI_OK_SELECT || SPI_processed != uint64(n))
+    elog(ERROR, "giving ids to text keys failed: %d", rc);
+  for (uint64 row = 0; row < SPI_processed; row++) {
+    bool isnull;
+    int64 place = DatumGetInt64(
+        SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, &isnull));
+    int64 id = DatumGetInt64(
+        SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull));
+    if (isnull || place < 1 || place > n) elog(ERROR, "a text key was given no id");
+    items[place - 1].id = id;
+  }
+  SPI_freetuptable(SPI_tuptable);
+  dsm_detach(segment);
+  return true;
+}
+
 }  // namespace
 
 int ServeWriteThroughs(Oid db) {
@@ -229,7 +286,10 @@ int ServeWriteThroughs(Oid db) {
       ErrorData* error = InSubtransaction([&] {
         // No row: the counter was dropped.
         bool done;
-        if (r->nbatch > 0) {
+        if (r->intern) {
+          done = InternTexts(mine[j]);
+          if (!done) code[j] = ERRCODE_QUERY_CANCELED;
+        } else if (r->nbatch > 0) {
           done = WriteBatchThrough(mine[j]);
         } else {
           int rc = SPI_execute_plan(plan, args, nulls, false, 0);
@@ -241,7 +301,7 @@ int ServeWriteThroughs(Oid db) {
                 SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         }
         outcome[j] = done ? kRequestDone : kRequestFailed;
-        if (!done) code[j] = ERRCODE_UNDEFINED_OBJECT;
+        if (!done && code[j] == 0) code[j] = ERRCODE_UNDEFINED_OBJECT;
       });
       bool withdrawn = error != nullptr && requests.CancelRequested(mine[j]);
       if (error != nullptr && (withdrawn || error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)) {
@@ -272,7 +332,7 @@ int ServeWriteThroughs(Oid db) {
   int nupdates = 0, nforgotten = 0;
   for (int j = 0; j < n; j++) {
     const ThroughRequest* r = &shared->requests[mine[j]].request;
-    if (outcome[j] != kRequestDone || r->key.bucket != kNoBucket ||
+    if (outcome[j] != kRequestDone || r->intern || r->key.bucket != kNoBucket ||
         !RankIndexed(db, r->key.counter))
       continue;
     if (r->nbatch > 0)

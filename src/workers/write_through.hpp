@@ -17,6 +17,14 @@ struct ThroughItem {
 // The item of key in items (n, sorted by key), or nullptr.
 ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key);
 
+// One text of an intern request (ThroughRequest::intern): its len bytes at `offset` from the
+// start of the segment, and the id the flusher gave it in slotted_counter.keys.
+struct InternItem {
+  int64 id;
+  uint32 offset;
+  uint32 len;
+};
+
 // ---- the requester (a backend) ----
 
 // Whether a write-through of the single key k is pending or being served: then no loader may
@@ -36,6 +44,10 @@ bool PublishForKey(WriteThroughRequest* r, const CounterKey& k, uint32 hash, int
 // k.bucket in the segment `batch`, whose partitions this backend holds (core/through_holds.hpp).
 void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_handle batch,
                   Write w);
+
+// Publishes r (free, this backend's) for the nbatch texts (InternItem) of counter `counter` in
+// the segment `batch`, which need ids.
+void PublishIntern(WriteThroughRequest* r, int32 counter, int nbatch, dsm_handle batch);
 
 // Waits until the flusher answered r, and frees r. held: interrupts are held (a batch's second
 // phase): no error is raised, a missing flusher only warns, and a request no flusher took within

@@ -56,6 +56,9 @@ ALL_WORKLOADS=(
     "txincr|transactional sc_incr, one hot key|sc_incr_transactional.sql||1|SELECT sc_sum('hot_tx', 0)"
     "incr_uniform|buffered sc_incr, 10,000 keys uniform|sc_incr_buffered_uniform.sql||1|SELECT sc_sum_keys('uniform', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "txincr_uniform|transactional sc_incr, 10,000 keys uniform|sc_incr_transactional_uniform.sql||1|SELECT sc_sum_keys('uniform_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
+    "incr_uniform_text|buffered sc_incr, 10,000 text keys uniform (/p/1 .. /p/10000)|sc_incr_buffered_uniform_text.sql||1|SELECT sc_sum_keys_text('uniform_text', ARRAY(SELECT concat('/p/', generate_series(1, 10000))))"
+    "txincr_uniform_text|transactional sc_incr, 10,000 text keys uniform (/p/1 .. /p/10000)|sc_incr_transactional_uniform_text.sql||1|SELECT sc_sum_keys_text('uniform_text_tx', ARRAY(SELECT concat('/p/', generate_series(1, 10000))))"
+    "incr_uniform_untyped|buffered sc_incr, 10,000 keys uniform, the key an untyped placeholder|sc_incr_buffered_uniform_untyped.sql||1|SELECT sc_sum_keys('uniform_untyped', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "incr_zipf|buffered sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_buffered_zipf.sql||1|SELECT sc_sum_keys('zipf', ARRAY(SELECT generate_series(1, 1000000)::bigint))"
     "txincr_zipf|transactional sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_transactional_zipf.sql||1|SELECT (SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = 'zipf_tx'::slotted_counter::integer) + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = 'zipf_tx'::slotted_counter::integer)"
     "incr_bounded|buffered sc_incr_bounded, 10,000 keys uniform, bound not reached|sc_incr_bounded_uniform.sql||1|SELECT sc_sum_keys('bounded', ARRAY(SELECT generate_series(1, 10000)::bigint))"
@@ -271,11 +274,19 @@ tps_of() { awk '/^tps = /{ printf "%.0f", $3; found = 1; exit } END { if (!found
 # count pays them). The 1,000,000-key zipfian ones keep their first loads: their tail is what
 # a buffer of hot keys meets.
 for pair in "incr_uniform uniform" "txincr_uniform uniform_tx" "incr_bounded bounded" "txincr_bounded bounded_tx" \
-            "incr_once once" "txincr_once once_tx"; do
+            "incr_once once" "txincr_once once_tx" "incr_uniform_untyped uniform_untyped"; do
     read -r name counter <<<"$pair"
     wanted "$name" || continue
     q "SELECT cardinality(sc_incr_batch('$counter', ARRAY(SELECT generate_series(1, 10000)::bigint),
                                         array_fill(0::bigint, ARRAY[10000])))" >/dev/null
+done
+# The text keys are given their ids the same way, before the run: a key's first write asks the
+# flusher for its id once, as an application's keys do in their first seconds.
+for pair in "incr_uniform_text uniform_text" "txincr_uniform_text uniform_text_tx"; do
+    read -r name counter <<<"$pair"
+    wanted "$name" || continue
+    q "SELECT cardinality(sc_incr_batch_text('$counter', ARRAY(SELECT '/p/' || generate_series(1, 10000)),
+                                             array_fill(0::bigint, ARRAY[10000])))" >/dev/null
 done
 
 # sc_rank and sc_total over 1,000,000 keys, each holding 1 + (k * 7919) % 100003, all in the
@@ -557,6 +568,9 @@ report() {
         ratio_row "tpcb-like with two empty statements / without those writes" "" tpcb_statements tpcb_without
         ratio_row "buffered sc_incr, 10,000 keys / SELECT of the same random key" "≥ 0.9 at 8/32" incr_uniform select_uniform
         ratio_row "buffered sc_incr, 1M keys zipfian / SELECT of the same random key" "≥ 0.9 at 8/32" incr_zipf select_zipf
+        ratio_row "buffered sc_incr, 10,000 text keys / bigint keys" "≥ 0.8 at 8" incr_uniform_text incr_uniform
+        ratio_row "transactional sc_incr, 10,000 text keys / bigint keys" "≥ 0.8 at 8" txincr_uniform_text txincr_uniform
+        ratio_row "buffered sc_incr, 10,000 keys: untyped placeholder / bigint" "" incr_uniform_untyped incr_uniform
         ratio_row "transactional sc_incr, 10,000 keys / append-only INSERT" "≥ 0.95 at 8/32" txincr_uniform insert
         if [[ -n ${RAN[batch]:-} ]]; then
             line="| batch sc_incr (buffered), increments/s | ≥ 1,000,000 |"

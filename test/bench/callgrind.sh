@@ -27,7 +27,8 @@ as_pg valgrind --tool=callgrind --collect-atstart=no --toggle-collect=PortalRun 
 for _ in $(seq 1 120); do "$PGBIN/pg_isready" -h "$WORK" -q && break; sleep 1; done
 psql_ -c "CREATE EXTENSION slotted_counter" \
       -c "SELECT sc_create('b', 'buffered'), sc_create('t'), sc_create('h', 'buffered', '1 hour')" \
-      -c "SELECT sc_create('r', 'buffered', retain => '1 day')" >/dev/null
+      -c "SELECT sc_create('r', 'buffered', retain => '1 day')" \
+      -c "SELECT sc_create('x', 'buffered', key_type => 'text')" >/dev/null
 
 # label | measured expression | the harness it is compared with (same argument expression)
 WORKLOADS=(
@@ -42,17 +43,22 @@ WORKLOADS=(
     "transactional sc_incr, 1000 keys|count(sc_incr('t', g % 1000, 1))|harness: abs(), (g % 1000)::bigint"
     "bucketed (hourly) sc_incr, one key|count(sc_incr('h', 0, 1))|harness: abs()"
     "buffered sc_incr, one key of a counter whose keys expire (retain)|count(sc_incr('r', 0, 1))|harness: abs()"
+    "buffered sc_incr, one text key|count(sc_incr('x', '/home', 1))|harness: abs()"
+    "harness: length(), '/p/' || g % 1000|count(length('/p/' || g % 1000))|"
+    "buffered sc_incr, 1000 text keys|count(sc_incr('x', '/p/' || g % 1000, 1))|harness: length(), '/p/' || g % 1000"
+    "buffered sc_incr, one bigint key given as text|count(sc_incr('b', '0', 1))|harness: abs()"
     "buffered sc_incr_bounded, one key, bound not reached|count(sc_incr_bounded('b', 0, 1, 0, 1000000000000))|harness: abs()"
     "transactional sc_incr_bounded, one key, bound not reached|count(sc_incr_bounded('t', 0, 1, 0, 1000000000000))|harness: abs()"
 )
-psql_ -c "SELECT count(sc_incr(c, g, 0)) FROM unnest(ARRAY['b', 't', 'h', 'r']) c, generate_series(0, 999) g" >/dev/null
+psql_ -c "SELECT count(sc_incr(c, g, 0)) FROM unnest(ARRAY['b', 't', 'h', 'r']) c, generate_series(0, 999) g" \
+      -c "SELECT cardinality(sc_incr_batch_text('x', ARRAY(SELECT '/p/' || g FROM generate_series(0, 999) g) || '/home', array_fill(0::bigint, ARRAY[1001])))" >/dev/null
 declare -A PER_ROW=()
 printf '| workload | instructions per row | beyond the harness |\n|---|---:|---:|\n'
 for w in "${WORKLOADS[@]}"; do
     IFS='|' read -r label expr harness <<<"$w"
     # A first statement of the backend loads its caches; the second is the measured one.
     out=$(psql_ -c "SELECT pg_backend_pid()" \
-                -c "SELECT sc_incr('b', 0, 0), sc_incr('h', 0, 0), sc_incr('t', 0, 0), sc_incr('r', 0, 0)" \
+                -c "SELECT sc_incr('b', 0, 0), sc_incr('h', 0, 0), sc_incr('t', 0, 0), sc_incr('r', 0, 0), sc_incr('x', '/home', 0)" \
                 -c "SELECT $expr FROM generate_series(1, $N) g")
     pid=${out%%$'\n'*}
     # The backend writes its profile when it exits.

@@ -28,6 +28,9 @@ SELECT sc_create('hot', 'buffered');             -- one hot key (key 0)
 SELECT sc_create('hot_tx', 'transactional');
 SELECT sc_create('uniform', 'buffered');         -- keys 1..10,000, uniform
 SELECT sc_create('uniform_tx', 'transactional');
+SELECT sc_create('uniform_text', 'buffered', key_type => 'text');  -- '/p/1'..'/p/10000', uniform
+SELECT sc_create('uniform_text_tx', 'transactional', key_type => 'text');
+SELECT sc_create('uniform_untyped', 'buffered');  -- keys 1..10,000, sent as untyped placeholders
 SELECT sc_create('zipf', 'buffered');            -- keys 1..1,000,000, zipfian
 SELECT sc_create('zipf_tx', 'transactional');
 SELECT sc_create('mix', 'buffered');             -- sc_sum of a key while it is incremented

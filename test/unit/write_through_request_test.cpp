@@ -113,6 +113,30 @@ TEST_F(RequestTest, ABatchIsAnsweredForAllItsKeys) {
   EXPECT_EQ(r(2).nbatch, 0) << "a collected request is no batch any more";
 }
 
+TEST_F(RequestTest, AnInternRequestIsABatchOfTextsThatNoLoaderWaitsFor) {
+  w_.PublishIntern(1, 7, 3, 5, 88);
+  EXPECT_EQ(State(1), sc::kRequestPending);
+  EXPECT_TRUE(r(1).intern);
+  EXPECT_EQ(r(1).key.counter, 3);
+  EXPECT_EQ(r(1).nbatch, 5);
+  EXPECT_EQ(r(1).batch, 88u);
+  EXPECT_FALSE(w_.OpenFor(CounterKey{7, 3, 0, kNoBucket})) << "an id is not a value";
+  ASSERT_EQ(Take(), std::vector<int>{1});
+  EXPECT_EQ(w_.Finish(1, sc::kRequestDone, 0, 0), 5);
+  EXPECT_EQ(LookAt(1).answer.state, sc::kRequestDone);
+  w_.PublishBatch(1, CounterKey{7, 3, 0, kNoBucket}, 2, 9);
+  EXPECT_FALSE(r(1).intern) << "the slot's next request is an increment again";
+}
+
+TEST_F(RequestTest, ADropFailsAPendingInternRequest) {
+  w_.PublishIntern(0, 7, 3, 1, 88);
+  EXPECT_EQ(w_.FailPending(7, 3, kDropped), 1);
+  sc::RequestAnswer answer = LookAt(0).answer;
+  EXPECT_EQ(answer.state, sc::kRequestFailed);
+  EXPECT_EQ(answer.sqlerrcode, kDropped);
+  EXPECT_EQ(open_.load(), 0u);
+}
+
 TEST_F(RequestTest, ANewRequestStartsAfresh) {
   ASSERT_TRUE(Publish(0, Key(1), 5));
   ASSERT_EQ(Take().size(), 1u);

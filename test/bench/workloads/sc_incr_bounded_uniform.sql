@@ -1,2 +1,2 @@
 \set k random(1, 10000)
-SELECT sc_incr_bounded('bounded', :k, 1, 0, 1000000000000);
+SELECT sc_incr_bounded('bounded', :k::bigint, 1, 0, 1000000000000);

@@ -1,2 +1,2 @@
 \set k random(1, 1000000000)
-SELECT sc_incr('fresh', :k);
+SELECT sc_incr('fresh', :k::bigint);

@@ -1,3 +1,3 @@
 \set k random(1, 10000)
 \set r random(1, 9000000000000000000)
-SELECT sc_incr_once('once', :k, 1, 'r' || :r);
+SELECT sc_incr_once('once', :k::bigint, 1, 'r' || :r);

@@ -1,2 +1,2 @@
 \set k random(1, 10000)
-SELECT sc_incr('uniform_tx', :k, 1);
+SELECT sc_incr('uniform_tx', :k::bigint, 1);

@@ -1,0 +1,193 @@
+// text_keys.cpp: the ids of text keys (text_keys.hpp): the backend's cache, the look-up in
+// slotted_counter.keys, and the request that asks the flusher for new ids.
+#include "definitions/text_keys.hpp"
+
+#include "core/key_cache.hpp"
+#include "shared/shmem.hpp"
+#include "workers/write_through.hpp"
+
+namespace sc {
+
+namespace {
+
+// The cache starts small and grows to kMaxSlots (three quarters of which hold keys, with their
+// texts: about 100,000 keys, 40 bytes a slot plus each text); full at that size, it starts over.
+constexpr uint32 kFirstSlots = 1024;
+constexpr uint32 kMaxSlots = 1 << 17;
+
+// An intern request no flusher took within this long is withdrawn (54000), as a batch's is.
+constexpr int kInternWaitMs = 10000;
+
+MemoryContext cache_context = nullptr;
+KeyCache cache;
+uint32 cache_slots = 0;
+uint64 cache_epoch = 0;
+
+void MakeCache(uint32 slots) {
+  if (cache_context == nullptr)
+    cache_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter text keys",
+                                          ALLOCSET_DEFAULT_SIZES);
+  MemoryContextReset(cache_context);
+  auto* memory = static_cast<CachedKey*>(
+      MemoryContextAllocHuge(cache_context, sizeof(CachedKey) * slots));
+  cache.Reset(memory, slots);
+  cache_slots = slots;
+}
+
+// The cache, emptied if a counter was dropped since it was filled: an id of a dropped counter
+// (or of a dropped extension, whose counter ids start again) must not be found.
+void ValidateCache() {
+  uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
+  if (!cache.Ready() || epoch != cache_epoch) MakeCache(kFirstSlots);
+  cache_epoch = epoch;
+}
+
+uint64 HashOf(int32 counter, const char* key, int len) {
+  return hash_bytes_extended(reinterpret_cast<const unsigned char*>(key), len, uint64(counter));
+}
+
+void Remember(int32 counter, uint64 hash, const char* key, int len, int64 id) {
+  if (cache.Full()) MakeCache(Min(cache_slots * 4, kMaxSlots));
+  char* copy = static_cast<char*>(MemoryContextAlloc(cache_context, len + 1));
+  memcpy(copy, key, len);
+  cache.Insert(counter, hash, copy, uint32(len), id);
+}
+
+// The stored id of the text, or kUnwrittenKey: an index look-up with the latest snapshot, so
+// that an id the flusher committed after this transaction's snapshot is found (a read is real
+// time, whatever the isolation level). The role's right to the counter was checked: the table's
+// row-level security is not needed here.
+int64 StoredId(int32 counter, const char* key, int len) {
+  Oid relation = ExtensionRelation("keys");
+  Oid index = ExtensionRelation("keys_counter_key");
+  if (!OidIsValid(relation) || !OidIsValid(index))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                    errmsg("slotted_counter.keys is missing")));
+  text* probe = cstring_to_text_with_len(key, len);
+  ScanKeyData scan_keys[2];
+  ScanKeyEntryInitialize(&scan_keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid,
+                         F_INT4EQ, Int32GetDatum(counter));
+  ScanKeyEntryInitialize(&scan_keys[1], 0, 3, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID,
+                         F_TEXTEQ, PointerGetDatum(probe));
+  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+  Relation rel = table_open(relation, AccessShareLock);
+  SysScanDesc scan = systable_beginscan(rel, index, true, snapshot, 2, scan_keys);
+  int64 id = kUnwrittenKey;
+  if (HeapTuple tuple = systable_getnext(scan)) {
+    bool isnull;
+    Datum value = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
+    if (!isnull) id = DatumGetInt64(value);
+  }
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  UnregisterSnapshot(snapshot);
+  pfree(probe);
+  return id;
+}
+
+// Asks the flusher for the ids of the n texts (keys[want[i]]) and puts them in ids[want[i]].
+// Waits with interrupts held, as a batch written through does: a cancel withdraws a request no
+// flusher took yet, and one taken is answered soon (an insert of a few rows).
+void Intern(const CounterDef& def, const char* const* keys, const int* lens, const int* want,
+            int n, int64* ids) {
+  Size size = sizeof(InternItem) * Size(n);
+  for (int i = 0; i < n; i++) size += Size(lens[want[i]]);
+  dsm_segment* segment = dsm_create(size, 0);
+  char* base = static_cast<char*>(dsm_segment_address(segment));
+  auto* items = reinterpret_cast<InternItem*>(base);
+  uint32 offset = uint32(sizeof(InternItem) * Size(n));
+  for (int i = 0; i < n; i++) {
+    int j = want[i];
+    items[i] = InternItem{kUnwrittenKey, offset, uint32(lens[j])};
+    memcpy(base + offset, keys[j], lens[j]);
+    offset += uint32(lens[j]);
+  }
+  WriteThroughRequest* r = FreeRequest();
+  HOLD_INTERRUPTS();
+  PublishIntern(r, def.id, n, dsm_segment_handle(segment));
+  RequestAnswer answer = AwaitAnswer(r, true, kInternWaitMs);
+  RESUME_INTERRUPTS();
+  if (answer.state != kRequestDone) {
+    dsm_detach(segment);
+    CHECK_FOR_INTERRUPTS();
+    if (answer.sqlerrcode == ERRCODE_UNDEFINED_OBJECT) ReportUnknownCounter(def.name);
+    if (answer.sqlerrcode == ERRCODE_QUERY_CANCELED)
+      ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                      errmsg("canceling statement due to user request")));
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("no flusher gave ids to %d new keys of counter \"%s\"", n, def.name),
+                    errdetail("A new text key is given its id by the flusher of the database, "
+                              "and none took the request within %d seconds; nothing was "
+                              "counted.",
+                              kInternWaitMs / 1000)));
+  }
+  for (int i = 0; i < n; i++) {
+    Assert(items[i].id > 0);
+    ids[want[i]] = items[i].id;
+  }
+  dsm_detach(segment);
+}
+
+// A text with no id yet, at index `index` of a call's keys.
+struct MissingKey {
+  const char* key;
+  int len;
+  int index;
+};
+
+int CompareMissing(const void* a, const void* b) {
+  auto* x = static_cast<const MissingKey*>(a);
+  auto* y = static_cast<const MissingKey*>(b);
+  if (x->len != y->len) return x->len < y->len ? -1 : 1;
+  return memcmp(x->key, y->key, x->len);
+}
+
+}  // namespace
+
+int64 TextKeyId(const CounterDef& def, const char* key, int len, bool create) {
+  int64 id;
+  TextKeyIds(def, &key, &len, 1, create, &id);
+  return id;
+}
+
+void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens, int n,
+                bool create, int64* ids) {
+  Assert(def.text_keys);
+  ValidateCache();
+  MissingKey* missing = nullptr;
+  int nmissing = 0;
+  for (int i = 0; i < n; i++) {
+    Assert(lens[i] <= kMaxTextKey);
+    uint64 hash = HashOf(def.id, keys[i], lens[i]);
+    ids[i] = cache.Find(def.id, hash, keys[i], uint32(lens[i]));
+    if (ids[i] != kUnwrittenKey) continue;
+    ids[i] = StoredId(def.id, keys[i], lens[i]);
+    if (ids[i] != kUnwrittenKey) {
+      Remember(def.id, hash, keys[i], lens[i], ids[i]);
+      continue;
+    }
+    if (!create) continue;
+    if (missing == nullptr) missing = static_cast<MissingKey*>(palloc(sizeof(MissingKey) * n));
+    missing[nmissing++] = MissingKey{keys[i], lens[i], i};
+  }
+  if (nmissing == 0) return;
+  // A text listed twice is asked for once: sorted, each run of one text is one request item.
+  qsort(missing, nmissing, sizeof(MissingKey), CompareMissing);
+  auto* want = static_cast<int*>(palloc(sizeof(int) * nmissing));
+  int distinct = 0;
+  for (int m = 0; m < nmissing; m++)
+    if (m == 0 || CompareMissing(&missing[m - 1], &missing[m]) != 0)
+      want[distinct++] = missing[m].index;
+  Intern(def, keys, lens, want, distinct, ids);
+  // The catalog epoch may have moved while this waited: the cache is checked again.
+  ValidateCache();
+  for (int w = 0; w < distinct; w++) {
+    int i = want[w];
+    Remember(def.id, HashOf(def.id, keys[i], lens[i]), keys[i], lens[i], ids[i]);
+  }
+  for (int m = 1; m < nmissing; m++)
+    if (CompareMissing(&missing[m - 1], &missing[m]) == 0)
+      ids[missing[m].index] = ids[missing[m - 1].index];
+}
+
+}  // namespace sc

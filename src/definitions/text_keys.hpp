@@ -1,0 +1,34 @@
+// text_keys.hpp: the keys of a counter keyed by text (sc_create(..., key_type => 'text')).
+//
+// Each distinct text of such a counter has an id in slotted_counter.keys, and the id is its key
+// everywhere below the SQL functions: in the buffer, totals, deltas and requests, so that the
+// counting engine, its protocols and its cost stay those of bigint keys, and two texts never
+// share a value (no hash stands for a text). An id is given by the flusher, the only writer of
+// the table (workers/write_through.hpp: an intern request), and committed before any value uses
+// it: a write that rolls back never leaves a value without its text, and none of its callers
+// waits on another's insert. A backend caches the ids it has seen (core/key_cache.hpp); an id
+// never changes while its counter exists.
+#pragma once
+
+#include "definitions/catalog.hpp"
+#include "pg.hpp"
+
+namespace sc {
+
+// The longest key, in bytes: one that a btree entry of slotted_counter.keys always holds.
+constexpr int kMaxTextKey = 2048;
+
+// The id no text has: the key a read of a text never written uses (ids start at 1).
+constexpr int64 kUnwrittenKey = 0;
+
+// The id of the text at `key` (at most kMaxTextKey bytes, checked by the caller) for def, a
+// counter keyed by text: the cached or stored one; if there is none, a new one when `create`,
+// else kUnwrittenKey.
+int64 TextKeyId(const CounterDef& def, const char* key, int len, bool create);
+
+// The ids of n texts at once (keys[i], lens[i]), as TextKeyId, with one request to the flusher
+// for all the new ones.
+void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens, int n,
+                bool create, int64* ids);
+
+}  // namespace sc

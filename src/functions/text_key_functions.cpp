@@ -1,0 +1,164 @@
+// text_key_functions.cpp: the forms of the SQL functions that take keys as text (sc_incr(counter,
+// key text, ...), sc_incr_batch_text, sc_sum_keys_text, ... and slotted_counter.top_ids for
+// sc_top_text). Each finds the id of its key (definitions/text_keys.hpp) on a counter keyed by
+// text, or reads the text as a bigint on one keyed by bigint, and calls the bigint form's
+// implementation with it, marked as such a call (counter_ref.hpp: text_key_call).
+//
+// No C++ object with a destructor lives in these frames: an ereport from below is safe.
+#include "definitions/text_keys.hpp"
+#include "functions/arguments.hpp"
+#include "functions/counter_ref.hpp"
+#include "functions/functions.hpp"
+#include "shared/shmem.hpp"
+
+Node sc::text_key_call = {T_Invalid};
+
+namespace sc {
+
+void ReportKeyedByText(const CounterDef& def) {
+  ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                  errmsg("counter \"%s\" is keyed by text", def.name),
+                  errhint("Give its keys as text (an untyped literal, a text or varchar value), "
+                          "and use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.")));
+}
+
+namespace {
+
+// The most arguments a function with a key takes (sc_incr_bounded's six).
+constexpr int kMaxArgs = 6;
+
+enum class KeyUse { kRead, kWrite };
+
+// The counter of a call: the checks its implementation makes first, made before a key is given an
+// id, so that a role that may not write the counter (or a standby, or a read-only transaction)
+// never adds a key to it.
+CounterDef CheckedCounter(FunctionCallInfo fcinfo, KeyUse use, const char* function) {
+  RequireShared();
+  if (use == KeyUse::kRead) return *CounterArgument(fcinfo, 0, kSelect);
+  PreventCommandDuringRecovery(function);
+  CounterDef def = *CounterArgument(fcinfo, 0, kUpdate);
+  if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
+  return def;
+}
+
+// The bytes of a text key, at most kMaxTextKey of them (22001).
+int KeyLength(const CounterDef& def, const text* key) {
+  int len = int(VARSIZE_ANY_EXHDR(key));
+  if (len > kMaxTextKey)
+    ereport(ERROR, (errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+                    errmsg("key of counter \"%s\" is too long", def.name),
+                    errdetail("A key is at most %d bytes; this one has %d.", kMaxTextKey, len)));
+  return len;
+}
+
+// The key as a bigint, for a counter keyed by bigint: as '42'::bigint reads it (22P02, 22003).
+int64 BigintKey(const text* key) {
+  return DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(text_to_cstring(key))));
+}
+
+// Calls impl with fcinfo's arguments, argument 1 replaced by `key`, marked as a text form's call.
+// A copy of fcinfo: the caller's arguments stay as the executor gave them.
+Datum CallWithKey(FunctionCallInfo fcinfo, PGFunction impl, Datum key) {
+  Assert(fcinfo->nargs <= kMaxArgs);
+  LOCAL_FCINFO(inner, kMaxArgs);
+  memcpy(inner, fcinfo, SizeForFunctionCallInfo(fcinfo->nargs));
+  if (fcinfo->nargs > 1) inner->args[1].value = key;
+  inner->context = &text_key_call;
+  Datum result = impl(inner);
+  fcinfo->isnull = inner->isnull;
+  return result;
+}
+
+// A function of one key as text, argument 1.
+Datum WithTextKey(FunctionCallInfo fcinfo, PGFunction impl, KeyUse use, const char* function) {
+  // A missing counter or key: the implementation says so (42704, 22004).
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(1)) return impl(fcinfo);
+  CounterDef def = CheckedCounter(fcinfo, use, function);
+  const text* key = PG_GETARG_TEXT_PP(1);
+  int64 id = def.text_keys ? TextKeyId(def, VARDATA_ANY(key), KeyLength(def, key),
+                                       use == KeyUse::kWrite)
+                           : BigintKey(key);
+  return CallWithKey(fcinfo, impl, Int64GetDatum(id));
+}
+
+// A function of an array of keys as text, argument 1: called with the array of their ids.
+Datum WithTextKeys(FunctionCallInfo fcinfo, PGFunction impl, KeyUse use, const char* function) {
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(1)) return impl(fcinfo);
+  CounterDef def = CheckedCounter(fcinfo, use, function);
+  ArrayType* array = PG_GETARG_ARRAYTYPE_P(1);
+  if (ARR_NDIM(array) > 1)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("keys must be a one-dimensional array")));
+  Datum* elements;
+  bool* nulls;
+  int n;
+  deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elements, &nulls, &n);
+  auto* keys = static_cast<const char**>(palloc(sizeof(char*) * (n + 1)));
+  auto* lens = static_cast<int*>(palloc(sizeof(int) * (n + 1)));
+  auto* ids = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  auto* values = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+  for (int i = 0; i < n; i++) {
+    if (nulls[i])
+      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                      errmsg("keys must not contain nulls"),
+                      errdetail("Element %d is null.", i + 1)));
+    const text* key = DatumGetTextPP(elements[i]);
+    if (def.text_keys) {
+      keys[i] = VARDATA_ANY(key);
+      lens[i] = KeyLength(def, key);
+    } else {
+      values[i] = BigintKey(key);
+    }
+  }
+  if (def.text_keys) TextKeyIds(def, keys, lens, n, use == KeyUse::kWrite, values);
+  for (int i = 0; i < n; i++) ids[i] = Int64GetDatum(values[i]);
+  ArrayType* id_array = construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE);
+  return CallWithKey(fcinfo, impl, PointerGetDatum(id_array));
+}
+
+}  // namespace
+
+}  // namespace sc
+
+using namespace sc;
+
+Datum IncrText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Incr, KeyUse::kWrite, "sc_incr()"); }
+Datum IncrAtText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, IncrAt, KeyUse::kWrite, "sc_incr()");
+}
+Datum IncrBoundedText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, IncrBounded, KeyUse::kWrite, "sc_incr_bounded()");
+}
+Datum IncrOnceText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, IncrOnce, KeyUse::kWrite, "sc_incr_once()");
+}
+Datum SetText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Set, KeyUse::kWrite, "sc_set()"); }
+Datum IncrBatchText(PG_FUNCTION_ARGS) {
+  return WithTextKeys(fcinfo, IncrBatch, KeyUse::kWrite, "sc_incr_batch_text()");
+}
+Datum SumText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Sum, KeyUse::kRead, "sc_sum()"); }
+Datum SumRangeText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, SumRange, KeyUse::kRead, "sc_sum()");
+}
+Datum SumKeysText(PG_FUNCTION_ARGS) {
+  return WithTextKeys(fcinfo, SumKeys, KeyUse::kRead, "sc_sum_keys_text()");
+}
+Datum SeriesText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, Series, KeyUse::kRead, "sc_series()");
+}
+Datum RankText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Rank, KeyUse::kRead, "sc_rank()"); }
+// sc_top of a counter of either kind, its keys as ids (sc_top_text gives them their texts).
+Datum TopIds(PG_FUNCTION_ARGS) { return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1)); }
+
+SC_ENTRY_POINT(sc_incr_text, IncrText)
+SC_ENTRY_POINT(sc_incr_at_text, IncrAtText)
+SC_ENTRY_POINT(sc_incr_bounded_text, IncrBoundedText)
+SC_ENTRY_POINT(sc_incr_once_text, IncrOnceText)
+SC_ENTRY_POINT(sc_set_text, SetText)
+SC_ENTRY_POINT(sc_incr_batch_text, IncrBatchText)
+SC_ENTRY_POINT(sc_sum_text, SumText)
+SC_ENTRY_POINT(sc_sum_range_text, SumRangeText)
+SC_ENTRY_POINT(sc_sum_keys_text, SumKeysText)
+SC_ENTRY_POINT(sc_series_text, SeriesText)
+SC_ENTRY_POINT(sc_rank_text, RankText)
+SC_ENTRY_POINT(sc_top_ids, TopIds)
