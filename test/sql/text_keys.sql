@@ -43,8 +43,10 @@ SELECT sc_create('tk_bad', 'buffered', key_type => 'int');
 SELECT sc_create('tk_bad', 'buffered', key_type => 'TEXT');
 SELECT sc_create('tk_bad', 'buffered', key_type => 'int8');
 SELECT sc_create('tk_bad', 'buffered', '1 hour', key_type => 'varchar');
-SELECT sc_create('tk_bad', 'buffered', key_type => NULL);
 \echo :LAST_ERROR_SQLSTATE
+-- a NULL key type is 22004, as a NULL durability is
+SELECT tk_try($$SELECT sc_create('tk_bad', 'buffered', key_type => NULL)$$) AS null_key_type,
+       tk_try($$SELECT sc_create('tk_bad', NULL)$$) AS null_durability;
 SELECT count(*) AS made FROM slotted_counter.counters WHERE name = 'tk_bad';
 
 -- The same text twice adds up, with an untyped literal, ::text, ::varchar and name; a
@@ -293,16 +295,16 @@ SELECT * FROM sc_top_text('board_t', 2);
 -- slotted_counter.lagged: key_text is the key as text for both kinds, key is NULL for a text
 -- counter
 SELECT sc_rollup() >= 0 AS flushed;
-SELECT counter, key, key_text, value FROM slotted_counter.lagged
+SELECT counter, key, '[' || key_text || ']' AS key_text, value FROM slotted_counter.lagged
  WHERE (counter IN ('tk_b', 'tk_t', 'board') AND key_text IN ('home', 'a', 'A', 'a ', '', 'alice', 'eve'))
     OR (counter = 'bk' AND key IN (42, -3))
- ORDER BY counter, key_text;
+ ORDER BY counter, key_text COLLATE "C";
 SELECT count(*) AS zero_rows FROM slotted_counter.lagged WHERE counter = 'board' AND key_text = 'zero' AND value <> 0;
 SELECT c, (SELECT count(*) FROM slotted_counter.lagged l WHERE l.counter = c AND l.bucket IS NULL
              AND l.value <> sc_sum(c, l.key_text)) AS lagged_not_exact,
        (SELECT count(*) FROM slotted_counter.lagged l WHERE l.counter = c AND l.key IS NOT NULL) AS with_bigint_key
   FROM (VALUES ('tk_b'), ('tk_t'), ('board'), ('board_t')) v(c);
-SELECT bucket, key_text, value FROM slotted_counter.lagged WHERE counter = 'tk_h' ORDER BY bucket, key_text;
+SELECT bucket, key_text, value FROM slotted_counter.lagged WHERE counter = 'tk_h' ORDER BY bucket, key_text COLLATE "C";
 
 -- Rollbacks. A buffered increment survives its transaction's rollback, and so does its key's
 -- mapping; a transactional one goes with it, and with a rolled back savepoint.
