@@ -83,3 +83,59 @@ EXECUTE jdbc_sum('no_such_counter', 1);
 DEALLOCATE ALL;
 DROP TABLE counter_names;
 SELECT sc_drop('hits'), sc_drop('orders');
+-- Text keys: an untyped key takes the text form on every counter (PostgreSQL prefers the string
+-- category), so one untyped statement serves both kinds of counter: a text counter takes the text
+-- as it is, a bigint counter reads it as a bigint. Never 42725.
+SELECT sc_create('paths', 'buffered', key_type => 'text'), sc_create('paths_t', key_type => 'text'),
+       sc_create('paths_h', 'buffered', '1 hour', key_type => 'text'), sc_create('ids', 'buffered');
+PREPARE text_incr AS SELECT sc_incr($1, $2, $3);
+EXECUTE text_incr('paths', '/home', '5');
+EXECUTE text_incr('paths_t', '/home', '5');
+EXECUTE text_incr('ids', '7', '5');
+EXECUTE text_incr('ids', '/home', '5');
+\echo :LAST_ERROR_SQLSTATE
+PREPARE text_incr_at AS SELECT sc_incr($1, $2, $3, $4);
+EXECUTE text_incr_at('paths_h', '/home', '2', '2026-11-20 10:15+00');
+PREPARE text_bounded AS SELECT sc_incr_bounded($1, $2, $3, $4, $5);
+EXECUTE text_bounded('paths', '/home', '1', NULL, '6');
+EXECUTE text_bounded('paths', '/home', '1', NULL, '6');
+PREPARE text_once AS SELECT sc_incr_once($1, $2, $3, $4);
+EXECUTE text_once('paths_t', '/cart', '3', 'order-1');
+EXECUTE text_once('paths_t', '/cart', '3', 'order-1');
+PREPARE text_set AS SELECT sc_set($1, $2, $3);
+EXECUTE text_set('paths', '/about', '9');
+PREPARE text_sum AS SELECT sc_sum($1, $2);
+EXECUTE text_sum('paths', '/home');
+EXECUTE text_sum('paths_t', '/cart');
+EXECUTE text_sum('ids', '7');
+EXECUTE text_sum('paths', NULL);
+\echo :LAST_ERROR_SQLSTATE
+PREPARE text_sum_range AS SELECT sc_sum($1, $2, $3, $4);
+EXECUTE text_sum_range('paths_h', '/home', '2026-11-20 10:00+00', NULL);
+PREPARE text_series AS SELECT * FROM sc_series($1, $2, $3, $4);
+EXECUTE text_series('paths_h', '/home', NULL, NULL);
+PREPARE text_rank AS SELECT sc_rank($1, $2);
+EXECUTE text_rank('paths', '/home');
+EXECUTE text_rank('ids', '7');
+PREPARE text_batch AS SELECT sc_incr_batch_text($1, $2, $3);
+EXECUTE text_batch('paths', '{/a,/b,/a}', '{1,1,1}');
+EXECUTE text_batch('ids', '{7,8}', '{1,1}');
+EXECUTE text_batch('paths', '{}', '{}');
+PREPARE text_group AS SELECT sc_sum_keys_text($1, $2);
+EXECUTE text_group('paths', '{/a,/b,/a}');
+EXECUTE text_group('ids', '{7,8}');
+EXECUTE text_group('paths', '{}');
+PREPARE text_top AS SELECT * FROM sc_top_text($1, $2);
+EXECUTE text_top('paths', '2');
+EXECUTE text_top('ids', '5');
+-- PgJDBC: setString for the key, setArray of text for a batch, setLong for a bigint key (the
+-- bigint form: 42804 on a text counter)
+PREPARE jdbc_text(varchar, varchar, int8) AS SELECT sc_incr($1, $2, $3);
+EXECUTE jdbc_text('paths', '/home', 1);
+PREPARE jdbc_text_batch(varchar, text[], int8[]) AS SELECT sc_incr_batch_text($1, $2, $3);
+EXECUTE jdbc_text_batch('paths', '{/a,/c}', '{1,1}');
+PREPARE jdbc_long_key(varchar, int8, int8) AS SELECT sc_incr($1, $2, $3);
+EXECUTE jdbc_long_key('paths', 1, 1);
+\echo :LAST_ERROR_SQLSTATE
+DEALLOCATE ALL;
+SELECT sc_drop('paths'), sc_drop('paths_t'), sc_drop('paths_h'), sc_drop('ids');
