@@ -49,7 +49,8 @@ CREATE TABLE slotted_counter_proxy.counters (
     durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
     spread     boolean     NOT NULL,
     owner      regrole     NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    key_type   text        NOT NULL DEFAULT 'bigint' CHECK (key_type IN ('bigint', 'text'))
 );
 GRANT USAGE ON SCHEMA slotted_counter_proxy TO PUBLIC;
 GRANT SELECT ON slotted_counter_proxy.nodes, slotted_counter_proxy.counters TO PUBLIC;
@@ -106,6 +107,30 @@ BEGIN
 END
 $$;
 
+-- 42804 for a counter keyed by text given to a function whose keys are bigint, as a node
+-- reports it.
+CREATE FUNCTION slotted_counter_proxy.keyed_by_text(counter text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'counter "%" is keyed by text', counter
+        USING ERRCODE = 'datatype_mismatch',
+              HINT = 'Give its keys as text (an untyped literal, a text or varchar value), and use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.';
+END
+$$;
+
+-- 0A000 for a bounded increment of a spread counter: each node would check the bound against
+-- its own share only.
+CREATE FUNCTION slotted_counter_proxy.check_bound(counter text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (slotted_counter_proxy.counter_of(counter)).spread THEN
+        RAISE EXCEPTION 'counter "%" is spread over the data nodes: a bound cannot be kept', counter
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Each node would check the bound against its own share only.';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION slotted_counter_proxy.node_count() RETURNS integer
     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT count(*)::integer FROM slotted_counter_proxy.nodes
@@ -122,11 +147,14 @@ DECLARE
     c record;
 BEGIN
     -- One look-up on the path of every write (counter_of's checks, inline).
-    SELECT name, durability, spread INTO c FROM slotted_counter_proxy.counters WHERE name = counter;
+    SELECT name, durability, spread, key_type INTO c
+      FROM slotted_counter_proxy.counters WHERE name = counter;
     IF NOT FOUND THEN
         PERFORM slotted_counter_proxy.counter_of(counter);
     ELSIF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     IF c.durability = 'transactional' THEN
         PERFORM slotted_counter_proxy.check_autocommit(c.name);
@@ -150,6 +178,8 @@ DECLARE
 BEGIN
     IF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     IF c.spread THEN
         RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
@@ -303,11 +333,12 @@ CREATE FUNCTION slotted_counter_proxy.node_rollup() RETURNS SETOF bigint AS $$
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_create(name text, durability text, bucket interval,
-                                                  retain interval)
+                                                  retain interval, key_kind text)
     RETURNS SETOF text AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT sc_create(name, durability, bucket, retain, if_not_exists => true)::text;
+    SELECT sc_create(name, durability, bucket, retain, if_not_exists => true,
+                     key_type => key_kind)::text;
 $$ LANGUAGE plproxy;
 
 -- How each node defines a counter, one row per node, as the caller sees it: a node shows a
@@ -316,10 +347,10 @@ $$ LANGUAGE plproxy;
 -- owned: the caller has the owner's privileges there.
 CREATE FUNCTION slotted_counter_proxy.node_counter(counter_name text)
     RETURNS TABLE(defined boolean, durability text, bucket interval, retain interval,
-                  owner text, owned boolean) AS $$
+                  key_type text, owner text, owned boolean) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain,
+    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain, c.key_type,
            pg_catalog.pg_get_userbyid(g.relowner)::text AS owner,
            c.name IS NOT NULL
            AND coalesce(pg_catalog.pg_has_role(g.relowner, 'USAGE'),
@@ -397,9 +428,10 @@ $$ LANGUAGE plproxy;
 --   drop:          wherever the caller sees the counter it has the owner's privileges, and either
 --                  it sees it on every node or the router's row is the caller's (a counter already
 --                  dropped from the nodes, or one it may not read, looks the same).
--- Returns the nodes' durability and owner.
+-- Returns the nodes' durability, owner and key type.
 CREATE FUNCTION slotted_counter_proxy.verified_owner(counter text, change text,
-                                                     OUT durability text, OUT owner text)
+                                                     OUT durability text, OUT owner text,
+                                                     OUT key_type text)
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n record;
@@ -410,8 +442,8 @@ BEGIN
     END IF;
     SELECT count(*) AS nodes, count(*) FILTER (WHERE d.defined) AS defined,
            count(*) FILTER (WHERE d.owned) AS owned,
-           count(DISTINCT (d.durability, d.owner)) AS kinds,
-           min(d.durability) AS durability, min(d.owner) AS owner
+           count(DISTINCT (d.durability, d.owner, d.key_type)) AS kinds,
+           min(d.durability) AS durability, min(d.owner) AS owner, min(d.key_type) AS key_type
       INTO n FROM slotted_counter_proxy.node_counter(counter) AS d;
     IF change = 'drop' THEN
         IF n.owned = n.defined AND (n.owned = n.nodes OR mine) THEN
@@ -425,6 +457,7 @@ BEGIN
         END IF;
         durability := n.durability;
         owner := n.owner;
+        key_type := n.key_type;
         RETURN;
     END IF;
     RAISE EXCEPTION 'must be owner of counter "%" on every data node', counter
@@ -434,7 +467,7 @@ END
 $$;
 
 -- Records change of counter in slotted_counter_proxy.counters once verified_owner allowed it:
--- create (the nodes' durability and owner, with spread), drop, or owner (to new_owner).
+-- create (the nodes' durability, owner and key type, with spread), drop, or owner (to new_owner).
 CREATE FUNCTION slotted_counter_proxy.record_counter(counter text, change text,
                                                      spread boolean DEFAULT NULL,
                                                      new_owner text DEFAULT NULL)
@@ -533,9 +566,12 @@ REVOKE EXECUTE ON FUNCTION sc_proxy_configure(text[]) FROM PUBLIC;
 -- ---------------------------------------------------------------------------------------------
 -- Counters
 
+-- key_type comes after spread, which came first: a call that gives spread by position keeps
+-- working. Name it: sc_create('c', key_type => 'text').
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false)
+                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
+                          key_type text DEFAULT 'bigint')
     RETURNS text
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -561,10 +597,11 @@ BEGIN
     END IF;
     -- Every node validates and creates it (an earlier attempt cut short may have created it on
     -- some); the router records it for its owner only; then every node must define it as asked.
-    PERFORM slotted_counter_proxy.node_create(name, durability, bucket, retain);
+    PERFORM slotted_counter_proxy.node_create(name, durability, bucket, retain, key_type);
     PERFORM slotted_counter_proxy.record_counter(name, 'create', spread);
-    SELECT count(DISTINCT (d.durability, d.bucket, d.retain)) AS kinds,
-           min(d.durability) AS durability, min(d.bucket) AS bucket, min(d.retain) AS retain
+    SELECT count(DISTINCT (d.durability, d.bucket, d.retain, d.key_type)) AS kinds,
+           min(d.durability) AS durability, min(d.bucket) AS bucket, min(d.retain) AS retain,
+           min(d.key_type) AS key_type
       INTO wanted FROM slotted_counter_proxy.node_counter(name) AS d;
     IF wanted.kinds > 1 THEN
         RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', name
@@ -572,7 +609,8 @@ BEGIN
                   HINT = 'It was created on a node directly; drop it there or here.';
     END IF;
     IF wanted.durability IS DISTINCT FROM coalesce(durability, 'transactional')
-       OR wanted.bucket IS DISTINCT FROM bucket OR wanted.retain IS DISTINCT FROM retain THEN
+       OR wanted.bucket IS DISTINCT FROM bucket OR wanted.retain IS DISTINCT FROM retain
+       OR wanted.key_type IS DISTINCT FROM coalesce(key_type, 'bigint') THEN
         RAISE EXCEPTION 'counter "%" already exists on the data nodes with another definition', name
             USING ERRCODE = 'duplicate_object';
     END IF;
@@ -610,11 +648,12 @@ $$;
 -- driver sends for a string and what an untyped literal resolves to; the first interval has no
 -- default, so that a call that gives none has one candidate.
 CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false)
+                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
+                          key_type text DEFAULT 'bigint')
     RETURNS text
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
-                                 if_not_exists, spread)
+                                 if_not_exists, spread, key_type)
 $$;
 CREATE FUNCTION sc_alter_retention(counter text, retain text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -665,11 +704,7 @@ CREATE FUNCTION sc_incr_bounded(counter text, key bigint, delta bigint, lower bi
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF (slotted_counter_proxy.counter_of(counter)).spread THEN
-        RAISE EXCEPTION 'counter "%" is spread over the data nodes: a bound cannot be kept', counter
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'Each node would check the bound against its own share only.';
-    END IF;
+    PERFORM slotted_counter_proxy.check_bound(counter);
     RETURN slotted_counter_proxy.node_incr_bounded(counter, key, delta, lower, upper, at);
 END
 $$;
@@ -686,12 +721,14 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION sc_incr_batch(counter text, keys bigint[], deltas bigint[]) RETURNS bigint[]
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
     result bigint[];
 BEGIN
-    PERFORM slotted_counter_proxy.counter_of(counter);
     PERFORM slotted_counter_proxy.check_elements('keys', keys);
     PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
-    IF cardinality(keys) <> cardinality(deltas) THEN
+    IF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
+    ELSIF cardinality(keys) <> cardinality(deltas) THEN
         RAISE EXCEPTION 'keys and deltas must have the same length'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('There are %s keys and %s deltas.',
@@ -723,6 +760,8 @@ DECLARE
 BEGIN
     IF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     IF c.durability = 'transactional' THEN
         PERFORM slotted_counter_proxy.check_autocommit(c.name);
@@ -789,7 +828,9 @@ DECLARE
     c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
 BEGIN
     PERFORM slotted_counter_proxy.check_elements('keys', keys);
-    IF cardinality(keys) = 0 THEN
+    IF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
+    ELSIF cardinality(keys) = 0 THEN
         RETURN 0;
     ELSIF c.spread THEN
         RETURN (SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_keys_all(counter, keys) v);
@@ -814,6 +855,8 @@ BEGIN
         RAISE EXCEPTION 'n must not be null' USING ERRCODE = 'null_value_not_allowed';
     ELSIF n < 0 THEN
         RAISE EXCEPTION 'n must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     RETURN QUERY
         SELECT t.key, sum(t.value)::bigint
