@@ -3,6 +3,11 @@
 --
 --     node = abs(hashint8(key) % number of nodes)          (PL/Proxy's modular_mapping)
 --
+-- or, for a counter keyed by text (sc_create(..., key_type => 'text')), abs(hashtext(key) % nodes),
+-- the key's bytes hashed whatever its collation. Every function with a key has a form whose key is
+-- text, as on a node; on a counter keyed by bigint it reads the text as a bigint (22P02, 22003 as
+-- a node reports them) and routes that, so an untyped key works on both kinds.
+--
 -- A counter created with spread => true sends each increment to a node picked at random and is
 -- read as the sum over every node. The API (same names and argument order as on a single server,
 -- the counter given by name) lands in the schema CREATE EXTENSION installs into; the router's
@@ -168,6 +173,43 @@ BEGIN
 END
 $$;
 
+-- write_hash for a key given as text: on a counter keyed by text its home node is that of
+-- hashtext(key), the key's bytes hashed (COLLATE "C": a collation that is not deterministic would
+-- hash equal texts alike, and send different keys' calls to one node, or one key's to two); on a
+-- counter keyed by bigint, the text read as a bigint (as a node reads it) goes where that bigint
+-- goes.
+CREATE FUNCTION slotted_counter_proxy.write_hash_text(counter text, key text,
+                                                      request_id text DEFAULT NULL)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    c record;
+    hash integer;
+BEGIN
+    SELECT name, durability, spread, key_type INTO c
+      FROM slotted_counter_proxy.counters WHERE name = counter;
+    IF NOT FOUND THEN
+        PERFORM slotted_counter_proxy.counter_of(counter);
+    ELSIF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        hash := hashtext(key COLLATE "C");
+    ELSE
+        hash := hashint8(key::bigint);                 -- 22P02, 22003 before anything is sent
+    END IF;
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF NOT c.spread THEN
+        RETURN hash;
+    ELSIF request_id IS NOT NULL THEN
+        RETURN hashtext(request_id);
+    END IF;
+    RETURN floor(random() * slotted_counter_proxy.node_count())::integer;
+END
+$$;
+
 -- The nodes a read of key asks: its home node, or every node for a spread counter.
 CREATE FUNCTION slotted_counter_proxy.read_hashes(counter text, key bigint)
     RETURNS SETOF integer
@@ -185,6 +227,30 @@ BEGIN
         RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
     ELSE
         RETURN NEXT hashint8(key);
+    END IF;
+END
+$$;
+
+-- read_hashes for a key given as text, its home node as write_hash_text picks it.
+CREATE FUNCTION slotted_counter_proxy.read_hashes_text(counter text, key text)
+    RETURNS SETOF integer
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    hash integer;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        hash := hashtext(key COLLATE "C");
+    ELSE
+        hash := hashint8(key::bigint);
+    END IF;
+    IF c.spread THEN
+        RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
+    ELSE
+        RETURN NEXT hash;
     END IF;
 END
 $$;
@@ -207,8 +273,28 @@ BEGIN
 END
 $$;
 
--- A bigint[] argument as a single server checks it: not NULL, one dimension, no NULL element.
-CREATE FUNCTION slotted_counter_proxy.check_elements(name text, elements bigint[])
+-- write_hashes for the keys of a counter keyed by text.
+CREATE FUNCTION slotted_counter_proxy.write_hashes_text(counter text, keys text[])
+    RETURNS integer[]
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    nodes integer := slotted_counter_proxy.node_count();
+BEGIN
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF c.spread THEN
+        RETURN ARRAY(SELECT floor(random() * nodes)::integer FROM unnest(keys));
+    END IF;
+    RETURN ARRAY(SELECT hashtext(k COLLATE "C")
+                   FROM unnest(keys) WITH ORDINALITY AS u(k, i) ORDER BY i);
+END
+$$;
+
+-- An array argument (bigint[] or text[]) as a single server checks it: not NULL, one dimension,
+-- no NULL element.
+CREATE FUNCTION slotted_counter_proxy.check_elements(name text, elements anyarray)
     RETURNS void
     LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -310,6 +396,85 @@ CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since tim
 $$ LANGUAGE plproxy;
 
 -- Every node's total of every key (sc_total) and per bucket (sc_total_series).
+-- The same for keys given as text: each node takes its text form (sc_incr(counter, key text, ...),
+-- sc_incr_batch_text, ...), which reads the text as a bigint on a counter keyed by bigint.
+
+CREATE FUNCTION slotted_counter_proxy.node_incr_bounded_text(counter text, key text,
+                                                             delta bigint, lower bigint,
+                                                             upper bigint, at timestamptz)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
+    SELECT sc_incr_bounded(counter, key, delta, lower, upper, at);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_incr_batch_text(counter text, hashes integer[],
+                                                           positions integer[], keys text[],
+                                                           deltas bigint[])
+    RETURNS TABLE(pos integer, value bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, positions, keys, deltas;
+    RUN ON hashes;
+    SELECT p AS pos, v AS value
+      FROM unnest(positions, sc_incr_batch_text(counter, keys, deltas)) AS r(p, v);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_set_text(counter text, key text, hashes integer[],
+                                                    vals bigint[], at timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, vals;
+    RUN ON hashes;
+    SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_text(counter text, key text)
+    RETURNS SETOF bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
+    SELECT sc_sum(counter, key);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_range_text(counter text, key text,
+                                                          since timestamptz, until timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
+    SELECT sc_sum(counter, key, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_series_text(counter text, key text,
+                                                       since timestamptz, until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint) AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
+    SELECT bucket, value FROM sc_series(counter, key, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_keys_text(counter text, hashes integer[],
+                                                         keys text[])
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, keys;
+    RUN ON hashes;
+    SELECT sc_sum_keys_text(counter, keys);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all_text(counter text, keys text[])
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_sum_keys_text(counter, keys);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_top_text(counter text, n bigint, since timestamptz,
+                                                    until timestamptz)
+    RETURNS TABLE(key text, value bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT key, value FROM sc_top_text(counter, n, since, until);
+$$ LANGUAGE plproxy;
+
 CREATE FUNCTION slotted_counter_proxy.node_total(counter text, since timestamptz,
                                                  until timestamptz)
     RETURNS SETOF bigint AS $$
@@ -865,6 +1030,177 @@ BEGIN
                                               since, until) AS t
          GROUP BY t.key
          ORDER BY 2 DESC, 1
+         LIMIT n;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Keys as text: the same functions for a key given as text, as on a node. On a counter keyed by
+-- text each goes to the node of hashtext(key) (every node, for a read of a spread counter) and
+-- calls that node's text form; on a counter keyed by bigint the text is read as a bigint and goes
+-- where the bigint form sends it. An untyped key (a literal, a driver's placeholder, NULL)
+-- resolves to these forms on every counter, as PostgreSQL prefers the string type for it; a
+-- typed integer key resolves to the bigint forms. The key has no default here, so that a call
+-- with no key has one candidate. The array forms and sc_top have names of their own, as on a
+-- node.
+
+CREATE FUNCTION sc_incr(counter text, key text, delta bigint DEFAULT 1)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
+    SELECT sc_incr(counter, key, delta);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION sc_incr(counter text, key text, delta bigint, at timestamptz)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
+    SELECT sc_incr(counter, key, delta, at);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION sc_incr_bounded(counter text, key text, delta bigint, lower bigint,
+                                upper bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM slotted_counter_proxy.check_bound(counter);
+    RETURN slotted_counter_proxy.node_incr_bounded_text(counter, key, delta, lower, upper, at);
+END
+$$;
+
+CREATE FUNCTION sc_incr_once(counter text, key text, delta bigint, request_id text,
+                             at timestamptz DEFAULT NULL)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key, request_id);
+    SELECT sc_incr_once(counter, key, delta, request_id, at);
+$$ LANGUAGE plproxy;
+
+-- As sc_incr_batch: one round per node, the new values in the batch's order.
+CREATE FUNCTION sc_incr_batch_text(counter text, keys text[], deltas bigint[]) RETURNS bigint[]
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    result bigint[];
+BEGIN
+    PERFORM slotted_counter_proxy.check_elements('keys', keys);
+    PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
+    IF c.key_type = 'bigint' THEN
+        RETURN @extschema@.sc_incr_batch(counter, keys::bigint[], deltas);
+    ELSIF cardinality(keys) <> cardinality(deltas) THEN
+        RAISE EXCEPTION 'keys and deltas must have the same length'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('There are %s keys and %s deltas.',
+                                  cardinality(keys), cardinality(deltas));
+    ELSIF cardinality(keys) = 0 THEN
+        RETURN '{}';
+    END IF;
+    keys := ARRAY(SELECT k FROM unnest(keys) AS k);      -- subscripts from 1
+    deltas := ARRAY(SELECT d FROM unnest(deltas) AS d);
+    SELECT array_agg(b.value ORDER BY b.pos) INTO result
+      FROM slotted_counter_proxy.node_incr_batch_text(
+               counter, slotted_counter_proxy.write_hashes_text(counter, keys),
+               ARRAY(SELECT generate_subscripts(keys, 1)), keys, deltas) AS b;
+    RETURN result;
+END
+$$;
+
+CREATE FUNCTION sc_set(counter text, key text, value bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    nodes integer := slotted_counter_proxy.node_count();
+    hashes integer[];
+    vals bigint[];
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'bigint' THEN
+        RETURN @extschema@.sc_set(counter, key::bigint, value, at);
+    END IF;
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF c.spread AND value IS NOT NULL THEN
+        hashes := ARRAY(SELECT generate_series(0, nodes - 1));
+        vals := ARRAY[value] || array_fill(0::bigint, ARRAY[nodes - 1]);
+    ELSE
+        hashes := ARRAY[hashtext(key COLLATE "C")];
+        vals := ARRAY[value];
+    END IF;
+    RETURN (SELECT sum(o)::bigint
+              FROM slotted_counter_proxy.node_set_text(counter, key, hashes, vals, at) AS o);
+END
+$$;
+
+CREATE FUNCTION sc_sum(counter text, key text) RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_text(counter, key) AS v
+$$;
+
+CREATE FUNCTION sc_sum(counter text, key text, since timestamptz, until timestamptz)
+    RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT sum(v)::bigint
+      FROM slotted_counter_proxy.node_sum_range_text(counter, key, since, until) AS v
+$$;
+
+CREATE FUNCTION sc_series(counter text, key text, since timestamptz, until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint)
+    LANGUAGE sql VOLATILE ROWS 24 AS $$
+    SELECT s.bucket, sum(s.value)::bigint
+      FROM slotted_counter_proxy.node_series_text(counter, key, since, until) AS s
+     GROUP BY s.bucket ORDER BY s.bucket
+$$;
+
+-- As sc_sum_keys: one round per node with its keys, every key to every node for a spread counter.
+CREATE FUNCTION sc_sum_keys_text(counter text, keys text[]) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+BEGIN
+    PERFORM slotted_counter_proxy.check_elements('keys', keys);
+    IF c.key_type = 'bigint' THEN
+        RETURN @extschema@.sc_sum_keys(counter, keys::bigint[]);
+    ELSIF cardinality(keys) = 0 THEN
+        RETURN 0;
+    ELSIF c.spread THEN
+        RETURN (SELECT sum(v)::bigint
+                  FROM slotted_counter_proxy.node_sum_keys_all_text(counter, keys) AS v);
+    END IF;
+    RETURN (SELECT sum(v)::bigint
+              FROM slotted_counter_proxy.node_sum_keys_text(
+                       counter, ARRAY(SELECT hashtext(k COLLATE "C") FROM unnest(keys) AS k),
+                       keys) AS v);
+END
+$$;
+
+-- sc_top with the keys as text, for a counter of either kind, merged as sc_top merges: a key
+-- lives on one node (every node's share of it is sent for a spread counter). Ties go to the
+-- smaller key (by number for a counter keyed by bigint, by bytes for one keyed by text) among
+-- the rows the nodes sent.
+CREATE FUNCTION sc_top_text(counter text, n bigint, since timestamptz DEFAULT NULL,
+                            until timestamptz DEFAULT NULL)
+    RETURNS TABLE(key text, value bigint)
+    LANGUAGE plpgsql VOLATILE ROWS 10 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+BEGIN
+    IF n IS NULL THEN
+        RAISE EXCEPTION 'n must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF n < 0 THEN
+        RAISE EXCEPTION 'n must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT t.key, sum(t.value)::bigint
+          FROM slotted_counter_proxy.node_top_text(counter,
+                                                   CASE WHEN c.spread THEN 9223372036854775807
+                                                        ELSE n END,
+                                                   since, until) AS t
+         GROUP BY t.key
+         ORDER BY 2 DESC, CASE WHEN c.key_type = 'bigint' THEN t.key::bigint END,
+                  t.key COLLATE "C"
          LIMIT n;
 END
 $$;
