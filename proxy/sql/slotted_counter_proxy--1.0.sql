@@ -1076,11 +1076,14 @@ CREATE FUNCTION sc_incr_once(counter text, key text, delta bigint, request_id te
     SELECT sc_incr_once(counter, key, delta, request_id, at);
 $$ LANGUAGE plproxy;
 
--- As sc_incr_batch: one round per node, the new values in the batch's order.
+-- As sc_incr_batch: one round per node, the new values in the batch's order. A key longer than a
+-- node takes (2,048 bytes: slotted_counter's kMaxTextKey) fails the batch here, as it fails it on
+-- a single server, before any node has counted its part.
 CREATE FUNCTION sc_incr_batch_text(counter text, keys text[], deltas bigint[]) RETURNS bigint[]
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    too_long integer;
     result bigint[];
 BEGIN
     PERFORM slotted_counter_proxy.check_elements('keys', keys);
@@ -1094,6 +1097,12 @@ BEGIN
                                   cardinality(keys), cardinality(deltas));
     ELSIF cardinality(keys) = 0 THEN
         RETURN '{}';
+    END IF;
+    SELECT octet_length(k) INTO too_long FROM unnest(keys) AS k WHERE octet_length(k) > 2048 LIMIT 1;
+    IF too_long IS NOT NULL THEN
+        RAISE EXCEPTION 'key of counter "%" is too long', c.name
+            USING ERRCODE = 'string_data_right_truncation',
+                  DETAIL = format('A key is at most 2048 bytes; this one has %s.', too_long);
     END IF;
     keys := ARRAY(SELECT k FROM unnest(keys) AS k);      -- subscripts from 1
     deltas := ARRAY(SELECT d FROM unnest(deltas) AS d);
