@@ -3,6 +3,11 @@
 --
 --     node = abs(hashint8(key) % number of nodes)          (PL/Proxy's modular_mapping)
 --
+-- or, for a counter keyed by text (sc_create(..., key_type => 'text')), abs(hashtext(key) % nodes),
+-- the key's bytes hashed whatever its collation. Every function with a key has a form whose key is
+-- text, as on a node; on a counter keyed by bigint it reads the text as a bigint (22P02, 22003 as
+-- a node reports them) and routes that, so an untyped key works on both kinds.
+--
 -- A counter created with spread => true sends each increment to a node picked at random and is
 -- read as the sum over every node. The API (same names and argument order as on a single server,
 -- the counter given by name) lands in the schema CREATE EXTENSION installs into; the router's
@@ -49,7 +54,8 @@ CREATE TABLE slotted_counter_proxy.counters (
     durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
     spread     boolean     NOT NULL,
     owner      regrole     NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    key_type   text        NOT NULL DEFAULT 'bigint' CHECK (key_type IN ('bigint', 'text'))
 );
 GRANT USAGE ON SCHEMA slotted_counter_proxy TO PUBLIC;
 GRANT SELECT ON slotted_counter_proxy.nodes, slotted_counter_proxy.counters TO PUBLIC;
@@ -106,6 +112,30 @@ BEGIN
 END
 $$;
 
+-- 42804 for a counter keyed by text given to a function whose keys are bigint, as a node
+-- reports it.
+CREATE FUNCTION slotted_counter_proxy.keyed_by_text(counter text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'counter "%" is keyed by text', counter
+        USING ERRCODE = 'datatype_mismatch',
+              HINT = 'Give its keys as text (an untyped literal, a text or varchar value), and use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.';
+END
+$$;
+
+-- 0A000 for a bounded increment of a spread counter: each node would check the bound against
+-- its own share only.
+CREATE FUNCTION slotted_counter_proxy.check_bound(counter text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (slotted_counter_proxy.counter_of(counter)).spread THEN
+        RAISE EXCEPTION 'counter "%" is spread over the data nodes: a bound cannot be kept', counter
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Each node would check the bound against its own share only.';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION slotted_counter_proxy.node_count() RETURNS integer
     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT count(*)::integer FROM slotted_counter_proxy.nodes
@@ -122,17 +152,57 @@ DECLARE
     c record;
 BEGIN
     -- One look-up on the path of every write (counter_of's checks, inline).
-    SELECT name, durability, spread INTO c FROM slotted_counter_proxy.counters WHERE name = counter;
+    SELECT name, durability, spread, key_type INTO c
+      FROM slotted_counter_proxy.counters WHERE name = counter;
     IF NOT FOUND THEN
         PERFORM slotted_counter_proxy.counter_of(counter);
     ELSIF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     IF c.durability = 'transactional' THEN
         PERFORM slotted_counter_proxy.check_autocommit(c.name);
     END IF;
     IF NOT c.spread THEN
         RETURN hashint8(key);
+    ELSIF request_id IS NOT NULL THEN
+        RETURN hashtext(request_id);
+    END IF;
+    RETURN floor(random() * slotted_counter_proxy.node_count())::integer;
+END
+$$;
+
+-- write_hash for a key given as text: on a counter keyed by text its home node is that of
+-- hashtext(key), the key's bytes hashed (COLLATE "C": a collation that is not deterministic would
+-- hash equal texts alike, and send different keys' calls to one node, or one key's to two); on a
+-- counter keyed by bigint, the text read as a bigint (as a node reads it) goes where that bigint
+-- goes.
+CREATE FUNCTION slotted_counter_proxy.write_hash_text(counter text, key text,
+                                                      request_id text DEFAULT NULL)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    c record;
+    hash integer;
+BEGIN
+    SELECT name, durability, spread, key_type INTO c
+      FROM slotted_counter_proxy.counters WHERE name = counter;
+    IF NOT FOUND THEN
+        PERFORM slotted_counter_proxy.counter_of(counter);
+    ELSIF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        hash := hashtext(key COLLATE "C");
+    ELSE
+        hash := hashint8(key::bigint);                 -- 22P02, 22003 before anything is sent
+    END IF;
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF NOT c.spread THEN
+        RETURN hash;
     ELSIF request_id IS NOT NULL THEN
         RETURN hashtext(request_id);
     END IF;
@@ -150,11 +220,37 @@ DECLARE
 BEGIN
     IF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     IF c.spread THEN
         RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
     ELSE
         RETURN NEXT hashint8(key);
+    END IF;
+END
+$$;
+
+-- read_hashes for a key given as text, its home node as write_hash_text picks it.
+CREATE FUNCTION slotted_counter_proxy.read_hashes_text(counter text, key text)
+    RETURNS SETOF integer
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    hash integer;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        hash := hashtext(key COLLATE "C");
+    ELSE
+        hash := hashint8(key::bigint);
+    END IF;
+    IF c.spread THEN
+        RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
+    ELSE
+        RETURN NEXT hash;
     END IF;
 END
 $$;
@@ -177,8 +273,28 @@ BEGIN
 END
 $$;
 
--- A bigint[] argument as a single server checks it: not NULL, one dimension, no NULL element.
-CREATE FUNCTION slotted_counter_proxy.check_elements(name text, elements bigint[])
+-- write_hashes for the keys of a counter keyed by text.
+CREATE FUNCTION slotted_counter_proxy.write_hashes_text(counter text, keys text[])
+    RETURNS integer[]
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    nodes integer := slotted_counter_proxy.node_count();
+BEGIN
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF c.spread THEN
+        RETURN ARRAY(SELECT floor(random() * nodes)::integer FROM unnest(keys));
+    END IF;
+    RETURN ARRAY(SELECT hashtext(k COLLATE "C")
+                   FROM unnest(keys) WITH ORDINALITY AS u(k, i) ORDER BY i);
+END
+$$;
+
+-- An array argument (bigint[] or text[]) as a single server checks it: not NULL, one dimension,
+-- no NULL element.
+CREATE FUNCTION slotted_counter_proxy.check_elements(name text, elements anyarray)
     RETURNS void
     LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -280,6 +396,85 @@ CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since tim
 $$ LANGUAGE plproxy;
 
 -- Every node's total of every key (sc_total) and per bucket (sc_total_series).
+-- The same for keys given as text: each node takes its text form (sc_incr(counter, key text, ...),
+-- sc_incr_batch_text, ...), which reads the text as a bigint on a counter keyed by bigint.
+
+CREATE FUNCTION slotted_counter_proxy.node_incr_bounded_text(counter text, key text,
+                                                             delta bigint, lower bigint,
+                                                             upper bigint, at timestamptz)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
+    SELECT sc_incr_bounded(counter, key, delta, lower, upper, at);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_incr_batch_text(counter text, hashes integer[],
+                                                           positions integer[], keys text[],
+                                                           deltas bigint[])
+    RETURNS TABLE(pos integer, value bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, positions, keys, deltas;
+    RUN ON hashes;
+    SELECT p AS pos, v AS value
+      FROM unnest(positions, sc_incr_batch_text(counter, keys, deltas)) AS r(p, v);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_set_text(counter text, key text, hashes integer[],
+                                                    vals bigint[], at timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, vals;
+    RUN ON hashes;
+    SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_text(counter text, key text)
+    RETURNS SETOF bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
+    SELECT sc_sum(counter, key);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_range_text(counter text, key text,
+                                                          since timestamptz, until timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
+    SELECT sc_sum(counter, key, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_series_text(counter text, key text,
+                                                       since timestamptz, until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint) AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
+    SELECT bucket, value FROM sc_series(counter, key, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_keys_text(counter text, hashes integer[],
+                                                         keys text[])
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, keys;
+    RUN ON hashes;
+    SELECT sc_sum_keys_text(counter, keys);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all_text(counter text, keys text[])
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT sc_sum_keys_text(counter, keys);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_top_text(counter text, n bigint, since timestamptz,
+                                                    until timestamptz)
+    RETURNS TABLE(key text, value bigint) AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT key, value FROM sc_top_text(counter, n, since, until);
+$$ LANGUAGE plproxy;
+
 CREATE FUNCTION slotted_counter_proxy.node_total(counter text, since timestamptz,
                                                  until timestamptz)
     RETURNS SETOF bigint AS $$
@@ -303,11 +498,12 @@ CREATE FUNCTION slotted_counter_proxy.node_rollup() RETURNS SETOF bigint AS $$
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_create(name text, durability text, bucket interval,
-                                                  retain interval)
+                                                  retain interval, key_kind text)
     RETURNS SETOF text AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT sc_create(name, durability, bucket, retain, if_not_exists => true)::text;
+    SELECT sc_create(name, durability, bucket, retain, if_not_exists => true,
+                     key_type => key_kind)::text;
 $$ LANGUAGE plproxy;
 
 -- How each node defines a counter, one row per node, as the caller sees it: a node shows a
@@ -316,10 +512,10 @@ $$ LANGUAGE plproxy;
 -- owned: the caller has the owner's privileges there.
 CREATE FUNCTION slotted_counter_proxy.node_counter(counter_name text)
     RETURNS TABLE(defined boolean, durability text, bucket interval, retain interval,
-                  owner text, owned boolean) AS $$
+                  key_type text, owner text, owned boolean) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain,
+    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain, c.key_type,
            pg_catalog.pg_get_userbyid(g.relowner)::text AS owner,
            c.name IS NOT NULL
            AND coalesce(pg_catalog.pg_has_role(g.relowner, 'USAGE'),
@@ -397,9 +593,10 @@ $$ LANGUAGE plproxy;
 --   drop:          wherever the caller sees the counter it has the owner's privileges, and either
 --                  it sees it on every node or the router's row is the caller's (a counter already
 --                  dropped from the nodes, or one it may not read, looks the same).
--- Returns the nodes' durability and owner.
+-- Returns the nodes' durability, owner and key type.
 CREATE FUNCTION slotted_counter_proxy.verified_owner(counter text, change text,
-                                                     OUT durability text, OUT owner text)
+                                                     OUT durability text, OUT owner text,
+                                                     OUT key_type text)
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n record;
@@ -410,8 +607,8 @@ BEGIN
     END IF;
     SELECT count(*) AS nodes, count(*) FILTER (WHERE d.defined) AS defined,
            count(*) FILTER (WHERE d.owned) AS owned,
-           count(DISTINCT (d.durability, d.owner)) AS kinds,
-           min(d.durability) AS durability, min(d.owner) AS owner
+           count(DISTINCT (d.durability, d.owner, d.key_type)) AS kinds,
+           min(d.durability) AS durability, min(d.owner) AS owner, min(d.key_type) AS key_type
       INTO n FROM slotted_counter_proxy.node_counter(counter) AS d;
     IF change = 'drop' THEN
         IF n.owned = n.defined AND (n.owned = n.nodes OR mine) THEN
@@ -425,6 +622,7 @@ BEGIN
         END IF;
         durability := n.durability;
         owner := n.owner;
+        key_type := n.key_type;
         RETURN;
     END IF;
     RAISE EXCEPTION 'must be owner of counter "%" on every data node', counter
@@ -434,7 +632,7 @@ END
 $$;
 
 -- Records change of counter in slotted_counter_proxy.counters once verified_owner allowed it:
--- create (the nodes' durability and owner, with spread), drop, or owner (to new_owner).
+-- create (the nodes' durability, owner and key type, with spread), drop, or owner (to new_owner).
 CREATE FUNCTION slotted_counter_proxy.record_counter(counter text, change text,
                                                      spread boolean DEFAULT NULL,
                                                      new_owner text DEFAULT NULL)
@@ -533,9 +731,12 @@ REVOKE EXECUTE ON FUNCTION sc_proxy_configure(text[]) FROM PUBLIC;
 -- ---------------------------------------------------------------------------------------------
 -- Counters
 
+-- key_type comes after spread, which came first: a call that gives spread by position keeps
+-- working. Name it: sc_create('c', key_type => 'text').
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false)
+                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
+                          key_type text DEFAULT 'bigint')
     RETURNS text
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -561,10 +762,11 @@ BEGIN
     END IF;
     -- Every node validates and creates it (an earlier attempt cut short may have created it on
     -- some); the router records it for its owner only; then every node must define it as asked.
-    PERFORM slotted_counter_proxy.node_create(name, durability, bucket, retain);
+    PERFORM slotted_counter_proxy.node_create(name, durability, bucket, retain, key_type);
     PERFORM slotted_counter_proxy.record_counter(name, 'create', spread);
-    SELECT count(DISTINCT (d.durability, d.bucket, d.retain)) AS kinds,
-           min(d.durability) AS durability, min(d.bucket) AS bucket, min(d.retain) AS retain
+    SELECT count(DISTINCT (d.durability, d.bucket, d.retain, d.key_type)) AS kinds,
+           min(d.durability) AS durability, min(d.bucket) AS bucket, min(d.retain) AS retain,
+           min(d.key_type) AS key_type
       INTO wanted FROM slotted_counter_proxy.node_counter(name) AS d;
     IF wanted.kinds > 1 THEN
         RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', name
@@ -572,7 +774,8 @@ BEGIN
                   HINT = 'It was created on a node directly; drop it there or here.';
     END IF;
     IF wanted.durability IS DISTINCT FROM coalesce(durability, 'transactional')
-       OR wanted.bucket IS DISTINCT FROM bucket OR wanted.retain IS DISTINCT FROM retain THEN
+       OR wanted.bucket IS DISTINCT FROM bucket OR wanted.retain IS DISTINCT FROM retain
+       OR wanted.key_type IS DISTINCT FROM coalesce(key_type, 'bigint') THEN
         RAISE EXCEPTION 'counter "%" already exists on the data nodes with another definition', name
             USING ERRCODE = 'duplicate_object';
     END IF;
@@ -610,11 +813,12 @@ $$;
 -- driver sends for a string and what an untyped literal resolves to; the first interval has no
 -- default, so that a call that gives none has one candidate.
 CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false)
+                          if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
+                          key_type text DEFAULT 'bigint')
     RETURNS text
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
-                                 if_not_exists, spread)
+                                 if_not_exists, spread, key_type)
 $$;
 CREATE FUNCTION sc_alter_retention(counter text, retain text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -665,11 +869,7 @@ CREATE FUNCTION sc_incr_bounded(counter text, key bigint, delta bigint, lower bi
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF (slotted_counter_proxy.counter_of(counter)).spread THEN
-        RAISE EXCEPTION 'counter "%" is spread over the data nodes: a bound cannot be kept', counter
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'Each node would check the bound against its own share only.';
-    END IF;
+    PERFORM slotted_counter_proxy.check_bound(counter);
     RETURN slotted_counter_proxy.node_incr_bounded(counter, key, delta, lower, upper, at);
 END
 $$;
@@ -686,12 +886,14 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION sc_incr_batch(counter text, keys bigint[], deltas bigint[]) RETURNS bigint[]
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
     result bigint[];
 BEGIN
-    PERFORM slotted_counter_proxy.counter_of(counter);
     PERFORM slotted_counter_proxy.check_elements('keys', keys);
     PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
-    IF cardinality(keys) <> cardinality(deltas) THEN
+    IF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
+    ELSIF cardinality(keys) <> cardinality(deltas) THEN
         RAISE EXCEPTION 'keys and deltas must have the same length'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('There are %s keys and %s deltas.',
@@ -723,6 +925,8 @@ DECLARE
 BEGIN
     IF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     IF c.durability = 'transactional' THEN
         PERFORM slotted_counter_proxy.check_autocommit(c.name);
@@ -789,7 +993,9 @@ DECLARE
     c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
 BEGIN
     PERFORM slotted_counter_proxy.check_elements('keys', keys);
-    IF cardinality(keys) = 0 THEN
+    IF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
+    ELSIF cardinality(keys) = 0 THEN
         RETURN 0;
     ELSIF c.spread THEN
         RETURN (SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_keys_all(counter, keys) v);
@@ -814,6 +1020,8 @@ BEGIN
         RAISE EXCEPTION 'n must not be null' USING ERRCODE = 'null_value_not_allowed';
     ELSIF n < 0 THEN
         RAISE EXCEPTION 'n must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
     END IF;
     RETURN QUERY
         SELECT t.key, sum(t.value)::bigint
@@ -822,6 +1030,186 @@ BEGIN
                                               since, until) AS t
          GROUP BY t.key
          ORDER BY 2 DESC, 1
+         LIMIT n;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Keys as text: the same functions for a key given as text, as on a node. On a counter keyed by
+-- text each goes to the node of hashtext(key) (every node, for a read of a spread counter) and
+-- calls that node's text form; on a counter keyed by bigint the text is read as a bigint and goes
+-- where the bigint form sends it. An untyped key (a literal, a driver's placeholder, NULL)
+-- resolves to these forms on every counter, as PostgreSQL prefers the string type for it; a
+-- typed integer key resolves to the bigint forms. The key has no default here, so that a call
+-- with no key has one candidate. The array forms and sc_top have names of their own, as on a
+-- node.
+
+CREATE FUNCTION sc_incr(counter text, key text, delta bigint DEFAULT 1)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
+    SELECT sc_incr(counter, key, delta);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION sc_incr(counter text, key text, delta bigint, at timestamptz)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
+    SELECT sc_incr(counter, key, delta, at);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION sc_incr_bounded(counter text, key text, delta bigint, lower bigint,
+                                upper bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM slotted_counter_proxy.check_bound(counter);
+    RETURN slotted_counter_proxy.node_incr_bounded_text(counter, key, delta, lower, upper, at);
+END
+$$;
+
+CREATE FUNCTION sc_incr_once(counter text, key text, delta bigint, request_id text,
+                             at timestamptz DEFAULT NULL)
+    RETURNS bigint AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash_text(counter, key, request_id);
+    SELECT sc_incr_once(counter, key, delta, request_id, at);
+$$ LANGUAGE plproxy;
+
+-- As sc_incr_batch: one round per node, the new values in the batch's order. A key longer than a
+-- node takes (2,048 bytes: slotted_counter's kMaxTextKey) fails the batch here, as it fails it on
+-- a single server, before any node has counted its part.
+CREATE FUNCTION sc_incr_batch_text(counter text, keys text[], deltas bigint[]) RETURNS bigint[]
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    too_long integer;
+    result bigint[];
+BEGIN
+    PERFORM slotted_counter_proxy.check_elements('keys', keys);
+    PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
+    IF c.key_type = 'bigint' THEN
+        RETURN @extschema@.sc_incr_batch(counter, keys::bigint[], deltas);
+    ELSIF cardinality(keys) <> cardinality(deltas) THEN
+        RAISE EXCEPTION 'keys and deltas must have the same length'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('There are %s keys and %s deltas.',
+                                  cardinality(keys), cardinality(deltas));
+    ELSIF cardinality(keys) = 0 THEN
+        RETURN '{}';
+    END IF;
+    SELECT octet_length(k) INTO too_long FROM unnest(keys) AS k WHERE octet_length(k) > 2048 LIMIT 1;
+    IF too_long IS NOT NULL THEN
+        RAISE EXCEPTION 'key of counter "%" is too long', c.name
+            USING ERRCODE = 'string_data_right_truncation',
+                  DETAIL = format('A key is at most 2048 bytes; this one has %s.', too_long);
+    END IF;
+    keys := ARRAY(SELECT k FROM unnest(keys) AS k);      -- subscripts from 1
+    deltas := ARRAY(SELECT d FROM unnest(deltas) AS d);
+    SELECT array_agg(b.value ORDER BY b.pos) INTO result
+      FROM slotted_counter_proxy.node_incr_batch_text(
+               counter, slotted_counter_proxy.write_hashes_text(counter, keys),
+               ARRAY(SELECT generate_subscripts(keys, 1)), keys, deltas) AS b;
+    RETURN result;
+END
+$$;
+
+CREATE FUNCTION sc_set(counter text, key text, value bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    nodes integer := slotted_counter_proxy.node_count();
+    hashes integer[];
+    vals bigint[];
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'bigint' THEN
+        RETURN @extschema@.sc_set(counter, key::bigint, value, at);
+    END IF;
+    IF c.durability = 'transactional' THEN
+        PERFORM slotted_counter_proxy.check_autocommit(c.name);
+    END IF;
+    IF c.spread AND value IS NOT NULL THEN
+        hashes := ARRAY(SELECT generate_series(0, nodes - 1));
+        vals := ARRAY[value] || array_fill(0::bigint, ARRAY[nodes - 1]);
+    ELSE
+        hashes := ARRAY[hashtext(key COLLATE "C")];
+        vals := ARRAY[value];
+    END IF;
+    RETURN (SELECT sum(o)::bigint
+              FROM slotted_counter_proxy.node_set_text(counter, key, hashes, vals, at) AS o);
+END
+$$;
+
+CREATE FUNCTION sc_sum(counter text, key text) RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_text(counter, key) AS v
+$$;
+
+CREATE FUNCTION sc_sum(counter text, key text, since timestamptz, until timestamptz)
+    RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT sum(v)::bigint
+      FROM slotted_counter_proxy.node_sum_range_text(counter, key, since, until) AS v
+$$;
+
+CREATE FUNCTION sc_series(counter text, key text, since timestamptz, until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint)
+    LANGUAGE sql VOLATILE ROWS 24 AS $$
+    SELECT s.bucket, sum(s.value)::bigint
+      FROM slotted_counter_proxy.node_series_text(counter, key, since, until) AS s
+     GROUP BY s.bucket ORDER BY s.bucket
+$$;
+
+-- As sc_sum_keys: one round per node with its keys, every key to every node for a spread counter.
+CREATE FUNCTION sc_sum_keys_text(counter text, keys text[]) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+BEGIN
+    PERFORM slotted_counter_proxy.check_elements('keys', keys);
+    IF c.key_type = 'bigint' THEN
+        RETURN @extschema@.sc_sum_keys(counter, keys::bigint[]);
+    ELSIF cardinality(keys) = 0 THEN
+        RETURN 0;
+    ELSIF c.spread THEN
+        RETURN (SELECT sum(v)::bigint
+                  FROM slotted_counter_proxy.node_sum_keys_all_text(counter, keys) AS v);
+    END IF;
+    RETURN (SELECT sum(v)::bigint
+              FROM slotted_counter_proxy.node_sum_keys_text(
+                       counter, ARRAY(SELECT hashtext(k COLLATE "C") FROM unnest(keys) AS k),
+                       keys) AS v);
+END
+$$;
+
+-- sc_top with the keys as text, for a counter of either kind, merged as sc_top merges: a key
+-- lives on one node (every node's share of it is sent for a spread counter). Ties go to the
+-- smaller key (by number for a counter keyed by bigint, by bytes for one keyed by text) among
+-- the rows the nodes sent.
+CREATE FUNCTION sc_top_text(counter text, n bigint, since timestamptz DEFAULT NULL,
+                            until timestamptz DEFAULT NULL)
+    RETURNS TABLE(key text, value bigint)
+    LANGUAGE plpgsql VOLATILE ROWS 10 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+BEGIN
+    IF n IS NULL THEN
+        RAISE EXCEPTION 'n must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF n < 0 THEN
+        RAISE EXCEPTION 'n must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT t.key, sum(t.value)::bigint
+          FROM slotted_counter_proxy.node_top_text(counter,
+                                                   CASE WHEN c.spread THEN 9223372036854775807
+                                                        ELSE n END,
+                                                   since, until) AS t
+         GROUP BY t.key
+         ORDER BY 2 DESC, CASE WHEN c.key_type = 'bigint' THEN t.key::bigint END,
+                  t.key COLLATE "C"
          LIMIT n;
 END
 $$;

@@ -315,7 +315,8 @@ extern "C" Datum sc_proxy_check_user_mapping(PG_FUNCTION_ARGS) {
 }
 
 // slotted_counter_proxy.record_counter(counter text, change text, spread boolean, new_owner
-// text): records in the router's catalog that counter was created (with spread), is dropped, or
+// text): records in the router's catalog that counter was created (with spread, and the key type
+// the nodes define), is dropped, or
 // goes to new_owner. First, as the caller, slotted_counter_proxy.verified_owner asks the data
 // nodes whether the caller owns it there (42501 otherwise); then the row is written as the
 // catalog's owner.
@@ -343,28 +344,30 @@ extern "C" Datum sc_proxy_record_counter(PG_FUNCTION_ARGS) {
   // As the caller: PL/Proxy connects to the data nodes as the current role.
   Oid verify_types[2] = {TEXTOID, TEXTOID};
   Datum verify_args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
-  if (SPI_execute_with_args("SELECT durability, owner "
+  if (SPI_execute_with_args("SELECT durability, owner, key_type "
                             "FROM slotted_counter_proxy.verified_owner($1, $2)",
                             2, verify_types, verify_args, nullptr, false, 0) != SPI_OK_SELECT ||
       SPI_processed != 1)
     elog(ERROR, "slotted_counter_proxy.verified_owner returned no row");
   char* durability = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
   char* node_owner = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+  char* key_type = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 
   Oid user;
   int security_context;
   GetUserIdAndSecContext(&user, &security_context);
   SetUserIdAndSecContext(catalog_owner, security_context | SECURITY_LOCAL_USERID_CHANGE |
                                             SECURITY_RESTRICTED_OPERATION);
-  Oid types[4] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID};
-  Datum args[4] = {PG_GETARG_DATUM(0), (Datum)0, (Datum)0, (Datum)0};
+  Oid types[5] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID};
+  Datum args[5] = {PG_GETARG_DATUM(0), (Datum)0, (Datum)0, (Datum)0, (Datum)0};
   const char* sql;
   if (create) {
-    sql = "INSERT INTO slotted_counter_proxy.counters (name, durability, spread, owner) "
-          "VALUES ($1, $2, $3, $4::regrole) ON CONFLICT (name) DO NOTHING";
+    sql = "INSERT INTO slotted_counter_proxy.counters (name, durability, spread, owner, key_type) "
+          "VALUES ($1, $2, $3, $4::regrole, $5) ON CONFLICT (name) DO NOTHING";
     args[1] = CStringGetTextDatum(durability);
     args[2] = PG_GETARG_DATUM(2);
     args[3] = CStringGetTextDatum(node_owner);
+    args[4] = CStringGetTextDatum(key_type);
   } else if (owner) {
     // The owner the nodes name: the caller's new_owner only confirms it.
     if (strcmp(new_owner, node_owner) != 0)
@@ -376,7 +379,7 @@ extern "C" Datum sc_proxy_record_counter(PG_FUNCTION_ARGS) {
   } else {
     sql = "DELETE FROM slotted_counter_proxy.counters WHERE name = $1";
   }
-  int nargs = create ? 4 : owner ? 2 : 1;
+  int nargs = create ? 5 : owner ? 2 : 1;
   if (SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0) < 0)
     elog(ERROR, "writing slotted_counter_proxy.counters failed");
   uint64 written = SPI_processed;

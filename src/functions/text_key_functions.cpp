@@ -31,13 +31,14 @@ enum class KeyUse { kRead, kWrite };
 
 // The counter of a call: the checks its implementation makes first, made before a key is given an
 // id, so that a role that may not write the counter (or a standby, or a read-only transaction)
-// never adds a key to it.
-CounterDef CheckedCounter(FunctionCallInfo fcinfo, KeyUse use, const char* function) {
+// never adds a key to it. The definition is the cached one: copy it before anything that could
+// look up another.
+const CounterDef* CheckedCounter(FunctionCallInfo fcinfo, KeyUse use, const char* function) {
   RequireShared();
-  if (use == KeyUse::kRead) return *CounterArgument(fcinfo, 0, kSelect);
-  PreventCommandDuringRecovery(function);
-  CounterDef def = *CounterArgument(fcinfo, 0, kUpdate);
-  if (def.durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
+  if (use == KeyUse::kRead) return CounterArgument(fcinfo, 0, kSelect);
+  if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery(function);
+  const CounterDef* def = CounterArgument(fcinfo, 0, kUpdate);
+  if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
   return def;
 }
 
@@ -52,8 +53,15 @@ int KeyLength(const CounterDef& def, const text* key) {
 }
 
 // The key as a bigint, for a counter keyed by bigint: as '42'::bigint reads it (22P02, 22003).
+// A key that fits is read from a copy on the stack (an untyped placeholder's usual path).
 int64 BigintKey(const text* key) {
-  return DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(text_to_cstring(key))));
+  char digits[32];
+  int len = int(VARSIZE_ANY_EXHDR(key));
+  if (len >= int(sizeof(digits)))
+    return DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(text_to_cstring(key))));
+  memcpy(digits, VARDATA_ANY(key), len);
+  digits[len] = '\0';
+  return pg_strtoint64(digits);
 }
 
 // Calls impl with fcinfo's arguments, argument 1 replaced by `key`, marked as a text form's call.
@@ -73,18 +81,18 @@ Datum CallWithKey(FunctionCallInfo fcinfo, PGFunction impl, Datum key) {
 Datum WithTextKey(FunctionCallInfo fcinfo, PGFunction impl, KeyUse use, const char* function) {
   // A missing counter or key: the implementation says so (42704, 22004).
   if (PG_ARGISNULL(0) || PG_ARGISNULL(1)) return impl(fcinfo);
-  CounterDef def = CheckedCounter(fcinfo, use, function);
+  const CounterDef* cached = CheckedCounter(fcinfo, use, function);
   const text* key = PG_GETARG_TEXT_PP(1);
-  int64 id = def.text_keys ? TextKeyId(def, VARDATA_ANY(key), KeyLength(def, key),
-                                       use == KeyUse::kWrite)
-                           : BigintKey(key);
+  if (!cached->text_keys) return CallWithKey(fcinfo, impl, Int64GetDatum(BigintKey(key)));
+  CounterDef def = *cached;
+  int64 id = TextKeyId(def, VARDATA_ANY(key), KeyLength(def, key), use == KeyUse::kWrite);
   return CallWithKey(fcinfo, impl, Int64GetDatum(id));
 }
 
 // A function of an array of keys as text, argument 1: called with the array of their ids.
 Datum WithTextKeys(FunctionCallInfo fcinfo, PGFunction impl, KeyUse use, const char* function) {
   if (PG_ARGISNULL(0) || PG_ARGISNULL(1)) return impl(fcinfo);
-  CounterDef def = CheckedCounter(fcinfo, use, function);
+  CounterDef def = *CheckedCounter(fcinfo, use, function);
   ArrayType* array = PG_GETARG_ARRAYTYPE_P(1);
   if (ARR_NDIM(array) > 1)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -44,14 +44,14 @@ WORKLOADS=(
     "bucketed (hourly) sc_incr, one key|count(sc_incr('h', 0, 1))|harness: abs()"
     "buffered sc_incr, one key of a counter whose keys expire (retain)|count(sc_incr('r', 0, 1))|harness: abs()"
     "buffered sc_incr, one text key|count(sc_incr('x', '/home', 1))|harness: abs()"
-    "harness: length(), '/p/' || g % 1000|count(length('/p/' || g % 1000))|"
-    "buffered sc_incr, 1000 text keys|count(sc_incr('x', '/p/' || g % 1000, 1))|harness: length(), '/p/' || g % 1000"
+    "harness: length(), concat('/p/', g % 1000)|count(length(concat('/p/', g % 1000)))|"
+    "buffered sc_incr, 1000 text keys|count(sc_incr('x', concat('/p/', g % 1000), 1))|harness: length(), concat('/p/', g % 1000)"
     "buffered sc_incr, one bigint key given as text|count(sc_incr('b', '0', 1))|harness: abs()"
     "buffered sc_incr_bounded, one key, bound not reached|count(sc_incr_bounded('b', 0, 1, 0, 1000000000000))|harness: abs()"
     "transactional sc_incr_bounded, one key, bound not reached|count(sc_incr_bounded('t', 0, 1, 0, 1000000000000))|harness: abs()"
 )
 psql_ -c "SELECT count(sc_incr(c, g, 0)) FROM unnest(ARRAY['b', 't', 'h', 'r']) c, generate_series(0, 999) g" \
-      -c "SELECT cardinality(sc_incr_batch_text('x', ARRAY(SELECT '/p/' || g FROM generate_series(0, 999) g) || '/home', array_fill(0::bigint, ARRAY[1001])))" >/dev/null
+      -c "SELECT cardinality(sc_incr_batch_text('x', ARRAY(SELECT '/p/' || g FROM generate_series(0, 999) g) || '/home'::text, array_fill(0::bigint, ARRAY[1001])))" >/dev/null
 declare -A PER_ROW=()
 printf '| workload | instructions per row | beyond the harness |\n|---|---:|---:|\n'
 for w in "${WORKLOADS[@]}"; do

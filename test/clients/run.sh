@@ -9,7 +9,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 # Debian's python3-psycopg serves the system interpreter, which need not be the first on PATH.
 python=/usr/bin/python3
 jdbc_jar=/usr/share/java/postgresql.jar

@@ -288,13 +288,15 @@ SELECT string_agg(p.proname, ', ')
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE l.lanname = 'plproxy'
    AND p.prosrc !~ 'CLUSTER slotted_counter_proxy\.cluster\(\);'
-   AND NOT (p.prosrc ~ 'RUN ON slotted_counter_proxy\.(write_hash|read_hashes)\('
+   AND NOT (p.prosrc ~ 'RUN ON slotted_counter_proxy\.(write_hash|read_hashes)(_text)?\('
             AND p.prosrc ~ 'CLUSTER ''slotted_counter_proxy'';')}),
 	'', 'every PL/Proxy function takes its cluster from cluster() or a RUN ON function that checks');
 is( $router->safe_psql('postgres', q{
 SELECT count(*) FROM pg_proc
- WHERE oid IN ('slotted_counter_proxy.write_hash'::regproc, 'slotted_counter_proxy.read_hashes'::regproc)
+ WHERE oid IN ('slotted_counter_proxy.write_hash'::regproc, 'slotted_counter_proxy.read_hashes'::regproc,
+               'slotted_counter_proxy.write_hash_text'::regproc,
+               'slotted_counter_proxy.read_hashes_text'::regproc)
    AND prosrc ~ 'cluster text := slotted_counter_proxy\.cluster\(\);'}),
-	'2', '... and write_hash and read_hashes call it first');
+	'4', '... and write_hash, read_hashes and their text forms call it first');
 
 done_testing();

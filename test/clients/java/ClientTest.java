@@ -44,6 +44,13 @@ public class ClientTest {
         Null(int sqlType) { this.sqlType = sqlType; }
     }
 
+    /** A value bound with setObject, as code that passes parameters as Object[] binds them. */
+    static final class AsObject {
+        final Object value;
+        AsObject(Object value) { this.value = value; }
+        @Override public String toString() { return "setObject(" + value + ")"; }
+    }
+
     static String url() {
         String host = System.getenv().getOrDefault("PGHOST", "127.0.0.1");
         String port = System.getenv().getOrDefault("PGPORT", "5432");
@@ -65,6 +72,7 @@ public class ClientTest {
             else if (p instanceof Integer) ps.setInt(at, (Integer) p);
             else if (p instanceof Null) ps.setNull(at, ((Null) p).sqlType);
             else if (p instanceof Array) ps.setArray(at, (Array) p);
+            else if (p instanceof AsObject) ps.setObject(at, ((AsObject) p).value);
             else ps.setObject(at, p);
         }
         return ps;
@@ -139,6 +147,10 @@ public class ClientTest {
         Long[] boxed = new Long[values.length];
         for (int i = 0; i < values.length; i++) boxed[i] = values[i];
         return c.createArrayOf("bigint", boxed);
+    }
+
+    static Array texts(Connection c, String... values) throws SQLException {
+        return c.createArrayOf("text", values);
     }
 
     static OffsetDateTime at(int hour, int minute) {
@@ -341,6 +353,140 @@ public class ClientTest {
         }
     }
 
+    // ---- counters keyed by text (README "Keys as text"): setString and setObject with a String
+    // send varchar, which takes the text form of a function; setLong and setInt send integers,
+    // which take the bigint form; createArrayOf("text", ...) sends text[].
+
+    static final String URL = "/blog/hot-counters?utm_source=news&page=2";
+
+    /** Seed 002: page views by URL on a buffered counter keyed by text. */
+    static void viewsByUrl() throws Exception {
+        try (Connection c = connect()) {
+            eq(oneString(c, "SELECT sc_create(?, ?, key_type => ?)", "views_by_url", "buffered", "text"), "views_by_url",
+                    "sc_create with key_type => 'text'");
+            eq(oneString(c, "SELECT key_type FROM slotted_counter.counters WHERE name = ?", "views_by_url"), "text",
+                    "counters.key_type");
+            for (long n = 1; n <= 7; n++) {
+                eq(oneLong(c, "SELECT sc_incr(?, ?)", "views_by_url", URL), n, "view " + n + " of the URL (setString)");
+            }
+            eq(oneLong(c, "SELECT sc_incr(?, ?)", "views_by_url", new AsObject(URL)), 8L, "view 8 of the URL (setObject)");
+            eq(oneLong(c, "SELECT sc_incr(?, ?, ?)", "views_by_url", URL, 9L), 17L, "adding 9");
+            for (long n = 1; n <= 3; n++) {
+                eq(oneLong(c, "SELECT sc_incr(?, ?)", "views_by_url", new AsObject("/about")), n, "view " + n + " of /about");
+            }
+            for (int i = 0; i < 7; i++) {
+                eq(oneLong(c, "SELECT sc_sum(?, ?)", "views_by_url", URL), 17L, "sc_sum of the URL");
+                eq(oneLong(c, "SELECT sc_sum(?, ?)", new AsObject("views_by_url"), new AsObject(URL)), 17L,
+                        "sc_sum of the URL (setObject)");
+            }
+            eq(oneLong(c, "SELECT sc_sum(?, ?)", "views_by_url", "/never-seen"), 0L, "a URL never counted");
+            eq(pairs(c, "SELECT * FROM sc_top_text(?, ?)", "views_by_url", 10L), List.of(URL + "=17", "/about=3"),
+                    "sc_top_text: key and value, largest first");
+            try (PreparedStatement ps = prepare(c, "SELECT key, value FROM sc_top_text(?, ?)", "views_by_url", 1L);
+                 ResultSet rs = query(ps)) {
+                eq(rs.getMetaData().getColumnTypeName(1), "text", "sc_top_text's key column type");
+                eq(rs.getString("key"), URL, "sc_top_text's key read with getString");
+            }
+            // sc_rank: the others as of the last flush
+            oneLong(c, "SELECT sc_rollup()");
+            eq(oneLong(c, "SELECT sc_rank(?, ?)", "views_by_url", URL), 1L, "rank of the URL");
+            eq(oneLong(c, "SELECT sc_rank(?, ?)", "views_by_url", "/about"), 2L, "rank of /about");
+            eq(oneLong(c, "SELECT sc_rank(?, ?)", "views_by_url", "/never-seen"), 3L, "rank of a URL never counted");
+        }
+    }
+
+    /** Seed 004: copies sold by title on a transactional counter keyed by text. */
+    static void salesByTitle() throws Exception {
+        try (Connection c = connect(); Connection other = connect()) {
+            eq(oneString(c, "SELECT sc_create(?, key_type => ?)", "sales_by_title", "text"), "sales_by_title",
+                    "sc_create, transactional by default");
+            c.setAutoCommit(false);
+            eq(oneLong(c, "SELECT sc_incr(?, ?, ?)", "sales_by_title", "Moby Dick", 2L), 2L, "two copies in the open sale");
+            eq(oneLong(other, "SELECT sc_sum(?, ?)", "sales_by_title", "Moby Dick"), 0L,
+                    "another session's sum before the sale commits");
+            c.commit();
+            eq(oneLong(other, "SELECT sc_sum(?, ?)", "sales_by_title", "Moby Dick"), 2L, "another session's sum after the commit");
+            for (long n = 3; n <= 9; n++) {
+                eq(oneLong(c, "SELECT sc_incr(?, ?)", "sales_by_title", "Moby Dick"), n, "sale " + n);
+                c.commit();
+            }
+            eq(oneLong(c, "SELECT sc_incr(?, ?)", "sales_by_title", "Moby Dick"), 10L, "a sale that will roll back");
+            eq(oneLong(c, "SELECT sc_incr(?, ?, ?)", "sales_by_title", "Ulysses", 5L), 5L,
+                    "the first sale of a new title, rolled back");
+            c.rollback();
+            c.setAutoCommit(true);
+            eq(oneLong(c, "SELECT sc_sum(?, ?)", "sales_by_title", "Moby Dick"), 9L, "sum after the rollback");
+            eq(oneLong(c, "SELECT sc_sum(?, ?)", "sales_by_title", "Ulysses"), 0L, "the rolled back title");
+            eq(pairs(c, "SELECT key AS title, value AS copies FROM sc_top_text(?, ?)", "sales_by_title", 5L),
+                    List.of("Moby Dick=9"), "sc_top_text: the rolled back title is not ranked");
+        }
+    }
+
+    /** Keys compare by their bytes; the array forms take a text array; a key has at most 2048 bytes. */
+    static void textKeysExact() throws Exception {
+        String[] keys = {"/search?q=naïve ☕", "/search?q=naive", "/home", "/home "};
+        try (Connection c = connect()) {
+            oneString(c, "SELECT sc_create(?, ?, key_type => ?)", "url_hits", "buffered", "text");
+            eq(oneArray(c, "SELECT sc_incr_batch_text(?, ?, ?)", "url_hits", texts(c, keys), bigints(c, 1, 2, 3, 4)),
+                    List.of(1L, 2L, 3L, 4L), "sc_incr_batch_text: four keys, each its own value");
+            eq(oneArray(c, "SELECT sc_incr_batch_text(?, ?, ?)", "url_hits", texts(c, keys[0], keys[1], keys[0]),
+                    bigints(c, 10, 10, 10)), List.of(11L, 12L, 21L), "a batch with a key twice");
+            long[] expected = {21, 12, 3, 4};
+            for (int i = 0; i < keys.length; i++) {
+                eq(oneLong(c, "SELECT sc_sum(?, ?)", "url_hits", keys[i]), expected[i], "sc_sum of '" + keys[i] + "'");
+            }
+            eq(oneLong(c, "SELECT sc_sum_keys_text(?, ?)", "url_hits", texts(c, keys)), 40L, "sc_sum_keys_text");
+            eq(oneLong(c, "SELECT sc_sum_keys_text(?, ?)", "url_hits", texts(c, "/home", "/home", "/home ")), 7L,
+                    "a key listed twice counts once");
+            eq(oneLong(c, "SELECT sc_sum_keys_text(?, ?)", "url_hits", texts(c)), 0L, "an empty group");
+            eq(oneArray(c, "SELECT sc_incr_batch_text(?, ?, ?)", "url_hits", texts(c), bigints(c)), List.of(), "an empty batch");
+            eq(pairs(c, "SELECT * FROM sc_top_text(?, ?)", "url_hits", 10L),
+                    List.of(keys[0] + "=21", keys[1] + "=12", keys[3] + "=4", keys[2] + "=3"),
+                    "sc_top_text returns the keys as they were given");
+
+            eq(oneLong(c, "SELECT sc_incr(?, ?)", "url_hits", "é".repeat(1024)), 1L, "a key of 2048 bytes");
+            for (String tooLong : List.of("x".repeat(2049), "é".repeat(1024) + "x")) {
+                expectSqlstate(c, "22001", "SELECT sc_incr(?, ?)", "url_hits", tooLong);
+                expectSqlstate(c, "22001", "SELECT sc_incr(?, ?)", "url_hits", new AsObject(tooLong));
+                expectSqlstate(c, "22001", "SELECT sc_incr_batch_text(?, ?, ?)", "url_hits", texts(c, "/home", tooLong),
+                        bigints(c, 1, 1));
+            }
+            eq(oneLong(c, "SELECT sc_total(?)", "url_hits"), 41L, "the keys too long counted nothing");
+            for (int i = 0; i < 7; i++) expectSqlstate(c, "22004", "SELECT sc_incr(?, ?)", "url_hits", Null.TEXT);
+        }
+    }
+
+    /**
+     * setString on a counter keyed by bigint reads the string as a number; setLong and setInt on a
+     * counter keyed by text send integers, which it refuses.
+     */
+    static void keyKinds() throws Exception {
+        try (Connection c = connect()) {
+            oneString(c, "SELECT sc_create(?, ?)", "views_by_id", "buffered");
+            oneString(c, "SELECT sc_create(?, ?, key_type => ?)", "views_by_path", "buffered", "text");
+            for (long n = 1; n <= 3; n++) eq(oneLong(c, "SELECT sc_incr(?, ?)", "views_by_id", "42"), n, "'42', view " + n);
+            eq(oneLong(c, "SELECT sc_incr(?, ?)", "views_by_id", new AsObject("42")), 4L, "setObject(\"42\")");
+            eq(oneLong(c, "SELECT sc_incr(?, ?)", "views_by_id", 42L), 5L, "setLong(42) is the same key as '42'");
+            eq(oneLong(c, "SELECT sc_sum(?, ?)", "views_by_id", "42"), 5L, "sc_sum with setString(\"42\")");
+            eq(oneLong(c, "SELECT sc_sum(?, ?)", "views_by_id", 42L), 5L, "sc_sum with setLong(42)");
+            eq(pairs(c, "SELECT * FROM sc_top_text(?, ?)", "views_by_id", 10L), List.of("42=5"),
+                    "sc_top_text of a counter keyed by bigint");
+            expectSqlstate(c, "22P02", "SELECT sc_incr(?, ?)", "views_by_id", "/home");
+
+            eq(oneLong(c, "SELECT sc_incr(?, ?)", "views_by_path", "42"), 1L, "'42' on a text counter");
+            for (int i = 0; i < 7; i++) {
+                expectSqlstate(c, "42804", "SELECT sc_incr(?, ?)", "views_by_path", 42L);
+                expectSqlstate(c, "42804", "SELECT sc_incr(?, ?)", "views_by_path", 42);
+                expectSqlstate(c, "42804", "SELECT sc_sum(?, ?)", "views_by_path", 42L);
+                expectSqlstate(c, "42804", "SELECT sc_rank(?, ?)", "views_by_path", 42L);
+                expectSqlstate(c, "42804", "SELECT sc_incr(?, ?, ?)", "views_by_path", 42L, 1L);
+                expectSqlstate(c, "42804", "SELECT * FROM sc_top(?, ?)", "views_by_path", 10L);
+                expectSqlstate(c, "42804", "SELECT sc_sum_keys(?, ?)", "views_by_path", bigints(c, 42));
+            }
+            eq(oneLong(c, "SELECT sc_sum(?, ?)", "views_by_path", "42"), 1L, "the refused calls counted nothing");
+        }
+    }
+
     // ---- 20 connections
 
     interface Work<T> { T run(Connection c) throws Exception; }
@@ -540,6 +686,10 @@ public class ClientTest {
         checks.put("retention through placeholders; sc_incr_once: a webhook delivered three times", ClientTest::retentionAndOnce);
         checks.put("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch", ClientTest::nullsAndArrays);
         checks.put("setLong for sc_top's n, setString for intervals", ClientTest::naturalTypes);
+        checks.put("keys as text: page views by URL, sc_incr, sc_sum, sc_top_text, sc_rank", ClientTest::viewsByUrl);
+        checks.put("keys as text: copies sold by title, a committed sc_incr counts, a rolled back one does not", ClientTest::salesByTitle);
+        checks.put("keys as text: multibyte and trailing space are keys of their own, text arrays, 22001 past 2048 bytes", ClientTest::textKeysExact);
+        checks.put("keys as text: setString(\"42\") on a bigint counter is key 42, setLong/setInt on a text counter is 42804", ClientTest::keyKinds);
         checks.put(WORKERS + " connections count one key of a buffered counter exactly", () -> concurrentExact("buffered"));
         checks.put(WORKERS + " connections count one key of a transactional counter exactly", () -> concurrentExact("transactional"));
         checks.put("drop and re-create under " + WORKERS + " connections with prepared statements", ClientTest::recreateUnderPrepared);

@@ -249,6 +249,134 @@ async function nullsAndArrays() {
   assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['batch', 1]), '7', 'key 1 after the batch');
 }
 
+// ---- counters keyed by text (README "Keys as text"). node-postgres sends every parameter untyped,
+// a JS number too, so every key takes the text form of a function; a JS array goes as an array
+// literal, which the _text array forms read as text[].
+
+const URL = '/blog/hot-counters?utm_source=news&page=2';
+
+// Seed 002: page views by URL on a buffered counter keyed by text.
+async function viewsByUrl() {
+  assert.equal(await one(pool, 'SELECT sc_create($1, $2, key_type => $3)', ['views_by_url', 'buffered', 'text']),
+    'views_by_url', "sc_create with key_type => 'text'");
+  assert.equal(await one(pool, 'SELECT key_type FROM slotted_counter.counters WHERE name = $1', ['views_by_url']),
+    'text', 'counters.key_type');
+  // One connection, so that its named statement runs prepared from the second call on.
+  const client = await pool.connect();
+  try {
+    for (let n = 1; n <= 7; n++) {
+      assert.equal(await one(client, { name: 'incr-url', text: 'SELECT sc_incr($1, $2)', values: ['views_by_url', URL] }),
+        String(n), `view ${n} of the URL`);
+    }
+  } finally {
+    client.release();
+  }
+  assert.equal(await one(pool, 'SELECT sc_incr($1, $2, $3)', ['views_by_url', URL, 10]), '17', 'adding 10');
+  for (let n = 1; n <= 3; n++) {
+    assert.equal(await one(pool, 'SELECT sc_incr($1, $2)', ['views_by_url', '/about']), String(n), `view ${n} of /about`);
+  }
+  for (let i = 0; i < 7; i++) {
+    assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['views_by_url', URL]), '17', 'sc_sum of the URL');
+  }
+  assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['views_by_url', '/never-seen']), '0', 'a URL never counted');
+  assert.deepEqual(await rows(pool, 'SELECT * FROM sc_top_text($1, $2)', ['views_by_url', 10]),
+    [{ key: URL, value: '17' }, { key: '/about', value: '3' }], 'sc_top_text: key and value, largest first');
+  // sc_rank: the others as of the last flush
+  await one(pool, 'SELECT sc_rollup()', []);
+  assert.equal(await one(pool, 'SELECT sc_rank($1, $2)', ['views_by_url', URL]), '1', 'rank of the URL');
+  assert.equal(await one(pool, 'SELECT sc_rank($1, $2)', ['views_by_url', '/about']), '2', 'rank of /about');
+  assert.equal(await one(pool, 'SELECT sc_rank($1, $2)', ['views_by_url', '/never-seen']), '3',
+    'rank of a URL never counted');
+}
+
+// Seed 004: copies sold by title on a transactional counter keyed by text.
+async function salesByTitle() {
+  assert.equal(await one(pool, 'SELECT sc_create($1, key_type => $2)', ['sales_by_title', 'text']), 'sales_by_title',
+    'sc_create, transactional by default');
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    assert.equal(await one(client, 'SELECT sc_incr($1, $2, $3)', ['sales_by_title', 'Moby Dick', 2]), '2',
+      'two copies in the open sale');
+    assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['sales_by_title', 'Moby Dick']), '0',
+      "another session's sum before the sale commits");
+    await client.query('COMMIT');
+    assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['sales_by_title', 'Moby Dick']), '2', 'sum after the commit');
+    for (let n = 3; n <= 9; n++) {
+      assert.equal(await one(client, 'SELECT sc_incr($1, $2)', ['sales_by_title', 'Moby Dick']), String(n), `sale ${n}`);
+    }
+    await client.query('BEGIN');
+    assert.equal(await one(client, 'SELECT sc_incr($1, $2)', ['sales_by_title', 'Moby Dick']), '10',
+      'a sale that will roll back');
+    assert.equal(await one(client, 'SELECT sc_incr($1, $2, $3)', ['sales_by_title', 'Ulysses', 5]), '5',
+      'the first sale of a new title, rolled back');
+    await client.query('ROLLBACK');
+  } finally {
+    client.release();
+  }
+  assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['sales_by_title', 'Moby Dick']), '9', 'sum after the rollback');
+  assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['sales_by_title', 'Ulysses']), '0', 'the rolled back title');
+  assert.deepEqual(await rows(pool, 'SELECT key AS title, value AS copies FROM sc_top_text($1, $2)', ['sales_by_title', 5]),
+    [{ title: 'Moby Dick', copies: '9' }], 'sc_top_text: the rolled back title is not ranked');
+}
+
+// Keys compare by their bytes; the array forms take JS arrays; a key has at most 2048 bytes.
+async function textKeysExact() {
+  const keys = ['/search?q=naïve ☕', '/search?q=naive', '/home', '/home '];
+  await pool.query('SELECT sc_create($1, $2, key_type => $3)', ['url_hits', 'buffered', 'text']);
+  assert.deepEqual(await one(pool, 'SELECT sc_incr_batch_text($1, $2, $3)', ['url_hits', keys, [1, 2, 3, 4]]),
+    ['1', '2', '3', '4'], 'sc_incr_batch_text: four keys, each its own value');
+  assert.deepEqual(await one(pool, 'SELECT sc_incr_batch_text($1, $2, $3)', ['url_hits', [keys[0], keys[1], keys[0]], [10, 10, 10]]),
+    ['11', '12', '21'], 'a batch with a key twice');
+  const expected = ['21', '12', '3', '4'];
+  for (let i = 0; i < keys.length; i++) {
+    assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['url_hits', keys[i]]), expected[i], `sc_sum of ${JSON.stringify(keys[i])}`);
+  }
+  assert.equal(await one(pool, 'SELECT sc_sum_keys_text($1, $2)', ['url_hits', keys]), '40', 'sc_sum_keys_text');
+  assert.equal(await one(pool, 'SELECT sc_sum_keys_text($1, $2)', ['url_hits', ['/home', '/home', '/home ']]), '7',
+    'a key listed twice counts once');
+  assert.equal(await one(pool, 'SELECT sc_sum_keys_text($1, $2)', ['url_hits', []]), '0', 'an empty group');
+  assert.deepEqual(await one(pool, 'SELECT sc_incr_batch_text($1, $2, $3)', ['url_hits', [], []]), [], 'an empty batch');
+  assert.deepEqual(await rows(pool, 'SELECT * FROM sc_top_text($1, $2)', ['url_hits', 10]),
+    [{ key: keys[0], value: '21' }, { key: keys[1], value: '12' }, { key: keys[3], value: '4' }, { key: keys[2], value: '3' }],
+    'sc_top_text returns the keys as they were given');
+
+  assert.equal(await one(pool, 'SELECT sc_incr($1, $2)', ['url_hits', 'é'.repeat(1024)]), '1', 'a key of 2048 bytes');
+  for (const tooLong of ['x'.repeat(2049), 'é'.repeat(1024) + 'x']) {
+    await expectSqlstate('22001', 'SELECT sc_incr($1, $2)', ['url_hits', tooLong]);
+    await expectSqlstate('22001', 'SELECT sc_incr_batch_text($1, $2, $3)', ['url_hits', ['/home', tooLong], [1, 1]]);
+  }
+  assert.equal(await one(pool, 'SELECT sc_total($1)', ['url_hits']), '41', 'the keys too long counted nothing');
+  for (let i = 0; i < 7; i++) await expectSqlstate('22004', 'SELECT sc_incr($1, $2)', ['url_hits', null]);
+}
+
+// Untyped keys on both kinds of counter: a string on a counter keyed by bigint is read as a number,
+// and a JS number on a counter keyed by text is a text key. The bigint forms refuse a text counter.
+async function keyKinds() {
+  await pool.query('SELECT sc_create($1, $2)', ['views_by_id', 'buffered']);
+  await pool.query('SELECT sc_create($1, $2, key_type => $3)', ['views_by_path', 'buffered', 'text']);
+  for (let n = 1; n <= 3; n++) {
+    assert.equal(await one(pool, 'SELECT sc_incr($1, $2)', ['views_by_id', '42']), String(n), `'42', view ${n}`);
+  }
+  assert.equal(await one(pool, 'SELECT sc_incr($1, $2)', ['views_by_id', 42]), '4', "42 is the same key as '42'");
+  assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['views_by_id', '42']), '4', "sc_sum with '42'");
+  assert.deepEqual(await rows(pool, 'SELECT * FROM sc_top($1, $2)', ['views_by_id', 10]), [{ key: '42', value: '4' }],
+    'sc_top of the counter keyed by bigint');
+  await expectSqlstate('22P02', 'SELECT sc_incr($1, $2)', ['views_by_id', '/home']);
+
+  assert.equal(await one(pool, 'SELECT sc_incr($1, $2)', ['views_by_path', 42]), '1', 'a JS number on a text counter');
+  assert.equal(await one(pool, 'SELECT sc_incr($1, $2)', ['views_by_path', '42']), '2', "is the text key '42'");
+  assert.deepEqual(await rows(pool, 'SELECT * FROM sc_top_text($1, $2)', ['views_by_path', 10]), [{ key: '42', value: '2' }],
+    'sc_top_text of the counter keyed by text');
+  for (let i = 0; i < 7; i++) {
+    await expectSqlstate('42804', 'SELECT sc_incr($1, $2::bigint)', ['views_by_path', 42]);
+    await expectSqlstate('42804', 'SELECT * FROM sc_top($1, $2)', ['views_by_path', 10]);
+    await expectSqlstate('42804', 'SELECT sc_sum_keys($1, $2)', ['views_by_path', [42]]);
+    await expectSqlstate('42804', 'SELECT sc_incr_batch($1, $2, $3)', ['views_by_path', [42], [1]]);
+  }
+  assert.equal(await one(pool, 'SELECT sc_sum($1, $2)', ['views_by_path', 42]), '2', 'the refused calls counted nothing');
+}
+
 // Runs fn(i) for i in 0..n-1 at once and returns their results in order.
 function inParallel(n, fn) {
   return Promise.all(Array.from({ length: n }, (_, i) => fn(i)));
@@ -362,6 +490,10 @@ async function main() {
     ['sc_incr_bounded: a rate limit per minute, a stock never below zero', boundedIncrements],
     ['retention through placeholders; sc_incr_once: a webhook delivered three times', retentionAndOnce],
     ['NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch', nullsAndArrays],
+    ['keys as text: page views by URL, sc_incr, sc_sum, sc_top_text, sc_rank', viewsByUrl],
+    ['keys as text: copies sold by title, a committed sc_incr counts, a rolled back one does not', salesByTitle],
+    ['keys as text: multibyte and trailing space are keys of their own, JS arrays, 22001 past 2048 bytes', textKeysExact],
+    ["keys as text: a string key on a bigint counter is its number, a JS number on a text counter a text key", keyKinds],
     [`${WORKERS} pooled connections count one key of a buffered counter exactly`, () => concurrentExact('buffered')],
     [`${WORKERS} pooled connections count one key of a transactional counter exactly`, () => concurrentExact('transactional')],
     [`drop and re-create under ${WORKERS} pooled connections with prepared statements`, recreateUnderPrepared],

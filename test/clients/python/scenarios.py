@@ -1,6 +1,6 @@
 """The checks that psycopg_test.py runs against the server directly and pgbouncer_test.py through
 pgbouncer: the README's "Using it" examples with %s placeholders, NULL keys and empty arrays,
-exact totals from 20 concurrent connections, and a counter dropped and re-created under
+its "Keys as text" examples with str keys and lists of str, exact totals from 20 concurrent connections, and a counter dropped and re-created under
 connections that have their statements prepared.
 
 Connections keep psycopg's defaults: a transaction starts with the first statement and ends with
@@ -292,6 +292,134 @@ def nulls_and_arrays(connect):
            "a buffered batch survives rollback")
 
 
+# ---- counters keyed by text (README "Keys as text"): psycopg sends a str as an untyped parameter
+# (and ClientCursor writes it as an untyped literal), so a str key takes the text form of a
+# function; an int is sent as an integer and takes the bigint form.
+
+URL = "/blog/hot-counters?utm_source=news&page=2"
+
+
+def views_by_url(connect):
+    """Seed 002: page views by URL on a buffered counter keyed by text."""
+    with connect() as conn:
+        eq(one(conn, "SELECT sc_create(%s, %s, key_type => %s)", ("views_by_url", "buffered", "text")),
+           "views_by_url", "sc_create with key_type => 'text'")
+        eq(one(conn, "SELECT key_type FROM slotted_counter.counters WHERE name = %s", ("views_by_url",)),
+           "text", "counters.key_type")
+        conn.commit()
+        for n in range(1, 8):
+            eq(one(conn, "SELECT sc_incr(%s, %s)", ("views_by_url", URL)), n, f"view {n} of the URL")
+        eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("views_by_url", URL, 10)), 17, "adding 10")
+        for n in range(1, 4):
+            eq(one(conn, "SELECT sc_incr(%s, %s)", ("views_by_url", "/about")), n, f"view {n} of /about")
+        for _ in range(7):
+            eq(one(conn, "SELECT sc_sum(%s, %s)", ("views_by_url", URL)), 17, "sc_sum of the URL")
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("views_by_url", "/never-seen")), 0,
+           "sc_sum of a URL never counted")
+        rows = conn.execute("SELECT * FROM sc_top_text(%s, %s)", ("views_by_url", 10)).fetchall()
+        eq(rows, [(URL, 17), ("/about", 3)], "sc_top_text: (key str, value int), largest first")
+        # sc_rank: the others as of the last flush
+        conn.execute("SELECT sc_rollup()")
+        eq(one(conn, "SELECT sc_rank(%s, %s)", ("views_by_url", URL)), 1, "rank of the URL")
+        eq(one(conn, "SELECT sc_rank(%s, %s)", ("views_by_url", "/about")), 2, "rank of /about")
+        eq(one(conn, "SELECT sc_rank(%s, %s)", ("views_by_url", "/never-seen")), 3,
+           "rank of a URL never counted")
+        conn.commit()
+
+
+def sales_by_title(connect):
+    """Seed 004: copies sold by title on a transactional counter keyed by text."""
+    with connect() as conn, connect() as other:
+        eq(one(conn, "SELECT sc_create(%s, key_type => %s)", ("sales_by_title", "text")),
+           "sales_by_title", "sc_create, transactional by default")
+        conn.commit()
+        eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("sales_by_title", "Moby Dick", 2)), 2,
+           "two copies in the open sale")
+        eq(one(other, "SELECT sc_sum(%s, %s)", ("sales_by_title", "Moby Dick")), 0,
+           "another session's sum before the sale commits")
+        other.commit()
+        conn.commit()
+        eq(one(other, "SELECT sc_sum(%s, %s)", ("sales_by_title", "Moby Dick")), 2,
+           "another session's sum after the commit")
+        other.commit()
+        for n in range(3, 10):
+            eq(one(conn, "SELECT sc_incr(%s, %s)", ("sales_by_title", "Moby Dick")), n, f"sale {n}")
+            conn.commit()
+        eq(one(conn, "SELECT sc_incr(%s, %s)", ("sales_by_title", "Moby Dick")), 10,
+           "a sale that will roll back")
+        eq(one(conn, "SELECT sc_incr(%s, %s, %s)", ("sales_by_title", "Ulysses", 5)), 5,
+           "the first sale of a new title, rolled back")
+        conn.rollback()
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("sales_by_title", "Moby Dick")), 9, "after the rollback")
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("sales_by_title", "Ulysses")), 0,
+           "the rolled back title")
+        rows = conn.execute("SELECT key AS title, value AS copies FROM sc_top_text(%s, %s)",
+                            ("sales_by_title", 5)).fetchall()
+        eq(rows, [("Moby Dick", 9)], "sc_top_text: the rolled back title is not ranked")
+        conn.commit()
+
+
+def text_keys_exact(connect):
+    """Keys compare by their bytes; the array forms take a list of str; a key has at most 2048
+    bytes."""
+    keys = ["/search?q=naïve ☕", "/search?q=naive", "/home", "/home "]
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s, key_type => %s)", ("url_hits", "buffered", "text"))
+        conn.commit()
+        eq(one(conn, "SELECT sc_incr_batch_text(%s, %s, %s)", ("url_hits", keys, [1, 2, 3, 4])),
+           [1, 2, 3, 4], "sc_incr_batch_text: four keys, each its own value")
+        eq(one(conn, "SELECT sc_incr_batch_text(%s, %s, %s)", ("url_hits", keys[:2] + keys[:1], [10, 10, 10])),
+           [11, 12, 21], "a batch with a key twice")
+        for key, value in zip(keys, [21, 12, 3, 4]):
+            eq(one(conn, "SELECT sc_sum(%s, %s)", ("url_hits", key)), value, f"sc_sum of {key!r}")
+        eq(one(conn, "SELECT sc_sum_keys_text(%s, %s)", ("url_hits", keys)), 40, "sc_sum_keys_text")
+        eq(one(conn, "SELECT sc_sum_keys_text(%s, %s)", ("url_hits", ["/home", "/home", "/home "])), 7,
+           "a key listed twice counts once")
+        eq(one(conn, "SELECT sc_sum_keys_text(%s, %s)", ("url_hits", [])), 0, "an empty group")
+        eq(one(conn, "SELECT sc_incr_batch_text(%s, %s, %s)", ("url_hits", [], [])), [], "an empty batch")
+        rows = conn.execute("SELECT * FROM sc_top_text(%s, %s)", ("url_hits", 10)).fetchall()
+        eq(rows, [(keys[0], 21), (keys[1], 12), (keys[3], 4), (keys[2], 3)],
+           "sc_top_text returns the keys as they were given")
+
+        eq(one(conn, "SELECT sc_incr(%s, %s)", ("url_hits", "é" * 1024)), 1, "a key of 2048 bytes")
+        conn.commit()
+        for too_long in ("x" * 2049, "é" * 1024 + "x"):
+            expect_sqlstate(conn, "22001", "SELECT sc_incr(%s, %s)", ("url_hits", too_long))
+            expect_sqlstate(conn, "22001", "SELECT sc_incr_batch_text(%s, %s, %s)",
+                            ("url_hits", ["/home", too_long], [1, 1]))
+        eq(one(conn, "SELECT sc_total(%s)", ("url_hits",)), 41, "the keys too long counted nothing")
+        for _ in range(7):
+            expect_sqlstate(conn, "22004", "SELECT sc_incr(%s, %s)", ("url_hits", None))
+
+
+def key_kinds(connect):
+    """A str key on a counter keyed by bigint is read as a number; an int key on a counter keyed
+    by text is sent as an integer and refused."""
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s)", ("views_by_id", "buffered"))
+        conn.execute("SELECT sc_create(%s, %s, key_type => %s)", ("views_by_path", "buffered", "text"))
+        conn.commit()
+        for n in range(1, 4):
+            eq(one(conn, "SELECT sc_incr(%s, %s)", ("views_by_id", "42")), n, f"'42', view {n}")
+        eq(one(conn, "SELECT sc_incr(%s, %s)", ("views_by_id", 42)), 4, "42 is the same key as '42'")
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("views_by_id", "42")), 4, "sc_sum with '42'")
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("views_by_id", 42)), 4, "sc_sum with 42")
+        eq(conn.execute("SELECT * FROM sc_top_text(%s, %s)", ("views_by_id", 10)).fetchall(),
+           [("42", 4)], "sc_top_text of a counter keyed by bigint")
+        conn.commit()
+        expect_sqlstate(conn, "22P02", "SELECT sc_incr(%s, %s)", ("views_by_id", "/home"))
+
+        eq(one(conn, "SELECT sc_incr(%s, %s)", ("views_by_path", "42")), 1, "'42' on a text counter")
+        conn.commit()
+        for _ in range(7):
+            expect_sqlstate(conn, "42804", "SELECT sc_incr(%s, %s)", ("views_by_path", 42))
+            expect_sqlstate(conn, "42804", "SELECT sc_sum(%s, %s)", ("views_by_path", 42))
+            expect_sqlstate(conn, "42804", "SELECT sc_incr(%s, %s, %s)", ("views_by_path", 2**40, 1))
+            expect_sqlstate(conn, "42804", "SELECT * FROM sc_top(%s, %s)", ("views_by_path", 10))
+            expect_sqlstate(conn, "42804", "SELECT sc_sum_keys(%s, %s)", ("views_by_path", [42]))
+        eq(one(conn, "SELECT sc_sum(%s, %s)", ("views_by_path", "42")), 1, "the refused calls counted nothing")
+
+
 def in_threads(conns, fn):
     """Runs fn(conn) in one thread per connection, started together; returns their results in
     order, or raises the first exception one of them raised."""
@@ -427,6 +555,14 @@ def run_all(stack, connect, server_prepares):
                retention_and_once, connect)
     checks.run("NULL key is 22004, unknown counter 42704, empty arrays, sc_incr_batch",
                nulls_and_arrays, connect)
+    checks.run("keys as text: page views by URL, sc_incr, sc_sum, sc_top_text, sc_rank",
+               views_by_url, connect)
+    checks.run("keys as text: copies sold by title, a committed sc_incr counts, a rolled back one does not",
+               sales_by_title, connect)
+    checks.run("keys as text: multibyte and trailing space are keys of their own, lists of str, 22001 past 2048 bytes",
+               text_keys_exact, connect)
+    checks.run("keys as text: a str key on a bigint counter is its number, an int key on a text counter is 42804",
+               key_kinds, connect)
     for durability in ("buffered", "transactional"):
         checks.run(f"{WORKERS} connections count one key of a {durability} counter exactly",
                    concurrent_exact, connect, durability)
