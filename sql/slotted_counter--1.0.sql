@@ -125,6 +125,14 @@ CREATE TABLE slotted_counter.keys (
     CONSTRAINT keys_counter_key UNIQUE (counter, key)
 );
 ALTER SEQUENCE slotted_counter.keys_id_seq OWNED BY slotted_counter.keys.id;
+-- The counters whose keys were given ids while the transaction that created them was open, with
+-- that (sub)transaction: if it aborts, the flusher's retention pass deletes the ids of the counter
+-- that never was; once it ended either way, the row goes. Written by the flusher only; not
+-- dumped (a dump holds committed counters only, and transaction ids are the cluster's own).
+CREATE TABLE slotted_counter.key_creators (
+    counter integer PRIMARY KEY,
+    creator xid8    NOT NULL
+);
 
 -- A dump carries the counters, their values and everything that goes with them.
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
@@ -147,6 +155,7 @@ ALTER TABLE slotted_counter.deltas ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.attachments ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.requests ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.key_creators ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable ON slotted_counter.counters FOR SELECT
     USING (slotted_counter.may_read(id));
 CREATE POLICY readable ON slotted_counter.totals FOR SELECT
@@ -601,6 +610,8 @@ COMMENT ON COLUMN slotted_counter.counters.key_type IS
     'bigint, or text: each text key has an id in slotted_counter.keys, which totals, deltas and requests hold';
 COMMENT ON TABLE slotted_counter.keys IS
     'the text keys of the counters keyed by text, with their ids; written by the flusher, kept until the counter is dropped';
+COMMENT ON TABLE slotted_counter.key_creators IS
+    'counters given text keys while their creating transaction was open: its abort deletes their keys';
 COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS
     'the ids of text keys';
 COMMENT ON TABLE slotted_counter.totals IS

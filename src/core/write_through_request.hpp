@@ -67,6 +67,9 @@ struct ThroughRequest {
   // Not an increment: the batch's segment holds texts of key.counter that need an id
   // (definitions/text_keys.hpp), which the flusher gives them in slotted_counter.keys.
   bool intern;
+  // An intern request for a counter its requester's transaction created: that (sub)transaction
+  // (a FullTransactionId), whose abort leaves ids of a counter that never was; else 0.
+  uint64_t creator;
 };
 static_assert(std::is_standard_layout<ThroughRequest>::value &&
                   std::is_trivially_copyable<ThroughRequest>::value,
@@ -104,7 +107,7 @@ inline void LeaveOpen(std::atomic<uint32_t>& open) noexcept {
 
 inline void Publish(ThroughRequest& r, std::atomic<uint32_t>& open, const CounterKey& k,
                     int64_t delta, int32_t nbatch, uint32_t batch, Write w = Write{},
-                    bool intern = false) noexcept {
+                    bool intern = false, uint64_t creator = 0) noexcept {
   SC_ASSERT(r.state == kRequestEmpty);
   SC_ASSERT(nbatch >= 0 && (!intern || nbatch > 0));
   r.key = k;
@@ -117,6 +120,7 @@ inline void Publish(ThroughRequest& r, std::atomic<uint32_t>& open, const Counte
   r.server_pid = 0;
   r.cancel = false;
   r.intern = intern;
+  r.creator = creator;
   r.state = kRequestPending;
   EnterOpen(open);
 }
@@ -211,11 +215,12 @@ class WriteThroughs {
   }
 
   // Publishes request i (EMPTY, the caller's): nbatch texts of counter `counter` of database db,
-  // in the segment `batch`, to be given ids. No partition is involved: an id is not a value.
-  void PublishIntern(int i, uint32_t db, int32_t counter, int32_t nbatch,
-                     uint32_t batch) noexcept {
+  // in the segment `batch`, to be given ids; creator: the transaction that created the counter,
+  // if it is the requester's (0 otherwise). No partition is involved: an id is not a value.
+  void PublishIntern(int i, uint32_t db, int32_t counter, int32_t nbatch, uint32_t batch,
+                     uint64_t creator) noexcept {
     SC_ASSERT(nbatch > 0);
-    Publish(i, CounterKey{db, counter, 0, kNoBucket}, 0, nbatch, batch, Write{}, true);
+    Publish(i, CounterKey{db, counter, 0, kNoBucket}, 0, nbatch, batch, Write{}, true, creator);
   }
 
   // The requester's look at request i while it waits: an answer is collected (the request is
@@ -368,10 +373,10 @@ class WriteThroughs {
 
  private:
   void Publish(int i, const CounterKey& k, int64_t delta, int32_t nbatch, uint32_t batch,
-               Write w, bool intern) noexcept {
+               Write w, bool intern, uint64_t creator = 0) noexcept {
     auto mutex = requests_.mutex(i);
     mutex.lock();
-    request_step::Publish(requests_.at(i), open_, k, delta, nbatch, batch, w, intern);
+    request_step::Publish(requests_.at(i), open_, k, delta, nbatch, batch, w, intern, creator);
     mutex.unlock();
   }
 

@@ -4,6 +4,8 @@
 
 #include "core/key_cache.hpp"
 #include "shared/shmem.hpp"
+#include "spi.hpp"
+#include "transactions/changes.hpp"
 #include "workers/write_through.hpp"
 
 namespace sc {
@@ -15,7 +17,7 @@ namespace {
 constexpr uint32 kFirstSlots = 1024;
 constexpr uint32 kMaxSlots = 1 << 17;
 
-// An intern request no flusher took within this long is withdrawn (54000), as a batch's is.
+// An intern request no flusher took within this long is withdrawn (53400), as a batch's is.
 constexpr int kInternWaitMs = 10000;
 
 MemoryContext cache_context = nullptr;
@@ -104,7 +106,7 @@ void Intern(const CounterDef& def, const char* const* keys, const int* lens, con
   }
   WriteThroughRequest* r = FreeRequest();
   HOLD_INTERRUPTS();
-  PublishIntern(r, def.id, n, dsm_segment_handle(segment));
+  PublishIntern(r, def.id, n, dsm_segment_handle(segment), CreatorOf(def.id));
   RequestAnswer answer = AwaitAnswer(r, true, kInternWaitMs);
   RESUME_INTERRUPTS();
   if (answer.state != kRequestDone) {
@@ -142,7 +144,25 @@ int CompareMissing(const void* a, const void* b) {
   return memcmp(x->key, y->key, x->len);
 }
 
+SPIPlanPtr plan_forget = nullptr;
+
 }  // namespace
+
+void ForgetAbortedKeys() {
+  SPIPlanPtr plan = KeptPlan(
+      &plan_forget,
+      "WITH s AS (SELECT counter, creator, pg_catalog.pg_xact_status(creator) AS status "
+      "FROM slotted_counter.key_creators), "
+      "gone AS (DELETE FROM slotted_counter.keys k USING s "
+      "WHERE s.status OPERATOR(pg_catalog.=) 'aborted' "
+      "AND k.counter OPERATOR(pg_catalog.=) s.counter) "
+      "DELETE FROM slotted_counter.key_creators c USING s "
+      "WHERE c.counter OPERATOR(pg_catalog.=) s.counter "
+      "AND s.status IS DISTINCT FROM 'in progress'",
+      0, nullptr);
+  if (SPI_execute_plan(plan, nullptr, nullptr, false, 0) != SPI_OK_DELETE)
+    elog(ERROR, "deleting the keys of counters never created failed");
+}
 
 int64 TextKeyId(const CounterDef& def, const char* key, int len, bool create) {
   int64 id;

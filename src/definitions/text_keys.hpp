@@ -31,4 +31,9 @@ int64 TextKeyId(const CounterDef& def, const char* key, int len, bool create);
 void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens, int n,
                 bool create, int64* ids);
 
+// Deletes the ids given to counters whose creating transaction aborted (their requests named it:
+// slotted_counter.key_creators), and forgets the creators that committed. In the flusher's
+// retention pass, inside its transaction, with SPI connected.
+void ForgetAbortedKeys();
+
 }  // namespace sc

@@ -201,7 +201,9 @@ Datum Create(PG_FUNCTION_ARGS) {
   bool bucketed = !PG_ARGISNULL(2);
   if (bucketed) CheckBucketWidth(PG_GETARG_INTERVAL_P(2));
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(3));
-  const char* key_type = PG_ARGISNULL(5) ? "bigint" : text_to_cstring(PG_GETARG_TEXT_PP(5));
+  if (PG_ARGISNULL(5))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key_type must not be null")));
+  const char* key_type = text_to_cstring(PG_GETARG_TEXT_PP(5));
   CheckKeyType(key_type);
   // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
   if (DatabaseAclCheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)

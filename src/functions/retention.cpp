@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "functions/retention.hpp"
+#include "definitions/text_keys.hpp"
 
 #include "functions/arguments.hpp"
 #include "functions/bucketed.hpp"
@@ -341,8 +342,10 @@ bool ExpireRetained(bool now) {
   {
     BeginPassTransaction();
     n = RetainedCounters(&ids);
-    // Request ids past the dedupe window go in the same pass.
+    // Request ids past the dedupe window go in the same pass, as do the text keys of counters
+    // whose creation rolled back.
     ForgetOldRequests();
+    ForgetAbortedKeys();
     bucketed = static_cast<bool*>(MemoryContextAllocZero(pass_context, sizeof(bool) * (n + 1)));
     for (int i = 0; i < n; i++) {
       const CounterDef* def = FindCounter(ids[i]);

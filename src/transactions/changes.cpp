@@ -27,7 +27,9 @@ void NoteChange(int32 id, Change change, int64 before, Oid relid) {
                                                                noted_space * sizeof(NotedChange)))
                 : static_cast<NotedChange*>(repalloc(noted, noted_space * sizeof(NotedChange)));
   }
-  noted[noted_count++] = NotedChange{id, change, GetCurrentTransactionNestLevel(), before, relid};
+  noted[noted_count++] =
+      NotedChange{id, change, GetCurrentTransactionNestLevel(), before, relid,
+                  U64FromFullTransactionId(GetCurrentFullTransactionIdIfAny())};
 }
 
 void NoteCounterCreated(int32 id) { NoteChange(id, Change::kCreated); }
@@ -40,6 +42,12 @@ void NoteBucketsDropped(int32 id, int64 before) { NoteChange(id, Change::kBucket
 bool DroppedInThisTransaction(int32 id) { return Any(Change::kDropped, id); }
 bool BucketsDroppedInThisTransaction(int32 id) { return Any(Change::kBucketsDropped, id); }
 bool CounterCreatedInThisTransaction(int32 id) { return Any(Change::kCreated, id); }
+
+uint64 CreatorOf(int32 id) {
+  for (int i = 0; i < noted_count; i++)
+    if (noted[i].change == Change::kCreated && noted[i].id == id) return noted[i].xid;
+  return 0;
+}
 
 bool BucketDroppedInThisTransaction(int32 id, int64 bucket) {
   for (int i = 0; i < noted_count; i++)

@@ -17,6 +17,7 @@ struct NotedChange {
   int level;     // transaction nesting level that did it
   int64 before;  // kBucketsDropped: buckets that start before it
   Oid relid;     // kRelationDropped: the table
+  uint64 xid;    // the (sub)transaction that did it (a FullTransactionId; 0 if it has none)
 };
 
 // Records a change of the current (sub)transaction. Allocates: call it where an error is allowed.
@@ -43,6 +44,9 @@ bool BucketDroppedInThisTransaction(int32 id, int64 bucket);
 bool BucketsDroppedInThisTransaction(int32 id);
 // Whether this transaction (or a subtransaction of it still alive) created counter id.
 bool CounterCreatedInThisTransaction(int32 id);
+// The (sub)transaction of this transaction that created counter id (a FullTransactionId), or 0
+// if it was not created here.
+uint64 CreatorOf(int32 id);
 
 // For the end of a (sub)transaction (xact.cpp); none of these can fail.
 int NotedCount();

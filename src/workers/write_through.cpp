@@ -43,8 +43,10 @@ void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_h
   Requests().PublishBatch(int(r - shared->requests), k, nbatch, batch, w);
 }
 
-void PublishIntern(WriteThroughRequest* r, int32 counter, int nbatch, dsm_handle batch) {
-  Requests().PublishIntern(int(r - shared->requests), MyDatabaseId, counter, nbatch, batch);
+void PublishIntern(WriteThroughRequest* r, int32 counter, int nbatch, dsm_handle batch,
+                   uint64 creator) {
+  Requests().PublishIntern(int(r - shared->requests), MyDatabaseId, counter, nbatch, batch,
+                           creator);
 }
 
 RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_ms) {
@@ -201,22 +203,28 @@ bool WriteBatchThrough(int i) {
 }
 
 SPIPlanPtr plan_intern = nullptr;
+SPIPlanPtr plan_creator = nullptr;
 
 // Gives each text its id: the one it has, or a new one. The flusher is the only writer of
 // slotted_counter.keys, so the insert races with nobody; the keys already there are found by the
 // statement's snapshot, which does not see the rows its own insert adds, so each text is
-// answered once. A counter's row is not required: its creator may still be in the transaction
-// that made it.
+// answered once, each by its unique index entry whatever the statistics say. A counter's row is
+// not required: its creator may still be in the transaction that made it (see kCreatorSql).
 const char* const kInternSql =
     "WITH k AS (SELECT t.key, t.i FROM pg_catalog.unnest($2::pg_catalog.text[]) "
     "WITH ORDINALITY AS t(key, i)), "
     "ins AS (INSERT INTO slotted_counter.keys AS x (counter, key) "
     "SELECT $1, k.key FROM k ORDER BY k.key "
     "ON CONFLICT ON CONSTRAINT keys_counter_key DO NOTHING RETURNING x.key, x.id) "
-    "SELECT k.i, COALESCE(ins.id, old.id) FROM k "
-    "LEFT JOIN ins ON ins.key OPERATOR(pg_catalog.=) k.key "
-    "LEFT JOIN slotted_counter.keys old ON old.counter OPERATOR(pg_catalog.=) $1 "
-    "AND old.key OPERATOR(pg_catalog.=) k.key";
+    "SELECT k.i, COALESCE(ins.id, (SELECT o.id FROM slotted_counter.keys o "
+    "WHERE o.counter OPERATOR(pg_catalog.=) $1 AND o.key OPERATOR(pg_catalog.=) k.key)) "
+    "FROM k LEFT JOIN ins ON ins.key OPERATOR(pg_catalog.=) k.key";
+
+// A counter that its requester's (sub)transaction created: if that aborts, the retention pass
+// deletes the ids given to the counter that never was (definitions/text_keys.hpp).
+const char* const kCreatorSql =
+    "INSERT INTO slotted_counter.key_creators (counter, creator) "
+    "VALUES ($1, $2::pg_catalog.text::pg_catalog.xid8) ON CONFLICT (counter) DO NOTHING";
 
 // Gives ids to the texts of an intern request (in its requester's segment) and puts them there;
 // false if the requester's segment is gone (it was cancelled and left). Inside the serving
@@ -249,6 +257,14 @@ bool InternTexts(int i) {
     items[place - 1].id = id;
   }
   SPI_freetuptable(SPI_tuptable);
+  if (r->creator != 0) {
+    static const Oid creator_types[2] = {INT4OID, TEXTOID};
+    Datum creator_args[2] = {Int32GetDatum(r->key.counter),
+                             CStringGetTextDatum(psprintf(UINT64_FORMAT, r->creator))};
+    if (SPI_execute_plan(KeptPlan(&plan_creator, kCreatorSql, 2, creator_types), creator_args,
+                         nullptr, false, 0) != SPI_OK_INSERT)
+      elog(ERROR, "recording the creator of a counter failed");
+  }
   dsm_detach(segment);
   return true;
 }
@@ -269,9 +285,16 @@ int ServeWriteThroughs(Oid db) {
   auto* outcome = static_cast<uint32*>(palloc(sizeof(uint32) * n));
   auto* result = static_cast<int64*>(palloc0(sizeof(int64) * n));
   auto* code = static_cast<int*>(palloc0(sizeof(int) * n));
+  // Ids alone need no wait for the WAL: a value that uses one is committed later, and its commit
+  // (or its flush's) makes the WAL up to it durable, the ids' commit included.
+  bool ids_only = true;
+  for (int j = 0; j < n; j++) ids_only = ids_only && shared->requests[mine[j]].request.intern;
   PG_TRY();
   {
     BeginWork(db);
+    if (ids_only)
+      (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
+                              GUC_ACTION_LOCAL, true, 0, false);
     static const Oid types[6] = {INT4OID, INT8OID,        TIMESTAMPTZOID,
                                  INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
     SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 6, types);

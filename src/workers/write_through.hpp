@@ -46,12 +46,14 @@ void PublishBatch(WriteThroughRequest* r, const CounterKey& k, int nbatch, dsm_h
                   Write w);
 
 // Publishes r (free, this backend's) for the nbatch texts (InternItem) of counter `counter` in
-// the segment `batch`, which need ids.
-void PublishIntern(WriteThroughRequest* r, int32 counter, int nbatch, dsm_handle batch);
+// the segment `batch`, which need ids; creator: the (sub)transaction of the requester that
+// created the counter, or 0.
+void PublishIntern(WriteThroughRequest* r, int32 counter, int nbatch, dsm_handle batch,
+                   uint64 creator);
 
 // Waits until the flusher answered r, and frees r. held: interrupts are held (a batch's second
 // phase): no error is raised, a missing flusher only warns, and a request no flusher took within
-// withdraw_after_ms (0: never) is withdrawn and answered 54000. Otherwise the wait is
+// withdraw_after_ms (0: never) is withdrawn and answered 53400. Otherwise the wait is
 // interruptible, and a cancelled requester's request is still served. Either way a request taken
 // by a flusher that is gone goes back to the next flusher.
 RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_ms);

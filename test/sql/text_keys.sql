@@ -480,6 +480,17 @@ SELECT c, sc_total(c) = (SELECT coalesce(sum(sc_sum(c, k.key)), 0) FROM slotted_
          AS top_is_keys
   FROM (VALUES ('tk_b'::slotted_counter), ('tk_t'), ('tk_h'), ('board'), ('board_t')) v(c);
 SELECT sc_drop(c) FROM (VALUES ('tk_b'), ('tk_t'), ('tk_h'), ('tk_r'), ('bk'), ('board'), ('board_t')) v(c);
+-- The same for a counter created in a subtransaction that rolled back, in a transaction that
+-- commits.
+BEGIN;
+SAVEPOINT s;
+SELECT sc_create('tk_sub', 'buffered', key_type => 'text');
+SELECT sc_incr('tk_sub', 'first');
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+-- The keys of a counter whose creation rolled back go at the flusher's retention pass, which the
+-- flush that sc_rollup() asks for runs.
+SELECT sc_rollup() >= 0 AS flushed;
 SELECT count(*) AS orphans FROM slotted_counter.keys k
  WHERE NOT EXISTS (SELECT FROM slotted_counter.counters c WHERE c.id = k.counter);
 DROP FUNCTION tk_try(text), tk_mapped(slotted_counter, text[]);

@@ -114,9 +114,10 @@ TEST_F(RequestTest, ABatchIsAnsweredForAllItsKeys) {
 }
 
 TEST_F(RequestTest, AnInternRequestIsABatchOfTextsThatNoLoaderWaitsFor) {
-  w_.PublishIntern(1, 7, 3, 5, 88);
+  w_.PublishIntern(1, 7, 3, 5, 88, 4242);
   EXPECT_EQ(State(1), sc::kRequestPending);
   EXPECT_TRUE(r(1).intern);
+  EXPECT_EQ(r(1).creator, 4242u);
   EXPECT_EQ(r(1).key.counter, 3);
   EXPECT_EQ(r(1).nbatch, 5);
   EXPECT_EQ(r(1).batch, 88u);
@@ -126,10 +127,11 @@ TEST_F(RequestTest, AnInternRequestIsABatchOfTextsThatNoLoaderWaitsFor) {
   EXPECT_EQ(LookAt(1).answer.state, sc::kRequestDone);
   w_.PublishBatch(1, CounterKey{7, 3, 0, kNoBucket}, 2, 9);
   EXPECT_FALSE(r(1).intern) << "the slot's next request is an increment again";
+  EXPECT_EQ(r(1).creator, 0u);
 }
 
 TEST_F(RequestTest, ADropFailsAPendingInternRequest) {
-  w_.PublishIntern(0, 7, 3, 1, 88);
+  w_.PublishIntern(0, 7, 3, 1, 88, 0);
   EXPECT_EQ(w_.FailPending(7, 3, kDropped), 1);
   sc::RequestAnswer answer = LookAt(0).answer;
   EXPECT_EQ(answer.state, sc::kRequestFailed);
