@@ -395,7 +395,6 @@ CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since tim
     SELECT key, value FROM sc_top(counter, n, since, until);
 $$ LANGUAGE plproxy;
 
--- Every node's total of every key (sc_total) and per bucket (sc_total_series).
 -- The same for keys given as text: each node takes its text form (sc_incr(counter, key text, ...),
 -- sc_incr_batch_text, ...), which reads the text as a bigint on a counter keyed by bigint.
 
@@ -475,6 +474,7 @@ CREATE FUNCTION slotted_counter_proxy.node_top_text(counter text, n bigint, sinc
     SELECT key, value FROM sc_top_text(counter, n, since, until);
 $$ LANGUAGE plproxy;
 
+-- Every node's total of every key (sc_total) and per bucket (sc_total_series).
 CREATE FUNCTION slotted_counter_proxy.node_total(counter text, since timestamptz,
                                                  until timestamptz)
     RETURNS SETOF bigint AS $$
