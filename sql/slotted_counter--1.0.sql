@@ -346,6 +346,12 @@ CREATE FUNCTION sc_top(counter slotted_counter, n bigint, since timestamptz DEFA
 CREATE FUNCTION sc_rank(counter slotted_counter, key bigint, since timestamptz DEFAULT NULL,
                         until timestamptz DEFAULT NULL) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_rank' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- sc_rank's count for a value given: how many keys other than `key` held a larger one as of the
+-- last flush. The router's sc_rank asks every node for it, with the value of the key's home node.
+CREATE FUNCTION slotted_counter.keys_above(counter slotted_counter, key bigint, value bigint,
+                                           since timestamptz DEFAULT NULL,
+                                           until timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_keys_above' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_total(counter slotted_counter, since timestamptz DEFAULT NULL,
                          until timestamptz DEFAULT NULL) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_total' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -395,6 +401,10 @@ CREATE FUNCTION sc_series(counter slotted_counter, key text, since timestamptz,
 CREATE FUNCTION sc_rank(counter slotted_counter, key text, since timestamptz DEFAULT NULL,
                         until timestamptz DEFAULT NULL) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_rank_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION slotted_counter.keys_above(counter slotted_counter, key text, value bigint,
+                                           since timestamptz DEFAULT NULL,
+                                           until timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_keys_above_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 -- sc_top with the keys as text, for a counter of either kind (a function's result type is fixed
 -- when a query is planned, before the counter is known, so sc_top itself stays bigint).
 CREATE FUNCTION slotted_counter.top_ids(counter slotted_counter, n bigint, since timestamptz,
@@ -550,6 +560,10 @@ COMMENT ON FUNCTION sc_top(slotted_counter, bigint, timestamptz, timestamptz) IS
     'the n keys with the largest values (over the buckets in [since, until)), largest first (SELECT)';
 COMMENT ON FUNCTION sc_rank(slotted_counter, bigint, timestamptz, timestamptz) IS
     '1 + the number of keys with a larger value: the key''s own value now, the others'' as of the last flush (SELECT)';
+COMMENT ON FUNCTION slotted_counter.keys_above(slotted_counter, bigint, bigint, timestamptz, timestamptz) IS
+    'how many keys other than key held a value larger than value as of the last flush: what the router''s sc_rank adds up over nodes (SELECT)';
+COMMENT ON FUNCTION slotted_counter.keys_above(slotted_counter, text, bigint, timestamptz, timestamptz) IS
+    'keys_above with the key as text (SELECT)';
 COMMENT ON FUNCTION sc_total(slotted_counter, timestamptz, timestamptz) IS
     'the sum over every key (and over the buckets in [since, until)), exact now (SELECT)';
 COMMENT ON FUNCTION sc_total_series(slotted_counter, timestamptz, timestamptz) IS

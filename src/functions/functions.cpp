@@ -553,6 +553,23 @@ Datum Series(PG_FUNCTION_ARGS) {
   return (Datum)0;
 }
 
+namespace sc {
+namespace {
+
+// How many keys of def other than `key` held a value larger than `value` as of the last flush.
+// An unbucketed counter whose keys do not expire has its index (shared/rank_indexes.hpp),
+// O(log keys), once its flusher built it; the tables answer meanwhile, and on a standby.
+int64 KeysAbove(const CounterDef& def, int64 key, int64 value, BucketRange range) {
+  int64 above;
+  if (!def.bucketed && !KeysExpire(def) && !RecoveryInProgress() &&
+      RankFromIndex(def, key, value, &above))
+    return above;
+  return StoredKeysAbove(def, key, value, range);
+}
+
+}  // namespace
+}  // namespace sc
+
 // 1 + the number of keys with a larger value: the key's own value in real time (this transaction's
 // increments included), the others' as of the last flush (rank.hpp).
 Datum Rank(PG_FUNCTION_ARGS) {
@@ -562,14 +579,18 @@ Datum Rank(PG_FUNCTION_ARGS) {
   CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   int64 key = PG_GETARG_INT64(1);
   BucketRange range = RangeOf(fcinfo, def, 2, 3);
-  int64 value = ValueInRange(def, key, range);
-  // An unbucketed counter whose keys do not expire has its index (shared/rank_indexes.hpp),
-  // O(log keys), once its flusher built it; the tables answer meanwhile, and on a standby.
-  int64 above;
-  if (!def.bucketed && !KeysExpire(def) && !RecoveryInProgress() &&
-      RankFromIndex(def, key, value, &above))
-    PG_RETURN_INT64(above + 1);
-  PG_RETURN_INT64(StoredKeysAbove(def, key, value, range) + 1);
+  PG_RETURN_INT64(KeysAbove(def, key, ValueInRange(def, key, range), range) + 1);
+}
+
+// sc_rank's count for a value known elsewhere: the router's sc_rank adds up each node's count of
+// keys above the value its key has on its home node.
+Datum KeysAboveValue(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", "key", "value", nullptr};
+  RequireShared();
+  RequireArguments(fcinfo, names);
+  CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
+  BucketRange range = RangeOf(fcinfo, def, 3, 4);
+  PG_RETURN_INT64(KeysAbove(def, PG_GETARG_INT64(1), PG_GETARG_INT64(2), range));
 }
 
 // The sum over every key, exact in real time (with this transaction's own increments).
@@ -640,5 +661,6 @@ SC_ENTRY_POINT(sc_sum_range, SumRange)
 SC_ENTRY_POINT(sc_series, Series)
 SC_ENTRY_POINT(sc_drop_buckets, DropBuckets)
 SC_ENTRY_POINT(sc_rank, Rank)
+SC_ENTRY_POINT(sc_keys_above, KeysAboveValue)
 SC_ENTRY_POINT(sc_total, Total)
 SC_ENTRY_POINT(sc_total_series, TotalSeries)

@@ -16,3 +16,4 @@ Datum SumKeys(PG_FUNCTION_ARGS);
 Datum Series(PG_FUNCTION_ARGS);
 Datum Top(PG_FUNCTION_ARGS);
 Datum Rank(PG_FUNCTION_ARGS);
+Datum KeysAboveValue(PG_FUNCTION_ARGS);

@@ -155,6 +155,9 @@ Datum SeriesText(PG_FUNCTION_ARGS) {
   return WithTextKey(fcinfo, Series, KeyUse::kRead, "sc_series()");
 }
 Datum RankText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Rank, KeyUse::kRead, "sc_rank()"); }
+Datum KeysAboveText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, KeysAboveValue, KeyUse::kRead, "keys_above()");
+}
 // sc_top of a counter of either kind, its keys as ids (sc_top_text gives them their texts).
 Datum TopIds(PG_FUNCTION_ARGS) { return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1)); }
 
@@ -169,4 +172,5 @@ SC_ENTRY_POINT(sc_sum_range_text, SumRangeText)
 SC_ENTRY_POINT(sc_sum_keys_text, SumKeysText)
 SC_ENTRY_POINT(sc_series_text, SeriesText)
 SC_ENTRY_POINT(sc_rank_text, RankText)
+SC_ENTRY_POINT(sc_keys_above_text, KeysAboveText)
 SC_ENTRY_POINT(sc_top_ids, TopIds)
