@@ -87,6 +87,16 @@ SELECT sc_rollup() >= 0 AS flushed;
 SELECT sc_rank('hits', 1) AS k1, sc_rank('hits', 2) AS k2,
        sc_rank('hits', 1, '2026-11-20 11:00+00', NULL) AS k1_from_11,
        sc_rank('hits', 2, NULL, '2026-11-20 11:00+00') AS k2_before_11;
+-- keys_above, sc_rank's count for a value given (the router adds it up over its nodes): sc_rank
+-- is 1 + the count above the key's own value, whole or over a range
+SELECT bool_and(sc_rank(c, k) = 1 + slotted_counter.keys_above(c, k, sc_sum(c, k))) AS same
+  FROM (VALUES ('points'::slotted_counter), ('points_t')) p(c), generate_series(1, 6) k;
+SELECT slotted_counter.keys_above('points', 99, 0) AS above_zero,
+       slotted_counter.keys_above('points', 99, -1000) AS above_minus_1000,
+       slotted_counter.keys_above('points', 99, 1000000) AS above_all;
+SELECT sc_rank('hits', 1, '2026-11-20 11:00+00', NULL) =
+       1 + slotted_counter.keys_above('hits', 1, sc_sum('hits', 1, '2026-11-20 11:00+00', NULL),
+                                      '2026-11-20 11:00+00', NULL) AS ranged_same;
 -- bad input
 SELECT sc_rank('points', NULL);
 \echo :LAST_ERROR_SQLSTATE
