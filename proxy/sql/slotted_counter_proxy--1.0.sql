@@ -136,6 +136,18 @@ BEGIN
 END
 $$;
 
+-- 0A000 for a rank of a spread counter's key: every node holds a share of every key, so no node
+-- can count the keys above a value (keys_above compares its own shares).
+CREATE FUNCTION slotted_counter_proxy.spread_not_ranked(counter text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'counter "%" is spread over the data nodes: its keys cannot be ranked', counter
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'Every node holds a share of every key, and counts only its own shares above a value.',
+              HINT = 'Count the keys above sc_sum(counter, key) in sc_top(counter, n) with n at least the number of keys: that reads every key from every node.';
+END
+$$;
+
 CREATE FUNCTION slotted_counter_proxy.node_count() RETURNS integer
     LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT count(*)::integer FROM slotted_counter_proxy.nodes
@@ -395,6 +407,15 @@ CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since tim
     SELECT key, value FROM sc_top(counter, n, since, until);
 $$ LANGUAGE plproxy;
 
+-- Every node's count of the keys other than key above value, as of its last flush (sc_rank).
+CREATE FUNCTION slotted_counter_proxy.node_keys_above(counter text, key bigint, value bigint,
+                                                      since timestamptz, until timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT slotted_counter.keys_above(counter, key, value, since, until);
+$$ LANGUAGE plproxy;
+
 -- The same for keys given as text: each node takes its text form (sc_incr(counter, key text, ...),
 -- sc_incr_batch_text, ...), which reads the text as a bigint on a counter keyed by bigint.
 
@@ -472,6 +493,14 @@ CREATE FUNCTION slotted_counter_proxy.node_top_text(counter text, n bigint, sinc
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT key, value FROM sc_top_text(counter, n, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_keys_above_text(counter text, key text, value bigint,
+                                                           since timestamptz, until timestamptz)
+    RETURNS SETOF bigint AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT slotted_counter.keys_above(counter, key, value, since, until);
 $$ LANGUAGE plproxy;
 
 -- Every node's total of every key (sc_total) and per bucket (sc_total_series).
@@ -1034,6 +1063,30 @@ BEGIN
 END
 $$;
 
+-- As on a single server: 1 + the number of other keys with a larger value, the key's own value
+-- now, the others' as of the last flush. Two rounds: the key's value from its home node (as the
+-- range form of sc_sum reads it, which is what a node's sc_rank ranks), then every node's count of
+-- its keys above that value, added up (a key lives on one node, so no key is counted twice).
+CREATE FUNCTION sc_rank(counter text, key bigint, since timestamptz DEFAULT NULL,
+                        until timestamptz DEFAULT NULL) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    own bigint;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.key_type = 'text' THEN
+        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
+    ELSIF c.spread THEN
+        PERFORM slotted_counter_proxy.spread_not_ranked(c.name);
+    END IF;
+    SELECT v INTO own FROM slotted_counter_proxy.node_sum_range(counter, key, since, until) AS v;
+    RETURN 1 + (SELECT sum(a)::bigint
+                  FROM slotted_counter_proxy.node_keys_above(counter, key, own, since, until) AS a);
+END
+$$;
+
 -- ---------------------------------------------------------------------------------------------
 -- Keys as text: the same functions for a key given as text, as on a node. On a counter keyed by
 -- text each goes to the node of hashtext(key) (every node, for a read of a spread counter) and
@@ -1211,6 +1264,28 @@ BEGIN
          ORDER BY 2 DESC, CASE WHEN c.key_type = 'bigint' THEN t.key::bigint END,
                   t.key COLLATE "C"
          LIMIT n;
+END
+$$;
+
+-- sc_rank with the key as text, in the same two rounds: the value from the key's home node, as the
+-- text form of sc_sum finds it, then every node's count of its keys above it.
+CREATE FUNCTION sc_rank(counter text, key text, since timestamptz DEFAULT NULL,
+                        until timestamptz DEFAULT NULL) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
+    own bigint;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF c.spread THEN
+        PERFORM slotted_counter_proxy.spread_not_ranked(c.name);
+    END IF;
+    SELECT v INTO own
+      FROM slotted_counter_proxy.node_sum_range_text(counter, key, since, until) AS v;
+    RETURN 1 + (SELECT sum(a)::bigint
+                  FROM slotted_counter_proxy.node_keys_above_text(counter, key, own, since, until)
+                       AS a);
 END
 $$;
 

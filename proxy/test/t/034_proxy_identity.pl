@@ -140,6 +140,7 @@ my %calls = (
 	'sc_series' => q{SELECT * FROM sc_series('views', 1, now() - interval '1 day', now())},
 	'sc_sum_keys (SPLIT)' => q{SELECT sc_sum_keys('views', '{1,2,3}')},
 	'sc_top (RUN ON ALL)' => q{SELECT * FROM sc_top('views', 10)},
+	'sc_rank (home node, then RUN ON ALL)' => q{SELECT sc_rank('views', 1)},
 	'sc_rollup (RUN ON ALL)' => q{SELECT sc_rollup()},
 	'sc_grant' => q{SELECT sc_grant('views', 'ALL', 'mallory')},
 	'sc_revoke' => q{SELECT sc_revoke('views', 'ALL', 'alice')},
@@ -153,7 +154,9 @@ my %calls = (
 	'node_incr_batch called directly' =>
 	  q{SELECT * FROM slotted_counter_proxy.node_incr_batch('views', '{0,1}', '{1,2}', '{1,2}', '{1,1}')},
 	'node_alter_owner called directly' =>
-	  q{SELECT slotted_counter_proxy.node_alter_owner('views', 'mallory')});
+	  q{SELECT slotted_counter_proxy.node_alter_owner('views', 'mallory')},
+	'node_keys_above called directly' =>
+	  q{SELECT slotted_counter_proxy.node_keys_above('views', 1, 0, NULL, NULL)});
 for my $call (sort keys %calls)
 {
 	like(outcome('mallory', $calls{$call}), $mapping_refused,

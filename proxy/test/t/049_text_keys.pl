@@ -331,6 +331,8 @@ PREPARE p13 AS SELECT sc_incr_batch_text($1, $2, $3);
 PREPARE p14 AS SELECT sc_sum_keys_text($1, $2);
 PREPARE p15 AS SELECT * FROM sc_top_text($1, $2);
 PREPARE p16 AS SELECT * FROM sc_top_text($1, $2, $3, $4);
+PREPARE p17 AS SELECT sc_rank($1, $2);
+PREPARE p18 AS SELECT sc_rank($1, $2, $3, $4);
 SELECT string_agg(name || '(' || translate(parameter_types::text, '{}"', '') || ')', ' ' ORDER BY name)
   FROM pg_prepared_statements;
 EXECUTE p01('urls', 'prepared');
@@ -346,7 +348,8 @@ EXECUTE p14('urls', '{prepared,prepared}');}),
 	  . 'p10(text,text) p11(text,text,timestamp with time zone,timestamp with time zone) '
 	  . 'p12(text,text,timestamp with time zone,timestamp with time zone) '
 	  . 'p13(text,text[],bigint[]) p14(text,text[]) p15(text,bigint) '
-	  . 'p16(text,bigint,timestamp with time zone,timestamp with time zone)'
+	  . 'p16(text,bigint,timestamp with time zone,timestamp with time zone) '
+	  . 'p17(text,text) p18(text,text,timestamp with time zone,timestamp with time zone)'
 	  . "\n1\n$views8\n2\n1\n$views8\n1",
 	'PREPARE with unknown parameters: every function resolves, to its text form, on both kinds');
 
@@ -363,7 +366,9 @@ my %keyed_by_text = (
 	'sc_series' => q{SELECT * FROM sc_series('hits', 5, now() - interval '1 day', now())},
 	'sc_incr_batch' => q{SELECT sc_incr_batch('urls', '{}', '{}')},
 	'sc_sum_keys' => q{SELECT sc_sum_keys('urls', '{1}')},
-	'sc_top' => q{SELECT * FROM sc_top('urls', 3)});
+	'sc_top' => q{SELECT * FROM sc_top('urls', 3)},
+	'sc_rank' => q{SELECT sc_rank('urls', 5)},
+	'sc_rank range' => q{SELECT sc_rank('hits', 5, NULL, NULL)});
 for my $call (sort keys %keyed_by_text)
 {
 	like(outcome($keyed_by_text{$call}), qr/^42804: counter "(urls|hits)" is keyed by text/,
@@ -408,6 +413,10 @@ my %errors = (
 	q{SELECT sc_incr('nope', 'a')} => '42704',
 	q{SELECT * FROM sc_top_text('nope', 1)} => '42704',
 	q{SELECT sc_incr_bounded('hot', 'x', 1, 0, 10)} => '0A000',
+	q{SELECT sc_rank('hot', 'x')} => '0A000',
+	q{SELECT sc_rank('urls', NULL)} => '22004',
+	q{SELECT sc_rank('urls', repeat('x', 2049))} => '22001',
+	q{SELECT sc_rank('views', 'x')} => '22P02',
 	q{SELECT sc_create('badtype', key_type => 'TEXT')} => '22023',
 	q{BEGIN; SELECT sc_incr('titles', 'x'); COMMIT;} => '25001',
 	q{BEGIN; SELECT sc_set('titles', 'x', 1); COMMIT;} => '25001',
@@ -476,6 +485,10 @@ my %calls = (
 	'sc_sum_keys_text (SPLIT)' => q{SELECT sc_sum_keys_text('alice_t', '{a,b,c}')},
 	'sc_sum_keys_text of a spread counter' => q{SELECT sc_sum_keys_text('hot', '{a,b,c}')},
 	'sc_top_text (RUN ON ALL)' => q{SELECT * FROM sc_top_text('alice_t', 10)},
+	'sc_rank' => q{SELECT sc_rank('alice_t', 'k')},
+	'sc_rank on a bigint counter' => q{SELECT sc_rank('views', '1')},
+	'node_keys_above_text called directly' =>
+	  q{SELECT slotted_counter_proxy.node_keys_above_text('alice_t', 'k', 0, NULL, NULL)},
 	'sc_create keyed by text' => q{SELECT sc_create('mallory_t', 'buffered', key_type => 'text')},
 	'node_incr_batch_text called directly' => q{
 SELECT * FROM slotted_counter_proxy.node_incr_batch_text('alice_t', '{0,1}', '{1,2}', '{a,b}', '{1,1}')},
