@@ -470,6 +470,13 @@ EXECUTE tk_long('tk_b', 1);
 EXECUTE tk_long('bk', 42);
 DEALLOCATE ALL;
 
+-- A call refused for a NULL argument gives no key an id.
+SELECT sc_set('tk_b', 'refused-null', NULL);
+SELECT sc_incr_batch_text('tk_b', ARRAY['refused-batch'], NULL);
+SELECT sc_incr_once('tk_b', 'refused-once', 1, NULL);
+SELECT count(*) AS mapped FROM slotted_counter.keys
+ WHERE key IN ('refused-null', 'refused-batch', 'refused-once');
+
 -- Every text counter holds together: its total is the sum of its mapped keys' values, which
 -- sc_top_text lists (but those that read 0), and no mapping is left of a counter that is gone
 SELECT c, sc_total(c) = (SELECT coalesce(sum(sc_sum(c, k.key)), 0) FROM slotted_counter.keys k
