@@ -187,6 +187,13 @@ bool IncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta
 
 using namespace sc;
 
+const char* const kIncrArguments[] = {"counter", "key", "delta", nullptr};
+const char* const kOnceArguments[] = {"counter", "key", "delta", "request_id", nullptr};
+const char* const kBatchArguments[] = {"counter", "keys", "deltas", nullptr};
+const char* const kValueArguments[] = {"counter", "key", "value", nullptr};
+const char* const kKeyArguments[] = {"counter", "key", nullptr};
+const char* const kKeysArguments[] = {"counter", "keys", nullptr};
+
 Datum Create(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"name", "durability", nullptr};
   RequireShared();
@@ -277,9 +284,8 @@ Datum Drop(PG_FUNCTION_ARGS) {
 // The hot path: no copy of the definition, no lookup but the one-entry cache's, no call that
 // is not needed for a buffered counter's resident key.
 Datum Incr(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", "delta", nullptr};
   if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2)))
-    RequireArguments(fcinfo, names);
+    RequireArguments(fcinfo, kIncrArguments);
   RequireShared();
   if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery("sc_incr()");
   const CounterDef* def = KeyedCounterArgument(fcinfo, 0, kUpdate);
@@ -288,8 +294,7 @@ Datum Incr(PG_FUNCTION_ARGS) {
 }
 
 Datum IncrAt(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", "delta", nullptr};
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kIncrArguments);
   CounterDef def = WritableCounter(fcinfo, "sc_incr()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   PG_RETURN_INT64(Increment(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2)));
@@ -297,8 +302,7 @@ Datum IncrAt(PG_FUNCTION_ARGS) {
 
 // A NULL bound is no bound; NULL is returned when the increment was refused (nothing counted).
 Datum IncrBounded(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", "delta", nullptr};
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kIncrArguments);
   CounterDef def = WritableCounter(fcinfo, "sc_incr_bounded()");
   Bounds bounds;
   if (!PG_ARGISNULL(3)) bounds.lower = PG_GETARG_INT64(3);
@@ -316,8 +320,7 @@ Datum IncrBounded(PG_FUNCTION_ARGS) {
 
 // Applies once per request id within slotted_counter.dedupe_window (once.hpp).
 Datum IncrOnce(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", "delta", "request_id", nullptr};
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kOnceArguments);
   CounterDef def = WritableCounter(fcinfo, "sc_incr_once()");
   int64 bucket = WriteBucket(fcinfo, def, 4);
   PG_RETURN_INT64(IncrementOnce(def, PG_GETARG_INT64(1), bucket, PG_GETARG_INT64(2),
@@ -325,8 +328,7 @@ Datum IncrOnce(PG_FUNCTION_ARGS) {
 }
 
 Datum IncrBatch(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "keys", "deltas", nullptr};
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kBatchArguments);
   CounterDef def = WritableCounter(fcinfo, "sc_incr_batch()");
   int nkeys, ndeltas;
   int64* keys = BigintElements(fcinfo, 1, "keys", &nkeys);
@@ -354,8 +356,7 @@ Datum IncrBatch(PG_FUNCTION_ARGS) {
 }
 
 Datum Set(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", "value", nullptr};
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kValueArguments);
   CounterDef def = WritableCounter(fcinfo, "sc_set()");
   int64 bucket = WriteBucket(fcinfo, def, 3);
   int64 key = PG_GETARG_INT64(1);
@@ -498,9 +499,8 @@ Datum Top(PG_FUNCTION_ARGS) {
 }
 
 Datum SumKeys(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "keys", nullptr};
   RequireShared();
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kKeysArguments);
   CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   int n;
   int64* keys = BigintElements(fcinfo, 1, "keys", &n);
@@ -520,9 +520,8 @@ Datum SumKeys(PG_FUNCTION_ARGS) {
 }
 
 Datum Sum(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
-  if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1))) RequireArguments(fcinfo, names);
+  if (unlikely(PG_ARGISNULL(0) || PG_ARGISNULL(1))) RequireArguments(fcinfo, kKeyArguments);
   const CounterDef* def = KeyedCounterArgument(fcinfo, 0, kSelect);
   if (def->durability == Durability::kBuffered && !def->bucketed)
     PG_RETURN_INT64(BufferRead(*def, PG_GETARG_INT64(1), kNoBucket, false));
@@ -531,18 +530,16 @@ Datum Sum(PG_FUNCTION_ARGS) {
 }
 
 Datum SumRange(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kKeyArguments);
   CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   BucketRange range = RangeOf(fcinfo, def, 2, 3);
   PG_RETURN_INT64(ValueInRange(def, PG_GETARG_INT64(1), range));
 }
 
 Datum Series(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kKeyArguments);
   CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 2, 3);
@@ -573,9 +570,8 @@ int64 KeysAbove(const CounterDef& def, int64 key, int64 value, BucketRange range
 // 1 + the number of keys with a larger value: the key's own value in real time (this transaction's
 // increments included), the others' as of the last flush (rank.hpp).
 Datum Rank(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", nullptr};
   RequireShared();
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kKeyArguments);
   CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   int64 key = PG_GETARG_INT64(1);
   BucketRange range = RangeOf(fcinfo, def, 2, 3);
@@ -585,9 +581,8 @@ Datum Rank(PG_FUNCTION_ARGS) {
 // sc_rank's count for a value known elsewhere: the router's sc_rank adds up each node's count of
 // keys above the value its key has on its home node.
 Datum KeysAboveValue(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", "key", "value", nullptr};
   RequireShared();
-  RequireArguments(fcinfo, names);
+  RequireArguments(fcinfo, kValueArguments);
   CounterDef def = *KeyedCounterArgument(fcinfo, 0, kSelect);
   BucketRange range = RangeOf(fcinfo, def, 3, 4);
   PG_RETURN_INT64(KeysAbove(def, PG_GETARG_INT64(1), PG_GETARG_INT64(2), range));

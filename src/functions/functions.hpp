@@ -4,6 +4,15 @@
 
 #include "pg.hpp"
 
+// The arguments each of them requires (not NULL), as RequireArguments reads them: the text forms
+// check them too, before a key is given an id.
+extern const char* const kIncrArguments[];      // counter, key, delta (sc_incr, _bounded)
+extern const char* const kOnceArguments[];      // counter, key, delta, request_id
+extern const char* const kBatchArguments[];     // counter, keys, deltas
+extern const char* const kValueArguments[];     // counter, key, value (sc_set, keys_above)
+extern const char* const kKeyArguments[];       // counter, key (the reads)
+extern const char* const kKeysArguments[];      // counter, keys
+
 Datum Incr(PG_FUNCTION_ARGS);
 Datum IncrAt(PG_FUNCTION_ARGS);
 Datum IncrBatch(PG_FUNCTION_ARGS);

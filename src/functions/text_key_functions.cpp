@@ -77,16 +77,16 @@ Datum CallWithKey(FunctionCallInfo fcinfo, PGFunction impl, Datum key) {
   return result;
 }
 
-// Whether one of the first `required` arguments is NULL: the implementation then says which
-// (22004), before any key is given an id.
-bool MissingArgument(FunctionCallInfo fcinfo, int required) {
-  for (int i = 0; i < required && i < fcinfo->nargs; i++)
+// Whether one of the arguments the implementation requires (functions.hpp) is NULL: it then says
+// which (22004), before any key is given an id.
+bool MissingArgument(FunctionCallInfo fcinfo, const char* const* required) {
+  for (int i = 0; required[i] != nullptr && i < fcinfo->nargs; i++)
     if (PG_ARGISNULL(i)) return true;
   return false;
 }
 
-// A function of one key as text, argument 1, whose first `required` arguments may not be NULL.
-Datum WithTextKey(FunctionCallInfo fcinfo, PGFunction impl, int required, KeyUse use,
+// A function of one key as text, argument 1, which requires the arguments `required`.
+Datum WithTextKey(FunctionCallInfo fcinfo, PGFunction impl, const char* const* required, KeyUse use,
                   const char* function) {
   if (MissingArgument(fcinfo, required)) return impl(fcinfo);
   const CounterDef* cached = CheckedCounter(fcinfo, use, function);
@@ -98,7 +98,7 @@ Datum WithTextKey(FunctionCallInfo fcinfo, PGFunction impl, int required, KeyUse
 }
 
 // A function of an array of keys as text, argument 1: called with the array of their ids.
-Datum WithTextKeys(FunctionCallInfo fcinfo, PGFunction impl, int required, KeyUse use,
+Datum WithTextKeys(FunctionCallInfo fcinfo, PGFunction impl, const char* const* required, KeyUse use,
                    const char* function) {
   if (MissingArgument(fcinfo, required)) return impl(fcinfo);
   CounterDef def = *CheckedCounter(fcinfo, use, function);
@@ -139,33 +139,33 @@ Datum WithTextKeys(FunctionCallInfo fcinfo, PGFunction impl, int required, KeyUs
 
 using namespace sc;
 
-Datum IncrText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Incr, 3, KeyUse::kWrite, "sc_incr()"); }
+Datum IncrText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Incr, kIncrArguments, KeyUse::kWrite, "sc_incr()"); }
 Datum IncrAtText(PG_FUNCTION_ARGS) {
-  return WithTextKey(fcinfo, IncrAt, 3, KeyUse::kWrite, "sc_incr()");
+  return WithTextKey(fcinfo, IncrAt, kIncrArguments, KeyUse::kWrite, "sc_incr()");
 }
 Datum IncrBoundedText(PG_FUNCTION_ARGS) {
-  return WithTextKey(fcinfo, IncrBounded, 3, KeyUse::kWrite, "sc_incr_bounded()");
+  return WithTextKey(fcinfo, IncrBounded, kIncrArguments, KeyUse::kWrite, "sc_incr_bounded()");
 }
 Datum IncrOnceText(PG_FUNCTION_ARGS) {
-  return WithTextKey(fcinfo, IncrOnce, 4, KeyUse::kWrite, "sc_incr_once()");
+  return WithTextKey(fcinfo, IncrOnce, kOnceArguments, KeyUse::kWrite, "sc_incr_once()");
 }
-Datum SetText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Set, 3, KeyUse::kWrite, "sc_set()"); }
+Datum SetText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Set, kValueArguments, KeyUse::kWrite, "sc_set()"); }
 Datum IncrBatchText(PG_FUNCTION_ARGS) {
-  return WithTextKeys(fcinfo, IncrBatch, 3, KeyUse::kWrite, "sc_incr_batch_text()");
+  return WithTextKeys(fcinfo, IncrBatch, kBatchArguments, KeyUse::kWrite, "sc_incr_batch_text()");
 }
-Datum SumText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Sum, 2, KeyUse::kRead, "sc_sum()"); }
+Datum SumText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Sum, kKeyArguments, KeyUse::kRead, "sc_sum()"); }
 Datum SumRangeText(PG_FUNCTION_ARGS) {
-  return WithTextKey(fcinfo, SumRange, 2, KeyUse::kRead, "sc_sum()");
+  return WithTextKey(fcinfo, SumRange, kKeyArguments, KeyUse::kRead, "sc_sum()");
 }
 Datum SumKeysText(PG_FUNCTION_ARGS) {
-  return WithTextKeys(fcinfo, SumKeys, 2, KeyUse::kRead, "sc_sum_keys_text()");
+  return WithTextKeys(fcinfo, SumKeys, kKeysArguments, KeyUse::kRead, "sc_sum_keys_text()");
 }
 Datum SeriesText(PG_FUNCTION_ARGS) {
-  return WithTextKey(fcinfo, Series, 2, KeyUse::kRead, "sc_series()");
+  return WithTextKey(fcinfo, Series, kKeyArguments, KeyUse::kRead, "sc_series()");
 }
-Datum RankText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Rank, 2, KeyUse::kRead, "sc_rank()"); }
+Datum RankText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Rank, kKeyArguments, KeyUse::kRead, "sc_rank()"); }
 Datum KeysAboveText(PG_FUNCTION_ARGS) {
-  return WithTextKey(fcinfo, KeysAboveValue, 3, KeyUse::kRead, "keys_above()");
+  return WithTextKey(fcinfo, KeysAboveValue, kValueArguments, KeyUse::kRead, "keys_above()");
 }
 // sc_top of a counter of either kind, its keys as ids (sc_top_text gives them their texts).
 Datum TopIds(PG_FUNCTION_ARGS) { return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1)); }
