@@ -351,6 +351,16 @@ class Protocol {
 
   // ---- claim and settle: the flusher ----------------------------------------------------------
 
+  // What a flush of an entry holding `value`, whose row holds `flushed`, adds to the row: the
+  // difference, or, where that leaves bigint (a value set from near one end of the range to near
+  // the other since the last flush), the step that brings the row to 0 (-1 from the lowest
+  // bigint): the row stays in range, and the next flush writes the rest.
+  static int64_t FlushDelta(int64_t value, int64_t flushed) noexcept {
+    int64_t delta;
+    if (!__builtin_sub_overflow(value, flushed, &delta)) return delta;
+    return flushed == INT64_MIN ? INT64_MAX : -flushed;
+  }
+
   // Under the entry's partition lock (shared): claims a resident entry of database db that
   // eligible(entry) lets this flush write.
   template <typename Eligible>
@@ -366,8 +376,8 @@ class Protocol {
     // partition lock is only shared), then read its delta and take its stamp: the flag first, so
     // that a write raising the stamp after the read sets it again.
     if (e.in_flush.exchange(1, std::memory_order_acq_rel) != 0) return Take::kClean;
-    int64_t delta =
-        e.value.load(std::memory_order_acquire) - e.flushed.load(std::memory_order_relaxed);
+    int64_t delta = FlushDelta(e.value.load(std::memory_order_acquire),
+                               e.flushed.load(std::memory_order_relaxed));
     bool stamped = e.stamp_dirty.exchange(0, std::memory_order_seq_cst) != 0;
     // A stamp alone is written where it protects a value: a key that holds 0 and stored nothing
     // (written, say, +1 and -1 before its first flush) reads 0 expired or not, and gets no row.

@@ -576,6 +576,33 @@ TEST_F(ProtocolTest, AFlushClaimsTheDeltaUnderTheSharedLockAndSettlesIt) {
   EXPECT_EQ(t().at(i).in_flush.load(), 0);
 }
 
+// A value set from one end of bigint to the other since its last flush: no flush may ask the
+// row to take a difference beyond bigint. It goes in steps that keep the row in range.
+TEST_F(ProtocolTest, ADifferenceBeyondBigintIsFlushedInStepsWithinRange) {
+  int key = 0;
+  for (auto [stored, target] : {std::pair<int64_t, int64_t>{INT64_MAX, INT64_MIN},
+                                {INT64_MIN, INT64_MAX}, {INT64_MIN, 1}, {-2, INT64_MAX}}) {
+    CounterKey k = Key(++key);
+    uint32_t i = Load(k, stored);
+    int64_t old = 0;
+    Dirtied dirtied;
+    ASSERT_EQ(p_.ExchangeIfResident(k, H(k), target, &old, &dirtied), Probe::kFound);
+    int64_t row = stored;
+    for (int flushes = 0; row != target; flushes++) {
+      ASSERT_LT(flushes, 3) << stored << " to " << target;
+      std::vector<Claim> claims = ClaimAllOf(7);
+      ASSERT_EQ(claims.size(), 1u);
+      int64_t next;
+      ASSERT_FALSE(__builtin_add_overflow(row, claims[0].delta, &next))
+          << "a flush of " << claims[0].delta << " to a row of " << row;
+      row = next;
+      p_.SettleClaim(claims[0], true);
+      EXPECT_EQ(t().at(i).flushed.load(), row);
+    }
+    EXPECT_EQ(ClaimAllOf(7).size(), 0u);
+  }
+}
+
 TEST_F(ProtocolTest, AClaimedEntryIsNotClaimedAgain) {
   CounterKey k = Key(1);
   Load(k, 10);
