@@ -32,6 +32,7 @@ OBJS = \
 	src/definitions/guards.o \
 	src/definitions/privileges.o \
 	src/definitions/role_commands.o \
+	src/definitions/sums.o \
 	src/definitions/text_keys.o \
 	src/functions/attach.o \
 	src/functions/bucketed.o \
@@ -43,6 +44,7 @@ OBJS = \
 	src/functions/retention.o \
 	src/functions/stats.o \
 	src/functions/text_key_functions.o \
+	src/functions/totals.o \
 	src/workers/attach_run.o \
 	src/workers/flush.o \
 	src/workers/worker.o \

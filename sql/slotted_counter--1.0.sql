@@ -134,6 +134,33 @@ CREATE TABLE slotted_counter.key_creators (
     creator xid8    NOT NULL
 );
 
+-- The sum of each (counter, bucket) over every key's row of slotted_counter.totals (a bucket of
+-- NULL: unbucketed), kept by the triggers below in the transaction of every statement that
+-- changes totals, so that sc_total reads a row per bucket instead of a row per key. numeric: a
+-- sum of bigints need not be one. Not dumped: restoring totals fills it, through the same
+-- triggers. No primary key (bucket is nullable): a publication replicates it by the whole row.
+CREATE TABLE slotted_counter.sums (
+    counter integer     NOT NULL,
+    bucket  timestamptz,
+    value   numeric     NOT NULL,
+    CONSTRAINT sums_counter_bucket UNIQUE NULLS NOT DISTINCT (counter, bucket)
+) WITH (fillfactor = 50);
+ALTER TABLE slotted_counter.sums REPLICA IDENTITY FULL;
+CREATE FUNCTION slotted_counter.totals_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'sc_totals_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION slotted_counter.totals_changed() FROM PUBLIC;
+CREATE TRIGGER sums_insert AFTER INSERT ON slotted_counter.totals
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION slotted_counter.totals_changed();
+CREATE TRIGGER sums_update AFTER UPDATE ON slotted_counter.totals
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION slotted_counter.totals_changed();
+CREATE TRIGGER sums_delete AFTER DELETE ON slotted_counter.totals
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION slotted_counter.totals_changed();
+CREATE TRIGGER sums_truncate AFTER TRUNCATE ON slotted_counter.totals
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.totals_changed();
+
 -- A dump carries the counters, their values and everything that goes with them.
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
@@ -156,6 +183,7 @@ ALTER TABLE slotted_counter.attachments ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.requests ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.key_creators ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.sums ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable ON slotted_counter.counters FOR SELECT
     USING (slotted_counter.may_read(id));
 CREATE POLICY readable ON slotted_counter.totals FOR SELECT
@@ -626,6 +654,10 @@ COMMENT ON TABLE slotted_counter.keys IS
     'the text keys of the counters keyed by text, with their ids; written by the flusher, kept until the counter is dropped';
 COMMENT ON TABLE slotted_counter.key_creators IS
     'counters given text keys while their creating transaction was open: its abort deletes their keys';
+COMMENT ON TABLE slotted_counter.sums IS
+    'the sum of each counter''s and bucket''s rows of slotted_counter.totals, kept by triggers on it';
+COMMENT ON FUNCTION slotted_counter.totals_changed() IS
+    'the trigger that keeps slotted_counter.sums the sum of slotted_counter.totals';
 COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS
     'the ids of text keys';
 COMMENT ON TABLE slotted_counter.totals IS

@@ -87,6 +87,18 @@ struct BucketValue {
 int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,
                             int64 until, BucketValue** out);
 
+// What the buffer holds of a counter beyond its rows: each resident entry whose bucket starts in
+// [since, until) (an unbucketed counter's: kNoBucket) and whose value is not its flushed, with
+// both, in palloc'd arrays; returns how many. A pass over the buffer. Exact with the tables only
+// between two flush commits: the caller reads within a commit window (core/commit_window.hpp).
+struct Unflushed {
+  int64* buckets;
+  int64* values;
+  int64* flushed;
+  int64 n;
+};
+Unflushed BufferUnflushed(const CounterDef& def, int64 since, int64 until);
+
 // At pre-commit: makes the key resident, checks that its value plus every reserved delta plus
 // delta fits in a bigint (22003 if not) and, whatever the other reserved deltas do, stays within
 // bounds right after delta (23514 if not), reserves delta and pins the entry, so that it is not

@@ -298,4 +298,41 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
   }
 }
 
+Unflushed BufferUnflushed(const CounterDef& def, int64 since, int64 until) {
+  // Entries linked during the scan can fill the arrays; then scan again with twice the room.
+  int64 space = 64;
+  for (;;) {
+    Unflushed out{static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
+                                                             sizeof(int64) * space)),
+                  static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
+                                                             sizeof(int64) * space)),
+                  static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
+                                                             sizeof(int64) * space)),
+                  0};
+    bool full = false;
+    for (uint32 p = 0; p < kPartitions && !full; p++) {
+      Table().ForEachResident(p, [&](uint32, const Entry& e) {
+        if (full || e.id.db != MyDatabaseId || e.id.counter != def.id ||
+            (e.id.bucket != kNoBucket && (e.id.bucket < since || e.id.bucket >= until)))
+          return;
+        int64 flushed = e.flushed.load(std::memory_order_acquire);
+        int64 value = e.value.load(std::memory_order_acquire);
+        if (value == flushed) return;
+        if (out.n == space) {
+          full = true;
+          return;
+        }
+        out.buckets[out.n] = e.id.bucket;
+        out.values[out.n] = value;
+        out.flushed[out.n++] = flushed;
+      });
+    }
+    if (!full) return out;
+    pfree(out.buckets);
+    pfree(out.values);
+    pfree(out.flushed);
+    space = Min(space * 2, int64(shared->table->capacity()) + 1);
+  }
+}
+
 }  // namespace sc

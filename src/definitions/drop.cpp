@@ -26,6 +26,7 @@ bool DropCounter(const CounterDef& def, bool with_guard, DropBehavior behavior) 
   if (deleted) {
     static const char* const deletes[] = {
         "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.sums WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.keys WHERE counter OPERATOR(pg_catalog.=) $1"};

@@ -207,26 +207,6 @@ int64 RangeSum(const CounterDef& def, const int64* keys, int nkeys, BucketRange 
   return sum;
 }
 
-int64 RangeTotal(const CounterDef& def, BucketRange range) {
-  if (range.since == range.until) return 0;
-  SpiSession spi = RunRead(Read::kSum, def, nullptr, 0, range, 0);
-  bool isnull;
-  int64 sum = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-                                          &isnull));
-  FinishSpi(spi);
-  return sum;
-}
-
-int64 RangeTotalSeries(const CounterDef& def, BucketRange range, int64** buckets,
-                       int64** values) {
-  SpiSession spi = RunRead(Read::kSeries, def, nullptr, 0, range, 0);
-  int64 n = int64(SPI_processed);
-  *buckets = ResultColumn(spi.caller, 1);
-  *values = ResultColumn(spi.caller, 2);
-  FinishSpi(spi);
-  return n;
-}
-
 int64 RangeSeries(const CounterDef& def, int64 key, BucketRange range, int64** buckets,
                   int64** values) {
   SpiSession spi = RunRead(Read::kSeries, def, &key, 1, range, 0);

@@ -29,15 +29,6 @@ constexpr BucketRange kAllBuckets{DT_NOBEGIN, DT_NOEND};
 // this transaction's own pending deltas, for a transactional counter). 22003 if it leaves bigint.
 int64 RangeSum(const CounterDef& def, const int64* keys, int nkeys, BucketRange range);
 
-// The sum over every key of their buckets in range, exact in real time as RangeSum. O(keys in
-// range).
-int64 RangeTotal(const CounterDef& def, BucketRange range);
-
-// The non-zero sums over every key of each bucket in range, in order, in palloc'd arrays;
-// returns how many.
-int64 RangeTotalSeries(const CounterDef& def, BucketRange range, int64** buckets,
-                       int64** values);
-
 // The non-zero buckets of one key in range, in order, in palloc'd arrays; returns how many.
 int64 RangeSeries(const CounterDef& def, int64 key, BucketRange range, int64** buckets,
                   int64** values);

@@ -9,6 +9,7 @@
 
 #include "functions/arguments.hpp"
 #include "functions/bucketed.hpp"
+#include "functions/totals.hpp"
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
 #include "definitions/drop.hpp"
@@ -595,7 +596,7 @@ Datum Total(PG_FUNCTION_ARGS) {
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
   BucketRange range = RangeOf(fcinfo, def, 1, 2);
-  if (def.bucketed) PG_RETURN_INT64(RangeTotal(def, range));
+  if (TotalFromSums(def)) PG_RETURN_INT64(SumsTotal(def, range));
   int128 total = BufferTotal(def);
   if (def.durability == Durability::kTransactional) {
     int64 *keys, *buckets, *deltas;
@@ -619,7 +620,7 @@ Datum TotalSeries(PG_FUNCTION_ARGS) {
   BucketRange range = RangeArguments(fcinfo, 1, 2);
   InitMaterializedSRF(fcinfo, 0);
   int64 *buckets, *values;
-  int64 n = RangeTotalSeries(def, range, &buckets, &values);
+  int64 n = SumsTotalSeries(def, range, &buckets, &values);
   EmitBuckets(fcinfo, buckets, values, n);
   return (Datum)0;
 }

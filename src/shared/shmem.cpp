@@ -66,6 +66,7 @@ bool CreateSharedState() {
     pg_atomic_init_u64(&s->room_wanted_at, 0);
     InitThroughHolds(s->through_holds);
     pg_atomic_init_u32(&s->batch_pins_used, 0);
+    for (CommitWindow& window : s->commit_windows) InitCommitWindow(*new (&window) CommitWindow);
     SpinLockInit(&s->bucket_drops_mutex);
     for (BucketDrop& drop : s->bucket_drops) drop = BucketDrop{InvalidOid, 0, 0, 0};
     s->max_databases = settings.max_databases;

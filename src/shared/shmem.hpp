@@ -47,6 +47,7 @@
 
 #include <sched.h>
 
+#include "core/commit_window.hpp"
 #include "core/database_slot.hpp"
 #include "core/fold_epochs.hpp"
 #include "core/partition_lock.hpp"
@@ -134,7 +135,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 15;
+constexpr uint32 kLayoutVersion = 16;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -162,6 +163,9 @@ struct SharedState {
   // request_ids.hpp).
   RequestIdTable* request_ids;
   RankIndexes* rank_indexes;      // shared/rank_indexes.hpp
+  // Each flush's commit and settle, as readers of totals see them (core/commit_window.hpp);
+  // database db's in cell db % kCommitWindowCells.
+  CommitWindow commit_windows[kCommitWindowCells];
 };
 
 // Shared by every process: plain layouts only (no constructor, no virtual, no pointer into one
@@ -183,6 +187,11 @@ bool CreateSharedState();
 // The slot of database db, read without a lock (slots change hands only when a database stops
 // using the extension); nullptr if it has none.
 DatabaseSlot* FindSlot(Oid db);
+
+// Database db's commit window (core/commit_window.hpp).
+inline CommitWindow& CommitWindowOf(Oid db) {
+  return shared->commit_windows[db % kCommitWindowCells];
+}
 // The steps of core/fold_epochs.hpp on a slot's epochs, with its spinlock fold_mutex.
 void ResetFoldEpochs(DatabaseSlot* slot);
 // Whether loads of the slot's database must read slotted_counter.deltas too (always without a

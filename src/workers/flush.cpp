@@ -603,6 +603,7 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   int64 with_rows = 0;
   RankUpdate* folded_updates = nullptr;
   int nfolded_updates = 0;
+  volatile bool window_open = false;
   PG_TRY();
   {
     std::sort(items, items + n, ItemOrder);
@@ -614,16 +615,21 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
     folded = FoldDeltas(db, ids, nids, &folded_updates, &nfolded_updates);
     WriteRequestIds(taken, ntaken);
     *attachments_due = AttachmentsDue();
+    // From the commit to the end of the settle, readers of totals wait (core/commit_window.hpp).
+    window_open = true;
+    OpenWindow(CommitWindowOf(db));
     EndWork();
   }
   PG_CATCH();
   {
     SettleFlushed(slot, db, items, n, false, stored_stamp);
+    if (window_open) CloseWindow(CommitWindowOf(db));
     SettleRequestIds(request_ids, taken, ntaken, false);
     PG_RE_THROW();
   }
   PG_END_TRY();
   SettleFlushed(slot, db, items, n, true, stored_stamp);
+  CloseWindow(CommitWindowOf(db));
   if (nfolded_updates > 0) ApplyRankUpdates(db, folded_updates, nfolded_updates);
   SettleRequestIds(request_ids, taken, ntaken, true);
   // Folded: the entries committed into up to this epoch may leave the buffer, but those of the

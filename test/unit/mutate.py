@@ -31,9 +31,21 @@ WTR = "core/write_through_request.hpp"
 TH = "core/through_holds.hpp"
 DR = "core/dirty_ring.hpp"
 RI = "core/rank_index.hpp"
+CW = "core/commit_window.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
+    # claim and settle
+    ("a flush asks a row for a difference beyond bigint", P,
+     "    return flushed == INT64_MIN ? INT64_MAX : -flushed;",
+     "    return int64_t(uint64_t(value) - uint64_t(flushed));", False),
+    # the commit window
+    ("a read across a commit is kept", CW,
+     "  return w.generation.load(std::memory_order_seq_cst) == generation;",
+     "  (void)w;\n  (void)generation;\n  return true;", False),
+    ("a read starts while a window is open", CW,
+     "  return w.open.load(std::memory_order_seq_cst) == 0;",
+     "  return true;", False),
     # the hot path
     ("hot path takes no lock", P,
      "    locks_.Shared(p);\n    uint32_t index = t_.Find(k, hash);\n    Probe probe = Probe::kMissing;",

@@ -1,0 +1,129 @@
+# sc_total from slotted_counter.sums (one row per counter and bucket, kept by triggers on totals)
+# and the buffer: exact while flushes commit under it, after a crash, and after a restore.
+#   a. load: pgbench adds 1 per call to four counters (buffered and transactional, with and
+#      without buckets) over 100,000 keys while the flusher flushes every 10 ms; a reader reads
+#      each total 2,000 times in a row at each progress report: a total that ever goes down
+#      counted a flush twice or not at all. At the end each total equals the calls pgbench
+#      reports, and every sum equals its rows.
+#   b. a crash (stop 'immediate') during the load: after recovery every sum equals its rows,
+#      and each total equals the sum of its keys' rows and deltas (the buffer lost what it held).
+#   c. pg_dump -Fc and pg_restore into a new database: the sums are made again from the rows.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use SlottedCounterTest;
+
+my $node = preloaded_node('sums', qq{
+slotted_counter.flush_interval = 10ms
+max_connections = 40
+});
+$node->safe_psql('postgres', q{
+CREATE EXTENSION slotted_counter;
+SELECT sc_create('b');
+SELECT sc_create('t', 'transactional');
+SELECT sc_create('h', bucket => '1 hour');
+SELECT sc_create('ht', 'transactional', bucket => '1 hour');
+});
+
+# Every (counter, bucket) whose sum is not the sum of its rows.
+my $mismatched = q{
+SELECT count(*) FROM (SELECT counter, bucket, sum(value) AS v FROM slotted_counter.totals
+                      GROUP BY counter, bucket) t
+  FULL JOIN slotted_counter.sums s ON s.counter = t.counter AND s.bucket IS NOT DISTINCT FROM t.bucket
+ WHERE coalesce(t.v, 0) <> coalesce(s.value, 0)};
+# How many times a total read 2,000 times in a row went down.
+sub decreases
+{
+	my ($c) = @_;
+	return qq{
+SELECT count(*) FILTER (WHERE d < 0) FROM (
+  SELECT v - lag(v) OVER (ORDER BY i) AS d FROM (
+    SELECT i, sc_total('$c') AS v FROM generate_series(1, 2000) i) x) y};
+}
+
+# a. load
+my $script = $node->basedir . '/051_load.sql';
+append_to_file($script, q{\set k random(1, 100000)
+SELECT sc_incr('b', :k::bigint), sc_incr('t', :k::bigint), sc_incr('h', :k::bigint), sc_incr('ht', :k::bigint);
+});
+my ($out, $err) = ('', '');
+my $load = IPC::Run::start(
+	[
+		'pgbench', '--no-vacuum', '--client=8', '--jobs=2', '--transactions=5000', '--progress=1',
+		"--file=$script", '-h', $node->host, '-p', $node->port, 'postgres'
+	],
+	'>', \$out, '2>', \$err, IPC::Run::timeout(600));
+my $reader = $node->background_psql('postgres');
+my ($reads, $bad) = (0, 0);
+my $progress_lines = sub { scalar(() = $err =~ /^progress: /mg) };
+while ($load->pumpable)
+{
+	my $seen = $progress_lines->();
+	$load->pump while $load->pumpable && $progress_lines->() == $seen;
+	last unless $load->pumpable;
+	for my $c (qw(b t h ht))
+	{
+		$bad += $reader->query_safe(decreases($c));
+		$reads++;
+	}
+}
+$load->finish;
+is($load->full_result(0), 0, 'load: pgbench exited with 0');
+is(scalar(() = $err =~ /error/gi), 0, 'load: no call failed');
+my ($tx) = $out =~ /number of transactions actually processed: (\d+)/;
+is($tx, 40000, 'load: pgbench reports 40,000 transactions');
+cmp_ok($reads, '>', 0, 'load: the totals were read during the load');
+$bad += $reader->query_safe(decreases($_)) for qw(b t h ht);
+is($bad, 0, 'load: no total read during the load ever went down');
+$reader->quit;
+is($node->safe_psql('postgres', q{SELECT sc_total('b'), sc_total('t'), sc_total('h'), sc_total('ht')}),
+	"$tx|$tx|$tx|$tx", 'load: every total equals the calls pgbench reports');
+is($node->safe_psql('postgres', q{SELECT sum(value) FROM sc_total_series('h', NULL, NULL)}), $tx,
+	'load: the series of a bucketed counter adds up to its total');
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+is($node->safe_psql('postgres', $mismatched), '0', 'load: every sum equals its rows');
+
+# b. a crash during a load
+($out, $err) = ('', '');
+$load = IPC::Run::start(
+	[
+		'pgbench', '--no-vacuum', '--client=8', '--jobs=2', '--time=60', '--progress=1',
+		"--file=$script", '-h', $node->host, '-p', $node->port, 'postgres'
+	],
+	'>', \$out, '2>', \$err, IPC::Run::timeout(600));
+# Two progress reports: the load runs, flushes commit.
+$load->pump while $load->pumpable && $progress_lines->() < 2;
+$node->stop('immediate');
+$load->finish;
+$node->start;
+is($node->safe_psql('postgres', $mismatched), '0', 'crash: every sum equals its rows after recovery');
+for my $c (qw(b t h ht))
+{
+	is($node->safe_psql('postgres', qq{
+SELECT sc_total('$c') = (SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = '$c'::slotted_counter::integer)
+                      + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = '$c'::slotted_counter::integer)}),
+		't', "crash: $c: the total equals the sum of its keys");
+}
+cmp_ok($node->safe_psql('postgres', q{SELECT sc_total('t')}), '>', $tx,
+	'crash: the transactional counter kept what the second load committed');
+
+# c. dump and restore
+my $totals = $node->safe_psql('postgres', q{SELECT sc_total('b'), sc_total('t'), sc_total('h'), sc_total('ht')});
+my $dump = $node->basedir . '/051.dump';
+$node->command_ok(['pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('postgres')], 'restore: pg_dump');
+$node->safe_psql('postgres', 'CREATE DATABASE copy');
+$node->command_ok(['pg_restore', '-d', $node->connstr('copy'), $dump], 'restore: pg_restore');
+is($node->safe_psql('copy', q{SELECT sc_total('b'), sc_total('t'), sc_total('h'), sc_total('ht')}), $totals,
+	'restore: every total comes back');
+is($node->safe_psql('copy', $mismatched), '0', 'restore: the sums were made again from the rows');
+cmp_ok($node->safe_psql('copy', 'SELECT count(*) FROM slotted_counter.sums'), '>=', 4,
+	'restore: a sum per counter and bucket');
+
+done_testing();
