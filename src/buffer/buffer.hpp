@@ -87,10 +87,12 @@ struct BucketValue {
 int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys, int64 since,
                             int64 until, BucketValue** out);
 
-// What the buffer holds of a counter beyond its rows: each resident entry whose bucket starts in
-// [since, until) (an unbucketed counter's: kNoBucket) and whose value is not its flushed, with
-// both, in palloc'd arrays; returns how many. A pass over the buffer. Exact with the tables only
-// between two flush commits: the caller reads within a commit window (core/commit_window.hpp).
+// What the buffer holds of a counter beyond its rows, for the buckets that start in [since,
+// until) (an unbucketed counter's: kNoBucket): the counter's sum entries (counter_table.hpp), a
+// chain in each partition, as (bucket, value, 0) in palloc'd arrays; or, if one wrapped around,
+// each key entry whose value is not its flushed, with both (a pass over the buffer). Exact with
+// the tables only between two flush commits: the caller reads within a commit window
+// (core/commit_window.hpp).
 struct Unflushed {
   int64* buckets;
   int64* values;

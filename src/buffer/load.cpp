@@ -60,9 +60,10 @@ enum class LoadResult { kLoaded, kRetry, kStale, kNoRoom };
 // caller's definition must be looked up again before retrying.
 // Not inlined into its callers, whose error cleanup would otherwise keep its locals across a
 // longjmp.
-pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transactional) {
+// A free entry, or a clean one the clock sweep evicted; kNil if none (the databases over their
+// share are asked to flush).
+uint32 TakeEntry() {
   auto table = Table();
-  uint64 epoch = CachedCatalogEpoch();
   uint64 evicted = 0;
   // A database over its share leaves the clean entries it has to one that wanted room lately.
   TimestampTz now = GetCurrentTimestamp();
@@ -75,8 +76,25 @@ pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transact
     if (!wanted && !table.table().OverItsShare(MyDatabaseId))
       pg_atomic_write_u64(&shared->room_wanted_at, uint64(now));
     AskCrowdingFlushers();
-    return LoadResult::kNoRoom;
   }
+  return index;
+}
+
+pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transactional) {
+  auto table = Table();
+  uint64 epoch = CachedCatalogEpoch();
+  // A buffered key is written only beside its sum entry (core/protocol.hpp: sums), which is
+  // linked first, holding 0; a key resident already lacked only that: the caller writes it now.
+  // A transactional key needs none: its commits leave value = flushed.
+  if (!transactional && !table.HasSum(k, hash)) {
+    uint32 spare = TakeEntry();
+    if (spare == kNil) return LoadResult::kNoRoom;
+    table.LinkSum(spare, k, hash);
+    int64 ignored;
+    if (table.ReadIfResident(k, hash, &ignored) != Probe::kMissing) return LoadResult::kLoaded;
+  }
+  uint32 index = TakeEntry();
+  if (index == kNil) return LoadResult::kNoRoom;
   Loading loading;
   // Not while a batch or an expiry holds its partition (core/through_holds.hpp) or a
   // write-through of the key is pending (core/write_through_request.hpp).
@@ -155,7 +173,10 @@ void ReleaseExpiryHold(uint32 p) { ReleaseHold(shared->through_holds, MyDatabase
 void PurgeCounter(Oid db, int32 counter) {
   ForgetRequestIds(shared->request_ids, db, counter);
   FailRequests(db, counter);
-  Table().PurgeIf([&](const Entry& e) { return e.id.db == db && e.id.counter == counter; });
+  // Its keys' entries and their sum entries.
+  Table().PurgeIf([&](const Entry& e) {
+    return e.id.db == db && (e.id.counter == counter || e.id.counter == -counter);
+  });
 }
 
 void StampCounter(Oid db, int32 counter, int64 stamp) {
@@ -175,8 +196,8 @@ void PurgeBuckets(Oid db, int32 counter, int64 before) {
   // commit is visible.) One pinned only by a buffered batch goes: the batch's adds and undo
   // check the generation and leave it alone.
   Table().PurgeIfUnreserved([&](const Entry& e) {
-    return e.id.db == db && e.id.counter == counter && e.id.bucket != kNoBucket &&
-           e.id.bucket < before;
+    return e.id.db == db && (e.id.counter == counter || e.id.counter == -counter) &&
+           e.id.bucket != kNoBucket && e.id.bucket < before;
   });
 }
 

@@ -298,22 +298,31 @@ int64 BufferResidentBuckets(const CounterDef& def, const int64* keys, int nkeys,
   }
 }
 
-Unflushed BufferUnflushed(const CounterDef& def, int64 since, int64 until) {
+namespace {
+
+Unflushed NewUnflushed(int64 space) {
+  return Unflushed{
+      static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * space)),
+      static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * space)),
+      static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * space)),
+      0};
+}
+
+bool InRange(int64 bucket, int64 since, int64 until) {
+  return bucket == kNoBucket || (bucket >= since && bucket < until);
+}
+
+// The same from every key entry: a pass over the buffer. For a sum entry that wrapped around.
+Unflushed ScanUnflushed(const CounterDef& def, int64 since, int64 until) {
   // Entries linked during the scan can fill the arrays; then scan again with twice the room.
   int64 space = 64;
   for (;;) {
-    Unflushed out{static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
-                                                             sizeof(int64) * space)),
-                  static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
-                                                             sizeof(int64) * space)),
-                  static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext,
-                                                             sizeof(int64) * space)),
-                  0};
+    Unflushed out = NewUnflushed(space);
     bool full = false;
     for (uint32 p = 0; p < kPartitions && !full; p++) {
       Table().ForEachResident(p, [&](uint32, const Entry& e) {
         if (full || e.id.db != MyDatabaseId || e.id.counter != def.id ||
-            (e.id.bucket != kNoBucket && (e.id.bucket < since || e.id.bucket >= until)))
+            !InRange(e.id.bucket, since, until))
           return;
         int64 flushed = e.flushed.load(std::memory_order_acquire);
         int64 value = e.value.load(std::memory_order_acquire);
@@ -332,6 +341,35 @@ Unflushed BufferUnflushed(const CounterDef& def, int64 since, int64 until) {
     pfree(out.values);
     pfree(out.flushed);
     space = Min(space * 2, int64(shared->table->capacity()) + 1);
+  }
+}
+
+}  // namespace
+
+Unflushed BufferUnflushed(const CounterDef& def, int64 since, int64 until) {
+  // The sum entries of the counter: a chain in each partition (counter_table.hpp). Nothing is
+  // allocated under a partition lock: arrays too small are made twice as large, and read again.
+  for (int64 space = 2 * kPartitions;; space *= 2) {
+    Unflushed out = NewUnflushed(space);
+    bool wrapped = false, full = false;
+    for (uint32 p = 0; p < kPartitions && !full; p++) {
+      Table().ForEachSum(MyDatabaseId, def.id, p, [&](const Entry& sum) {
+        if (full || !InRange(sum.id.bucket, since, until)) return;
+        if (out.n == space) {
+          full = true;
+          return;
+        }
+        wrapped = wrapped || sum.sum_wrapped.load(std::memory_order_acquire) != 0;
+        out.buckets[out.n] = sum.id.bucket;
+        out.values[out.n] = sum.value.load(std::memory_order_acquire);
+        out.flushed[out.n++] = 0;
+      });
+    }
+    if (wrapped) return ScanUnflushed(def, since, until);
+    if (!full) return out;
+    pfree(out.buckets);
+    pfree(out.values);
+    pfree(out.flushed);
   }
 }
 

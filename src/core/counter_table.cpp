@@ -50,6 +50,7 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
     e.usage.store(0, std::memory_order_relaxed);
     e.in_flush.store(0, std::memory_order_relaxed);
     e.stamp_dirty.store(0, std::memory_order_relaxed);
+    e.sum_wrapped.store(0, std::memory_order_relaxed);
     e.reserved_up.store(0, std::memory_order_relaxed);
     e.reserved_down.store(0, std::memory_order_relaxed);
     e.pins.store(0, std::memory_order_relaxed);
@@ -165,6 +166,7 @@ uint32_t CounterTable::Allocate() noexcept {
       e.usage.store(1, std::memory_order_relaxed);
       e.in_flush.store(0, std::memory_order_relaxed);
       e.stamp_dirty.store(0, std::memory_order_relaxed);
+      e.sum_wrapped.store(0, std::memory_order_relaxed);
       e.last_write.store(kNoWrite, std::memory_order_relaxed);
       e.reserved_up.store(0, std::memory_order_relaxed);
       e.reserved_down.store(0, std::memory_order_relaxed);

@@ -37,6 +37,17 @@
 //     mistaken for the one read); an allocated entry belongs to its allocator until linked.
 //   - generation changes each time a slot returns to the free list, so code that remembered
 //     (index, generation) across a lock release can tell whether it still has the same entry.
+//   - Sum entries: besides one entry per (key, bucket), partition p holds for each (counter,
+//     bucket) whose keys in p changed since their flush a sum entry (IsSum: counter < 0,
+//     SumKeyOf, SumHash puts it in p): its value is the sum of value - flushed over those keys'
+//     entries in p, its flushed stays 0. Every change of a key entry's value or flushed changes
+//     its sum entry by as much under the same partition lock (protocol.hpp: sums), so a reader
+//     of the 128 sum entries of a (counter, bucket) has what the buffer holds beyond the tables
+//     without reading a key. A sum entry is never claimed by a flush nor noted dirty; it leaves
+//     only under p's exclusive lock, when it holds 0 and no key entry of its (counter, bucket) in
+//     p differs from its row, is being flushed or is pinned (SumRemovable), so that every key
+//     entry that a write, a settle or a batch changes has its sum entry. sum_wrapped: an add
+//     left the bigint range (the value wrapped around); a reader then sums the keys instead.
 //   - Occupancy: how many linked entries each database has, in kOccupancyCells cells of
 //     (db << 32 | count), changed with a compare-and-swap by Link, Unlink and RemoveIf (so a cell
 //     changes hands only while its count is 0, and a count never lands in another database's
@@ -122,6 +133,19 @@ inline uint32_t HashCounterKey(const CounterKey& k) noexcept {
   return chain_bits - chain_bits % kPartitions + partition_bits;
 }
 
+// Sum entries (see the protocol above): counter ids are >= 1, so a negated one names no key's
+// entry. The key is the partition, the hash leaves out the bucket: all the sum entries of a
+// counter in partition p share a chain, which a reader of a range of buckets walks once.
+inline bool IsSum(const CounterKey& k) noexcept { return k.counter < 0; }
+inline CounterKey SumKeyOf(const CounterKey& k, uint32_t partition) noexcept {
+  return CounterKey{k.db, -k.counter, int64_t(partition), k.bucket};
+}
+// One multiply (on every write's path): the high bits of a multiplicative hash of the counter.
+inline uint32_t SumHash(uint32_t db, int32_t counter, uint32_t partition) noexcept {
+  uint32_t bits = uint32_t(((uint64_t(db) << 32 | uint32_t(counter)) * 0x9e3779b97f4a7c15ULL) >> 32);
+  return bits - bits % kPartitions + partition;
+}
+
 enum EntryState : uint32_t {
   kFree = 0,      // on the free list
   kOwned = 1,     // allocated, not yet linked: only its allocator touches it
@@ -141,7 +165,8 @@ struct Entry {
   std::atomic<uint8_t> usage;        // clock-sweep reference bit
   std::atomic<uint8_t> in_flush;     // 1 while a flush that read this entry has not settled it
   std::atomic<uint8_t> stamp_dirty;  // 1 while the tables lack last_write
-  uint8_t pad[5];
+  std::atomic<uint8_t> sum_wrapped;  // a sum entry's: an add to it wrapped around (see above)
+  uint8_t pad[4];
   // Transactional counters: the positive and the negative deltas of transactions between their
   // pre-commit and their end (kept apart so that any order of their commits and aborts stays in
   // range), and how many such transactions hold the entry. Changed only under the exclusive lock.
@@ -220,6 +245,16 @@ class CounterTable {
       for (uint32_t i = heads()[b].load(std::memory_order_acquire); i != kNil;
            i = es[i].next.load(std::memory_order_relaxed))
         fn(i, es[i]);
+  }
+
+  // Calls fn(index, entry) for every linked entry of the chain that `hash` names; the caller
+  // holds the lock of its partition.
+  template <typename Fn>
+  void ForEachInChain(uint32_t hash, Fn&& fn) noexcept {
+    Entry* es = entries();
+    for (uint32_t i = heads()[hash & (nbuckets_ - 1)].load(std::memory_order_acquire); i != kNil;
+         i = es[i].next.load(std::memory_order_relaxed))
+      fn(i, es[i]);
   }
 
   // Unlinks and frees every linked entry of partition p for which pred(entry) is true; returns

@@ -8,7 +8,8 @@
 
 namespace sc {
 
-enum class Probe { kFound, kMissing, kLoading };
+// kNoSum (PinLocked only): the key is resident, its sum entry is not (protocol.hpp: sums).
+enum class Probe { kFound, kMissing, kLoading, kNoSum };
 
 // What a load is doing: the entry it linked kLoading, and how to find it again.
 struct Loading {

@@ -61,6 +61,15 @@
 //   - Expiry (the flusher, keys not written for a counter's retention): under the partition's
 //     EXCLUSIVE lock, the clean entries of the keys are unlinked and freed (a dirty one keeps its
 //     key alive) and the caller marks the partition held against loads before the lock goes.
+//   - Sums (counter_table.hpp: sum entries): a write, a zeroing, a settle of a flush or of a
+//     reservation, and an add to a pinned entry change the key entry's sum entry in its partition
+//     by what they change value - flushed, under the same lock. A write finds both under the
+//     SHARED lock; a key resident without its sum entry (which left while its keys were clean)
+//     takes no write, as if missing: the caller's load links the sum entry (LinkSum) before it
+//     loads the key. Those that change a pinned or claimed entry find its sum entry there: it
+//     does not leave while one of its keys is pinned, claimed or differs from its row
+//     (SumRemovable, asked by the clock sweep and the purge of clean entries). A flush claims no
+//     sum entry.
 //   - Dirty ring: a write that turns a clean entry dirty notes it in its database's ring
 //     (core/dirty_ring.hpp), so that the next flush need not scan the whole buffer.
 //
@@ -70,6 +79,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/core_assert.hpp"
 #include "core/counter_table.hpp"
 #include "core/dirty_ring.hpp"
 #include "core/entry_handles.hpp"
@@ -102,7 +112,32 @@ class Protocol {
     return probe;
   }
 
-  // Calls write(index, entry) on k's resident entry under the SHARED lock and, if it wrote (it
+  // Finds k's entry and, if it is resident and its sum entry too, calls op(index, entry, sum)
+  // under the lock. A resident key without its sum entry is kMissing: the caller's load links one.
+  // (WithResident's steps written out again: on every write's path, where a lambda around
+  // WithResident cost callgrind 6 to 50 more instructions.)
+  template <typename Op>
+  Probe WithWritable(const CounterKey& k, uint32_t hash, Op&& op) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Shared(p);
+    uint32_t index = t_.Find(k, hash);
+    Probe probe = Probe::kMissing;
+    if (index != kNil) {
+      Entry& e = t_.at(index);
+      probe = e.state.load(std::memory_order_acquire) == kResident ? Probe::kFound : Probe::kLoading;
+      if (probe == Probe::kFound) {
+        Entry* sum = SumOf(k, p);
+        if (sum != nullptr)
+          op(index, e, *sum);
+        else
+          probe = Probe::kMissing;
+      }
+    }
+    locks_.ReleaseShared(p);
+    return probe;
+  }
+
+  // Calls write(index, entry, sum) on k's resident entry under the SHARED lock and, if it wrote (it
   // returns whether it did: a bounded add may refuse), raises the entry's stamp to w.stamp. A key
   // that has expired (counter_table.hpp: ExpiredValue) is first turned into 0 under the EXCLUSIVE
   // lock, re-checked there (ZeroIfExpired), and the write is tried again: it counts from 0.
@@ -113,12 +148,12 @@ class Protocol {
                       ExpiredRefuses&& expired_refuses) noexcept {
     for (;;) {
       bool expired = false;
-      Probe probe = WithResident(k, hash, [&](uint32_t index, Entry& e) {
+      Probe probe = WithWritable(k, hash, [&](uint32_t index, Entry& e, Entry& sum) {
         if (CounterTable::ExpiredValue(e, w.cutoff)) {
           expired = !expired_refuses();
           return;
         }
-        if (write(index, e)) StampDirtied(index, e, w.stamp, dirtied);
+        if (write(index, e, sum)) StampDirtied(index, e, w.stamp, dirtied);
       });
       if (!expired) return probe;
       ZeroIfExpired(k, hash, w.cutoff, dirtied);
@@ -140,9 +175,12 @@ class Protocol {
     uint32_t index = t_.Find(k, hash);
     if (index != kNil) {
       Entry& e = t_.at(index);
-      if (e.state.load(std::memory_order_acquire) == kResident &&
+      // Without its sum entry, left as it is: the write that asked finds it missing.
+      Entry* sum = SumOf(k, p);
+      if (e.state.load(std::memory_order_acquire) == kResident && sum != nullptr &&
           CounterTable::ExpiredValue(e, cutoff)) {
         int64_t old = e.value.exchange(0, std::memory_order_seq_cst);
+        AddDifferenceToSum(*sum, 0, old);
         CheckDirtied(index, e, old, 0, dirtied);
       }
     }
@@ -155,12 +193,14 @@ class Protocol {
   Probe AddIfResident(const CounterKey& k, uint32_t hash, int64_t delta, int64_t* value,
                       bool* overflow, Dirtied* dirtied) noexcept {
     *overflow = false;
-    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+    return WithWritable(k, hash, [&](uint32_t index, Entry& e, Entry& sum) {
       *overflow = !CounterTable::Add(e, delta, value);
-      if (*overflow)
+      if (*overflow) {
         *value = e.value.load(std::memory_order_acquire);
-      else
+      } else {
+        AddToSum(sum, delta);
         CheckDirtied(index, e, *value - delta, *value, dirtied);
+      }
     });
   }
 
@@ -168,12 +208,14 @@ class Protocol {
   Probe AddIfResident(const CounterKey& k, uint32_t hash, int64_t delta, int64_t* value,
                       bool* overflow, Dirtied* dirtied, Write w) noexcept {
     *overflow = false;
-    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
+    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e, Entry& sum) {
       *overflow = !CounterTable::Add(e, delta, value);
-      if (*overflow)
+      if (*overflow) {
         *value = e.value.load(std::memory_order_acquire);
-      else
+      } else {
+        AddToSum(sum, delta);
         CheckDirtied(index, e, *value - delta, *value, dirtied);
+      }
       return !*overflow;
     });
   }
@@ -183,9 +225,12 @@ class Protocol {
   Probe AddIfResidentWithin(const CounterKey& k, uint32_t hash, int64_t delta, Bounds bounds,
                             int64_t* value, bool* refused, Dirtied* dirtied) noexcept {
     *refused = false;
-    return WithResident(k, hash, [&](uint32_t index, Entry& e) {
+    return WithWritable(k, hash, [&](uint32_t index, Entry& e, Entry& sum) {
       *refused = !CounterTable::AddWithin(e, delta, bounds, value);
-      if (!*refused) CheckDirtied(index, e, *value - delta, *value, dirtied);
+      if (!*refused) {
+        AddToSum(sum, delta);
+        CheckDirtied(index, e, *value - delta, *value, dirtied);
+      }
     });
   }
 
@@ -197,9 +242,12 @@ class Protocol {
     *refused = false;
     return WriteResident(
         k, hash, w, dirtied,
-        [&](uint32_t index, Entry& e) {
+        [&](uint32_t index, Entry& e, Entry& sum) {
           *refused = !CounterTable::AddWithin(e, delta, bounds, value);
-          if (!*refused) CheckDirtied(index, e, *value - delta, *value, dirtied);
+          if (!*refused) {
+            AddToSum(sum, delta);
+            CheckDirtied(index, e, *value - delta, *value, dirtied);
+          }
           return !*refused;
         },
         [&] {
@@ -227,8 +275,9 @@ class Protocol {
   // Replaces k's resident value with new_value; *old_value is what it was.
   Probe ExchangeIfResident(const CounterKey& k, uint32_t hash, int64_t new_value,
                            int64_t* old_value, Dirtied* dirtied, Write w = Write{}) noexcept {
-    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e) {
+    return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e, Entry& sum) {
       *old_value = e.value.exchange(new_value, std::memory_order_seq_cst);
+      AddDifferenceToSum(sum, new_value, *old_value);
       e.usage.store(1, std::memory_order_relaxed);
       CheckDirtied(index, e, *old_value, new_value, dirtied);
       return true;
@@ -272,7 +321,7 @@ class Protocol {
           e.state.load(std::memory_order_acquire) == kResident) {
         bool own = e.id.db == db;
         evict = (own || crowds(e)) && CounterTable::AgeAndTestEvictable(e, own) &&
-                may_evict(static_cast<const Entry&>(e));
+                may_evict(static_cast<const Entry&>(e)) && (!IsSum(e.id) || SumRemovable(p, e));
       }
       if (evict) t_.Unlink(i);
       locks_.Release(p);
@@ -370,6 +419,7 @@ class Protocol {
     // writes its id without a lock. Resident under this partition's lock, it is linked here, and
     // its id stays as it was until the lock is released.
     if (e.state.load(std::memory_order_acquire) != kResident || e.id.db != db) return Take::kClean;
+    if (IsSum(e.id)) return Take::kClean;  // never flushed: its keys are
     if (!eligible(static_cast<const Entry&>(e)))
       return CounterTable::Clean(e) ? Take::kClean : Take::kLeft;
     // Two flushers of one database overlap during a hand-over: claim the entry atomically (the
@@ -401,6 +451,7 @@ class Protocol {
     for (uint32_t p = 0; p < kPartitions; p++) {
       locks_.Shared(p);
       t_.ForEachInPartition(p, [&](uint32_t index, Entry& e) {
+        if (IsSum(e.id)) return;  // linked: its id is set
         if (!room()) {
           overflowed(static_cast<const Entry&>(e));
           return;
@@ -451,6 +502,10 @@ class Protocol {
         int64_t now_flushed =
             e.flushed.fetch_add(claim.delta, std::memory_order_seq_cst) + claim.delta;
         if (stored != nullptr) *stored = now_flushed;
+        // A claimed entry keeps its sum entry (SumRemovable).
+        Entry* sum = SumOf(e.id, claim.partition);
+        SC_ASSERT(sum != nullptr || claim.delta == 0);
+        if (sum != nullptr) AddDifferenceToSum(*sum, 0, claim.delta);
       }
       if (committed && !claim.stamped && stored_stamp > e.last_write.load(std::memory_order_relaxed))
         e.last_write.store(stored_stamp, std::memory_order_seq_cst);
@@ -534,6 +589,14 @@ class Protocol {
       if (committed && epoch > e.commit_epoch.load(std::memory_order_relaxed))
         e.commit_epoch.store(epoch, std::memory_order_relaxed);
       int64_t value = e.value.load(std::memory_order_relaxed);
+      // What the buffer held beyond the tables goes: the value is in them once settled. (A
+      // transactional entry holds nothing beyond them, mostly.)
+      int64_t flushed = e.flushed.load(std::memory_order_relaxed);
+      if (value != flushed) {
+        Entry* sum = SumOf(e.id, r.partition);
+        SC_ASSERT(sum != nullptr);
+        if (sum != nullptr) AddDifferenceToSum(*sum, flushed, value);
+      }
       // The reservation made the sum fit; if it somehow did not, keep the old value rather than
       // wrap (a commit cannot fail). An expired value is taken away by the same commit.
       if (committed && !__builtin_add_overflow(value, r.delta - r.expired, &value))
@@ -563,8 +626,13 @@ class Protocol {
     if (index == kNil) return Probe::kMissing;
     Entry& e = t_.at(index);
     if (e.state.load(std::memory_order_relaxed) != kResident) return Probe::kLoading;
+    // The batch's adds change the sum entry, which stays while the key is pinned; without one,
+    // kNoSum: the caller loads (which links it), or drops the key (DropCleanLocked).
+    Entry* sum = SumOf(k, CounterTable::PartitionOf(hash));
+    if (sum == nullptr) return Probe::kNoSum;
     if (CounterTable::ExpiredValue(e, cutoff)) {
       int64_t old = e.value.exchange(0, std::memory_order_seq_cst);
+      AddDifferenceToSum(*sum, 0, old);
       Dirtied ignored;
       CheckDirtied(index, e, old, 0, dirtied != nullptr ? dirtied : &ignored);
     }
@@ -572,6 +640,27 @@ class Protocol {
     *pin = Pin{index, e.generation.load(std::memory_order_relaxed),
                CounterTable::PartitionOf(hash)};
     return Probe::kFound;
+  }
+
+  // Under partition p's exclusive lock: removes k's entry if it holds nothing the tables lack
+  // and nothing holds it (resident, clean, not claimed, not pinned, no reservation, no commit
+  // since its fold could be unfolded: commit_epoch 0); true if it did. For a key resident
+  // without its sum entry, which a batch writes through rather than wait for room for one.
+  bool DropCleanLocked(const CounterKey& k, uint32_t hash) noexcept {
+    uint32_t index = t_.Find(k, hash);
+    if (index == kNil) return true;
+    Entry& e = t_.at(index);
+    bool drop = e.state.load(std::memory_order_relaxed) == kResident && CounterTable::Clean(e) &&
+                e.in_flush.load(std::memory_order_relaxed) == 0 &&
+                e.pins.load(std::memory_order_relaxed) == 0 &&
+                e.reserved_up.load(std::memory_order_relaxed) == 0 &&
+                e.reserved_down.load(std::memory_order_relaxed) == 0 &&
+                e.commit_epoch.load(std::memory_order_relaxed) == 0;
+    if (drop) {
+      t_.Unlink(index);
+      t_.Release(index);
+    }
+    return drop;
   }
 
   // Calls fn() under partition p's exclusive lock.
@@ -613,6 +702,11 @@ class Protocol {
     bool ok = true;
     if (ours) {
       ok = CounterTable::Add(e, delta, value);
+      if (ok) {
+        Entry* sum = SumOf(e.id, pin.partition);
+        SC_ASSERT(sum != nullptr);
+        if (sum != nullptr) AddToSum(*sum, delta);
+      }
       if (ok) CheckDirtied(pin.index, e, *value - delta, *value, dirtied);
       if (ok) StampDirtied(pin.index, e, stamp, dirtied);
     } else {
@@ -659,6 +753,100 @@ class Protocol {
     locks_.Release(p);
   }
 
+  // ---- sums -----------------------------------------------------------------------------------
+
+  // Under partition p's lock (either mode): the resident sum entry of k's (counter, bucket) in p,
+  // or nullptr.
+  Entry* SumOf(const CounterKey& k, uint32_t p) noexcept {
+    uint32_t index = t_.Find(SumKeyOf(k, p), SumHash(k.db, k.counter, p));
+    if (index == kNil) return nullptr;
+    Entry& sum = t_.at(index);
+    return sum.state.load(std::memory_order_acquire) == kResident ? &sum : nullptr;
+  }
+
+  // Adds change to a sum entry, wrapping around on overflow (remembered: sum_wrapped). Marks it
+  // used: the sum entries of a counter being written get the clock's second chance, as its keys.
+  static void AddToSum(Entry& sum, int64_t change) noexcept {
+    if (sum.usage.load(std::memory_order_relaxed) == 0) sum.usage.store(1, std::memory_order_relaxed);
+    if (change == 0) return;
+    int64_t old = sum.value.fetch_add(change, std::memory_order_seq_cst);
+    int64_t ignored;
+    if (__builtin_add_overflow(old, change, &ignored))
+      sum.sum_wrapped.store(1, std::memory_order_seq_cst);
+  }
+
+  // Adds a - b to a sum entry (a difference that may itself leave bigint).
+  static void AddDifferenceToSum(Entry& sum, int64_t a, int64_t b) noexcept {
+    int64_t change;
+    if (__builtin_sub_overflow(a, b, &change)) {
+      sum.sum_wrapped.store(1, std::memory_order_seq_cst);
+      change = int64_t(uint64_t(a) - uint64_t(b));
+    }
+    AddToSum(sum, change);
+  }
+
+  // Under partition p's exclusive lock: whether sum entry `sum` may leave: it holds 0, and no key
+  // entry of its (counter, bucket) in p differs from its row, is claimed by a flush or is pinned.
+  // A pass over the partition's entries.
+  bool SumRemovable(uint32_t p, const Entry& sum) noexcept {
+    if (sum.value.load(std::memory_order_acquire) != 0) return false;
+    bool removable = true;
+    t_.ForEachInPartition(p, [&](uint32_t, Entry& e) {
+      if (!removable || e.id.db != sum.id.db || e.id.counter != -sum.id.counter ||
+          e.id.bucket != sum.id.bucket)
+        return;
+      if (e.value.load(std::memory_order_acquire) != e.flushed.load(std::memory_order_acquire) ||
+          e.in_flush.load(std::memory_order_acquire) != 0 ||
+          e.pins.load(std::memory_order_acquire) != 0)
+        removable = false;
+    });
+    return removable;
+  }
+
+  // Whether k's sum entry in its partition is resident (under the SHARED lock).
+  bool HasSum(const CounterKey& k, uint32_t hash) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    locks_.Shared(p);
+    bool has = SumOf(k, p) != nullptr;
+    locks_.ReleaseShared(p);
+    return has;
+  }
+
+  // Links the taken entry `index` as k's sum entry, holding 0, under the EXCLUSIVE lock, unless
+  // one is linked already: then the entry goes back to the free list.
+  void LinkSum(uint32_t index, const CounterKey& k, uint32_t hash) noexcept {
+    uint32_t p = CounterTable::PartitionOf(hash);
+    Entry& sum = t_.at(index);
+    sum.id = SumKeyOf(k, p);
+    uint32_t sum_hash = SumHash(k.db, k.counter, p);
+    sum.hash.store(sum_hash, std::memory_order_release);
+    sum.value.store(0, std::memory_order_relaxed);
+    sum.flushed.store(0, std::memory_order_relaxed);
+    sum.sum_wrapped.store(0, std::memory_order_relaxed);
+    locks_.Exclusive(p);
+    bool linked = t_.Find(sum.id, sum_hash) != kNil;
+    if (!linked) {
+      sum.state.store(kResident, std::memory_order_release);
+      t_.Link(index);
+    }
+    locks_.Release(p);
+    if (linked) t_.Release(index);
+  }
+
+  // Calls fn(sum entry) for each resident sum entry of (db, counter) in partition p, under its
+  // SHARED lock: one chain.
+  template <typename Fn>
+  void ForEachSum(uint32_t db, int32_t counter, uint32_t p, Fn&& fn) noexcept {
+    uint32_t sum_hash = SumHash(db, counter, p);
+    locks_.Shared(p);
+    t_.ForEachInChain(sum_hash, [&](uint32_t, const Entry& e) {
+      if (e.hash.load(std::memory_order_relaxed) == sum_hash && e.id.db == db &&
+          e.id.counter == -counter && e.state.load(std::memory_order_acquire) == kResident)
+        fn(e);
+    });
+    locks_.ReleaseShared(p);
+  }
+
   // ---- purge and scans ------------------------------------------------------------------------
 
   // Removes every resident entry for which pred(entry) holds, under each partition's exclusive
@@ -689,7 +877,8 @@ class Protocol {
         bool clean = e.state.load(std::memory_order_relaxed) == kResident &&
                      CounterTable::Clean(e) &&
                      e.in_flush.load(std::memory_order_relaxed) == 0 &&
-                     e.pins.load(std::memory_order_relaxed) == 0 && may_evict(e);
+                     e.pins.load(std::memory_order_relaxed) == 0 && may_evict(e) &&
+                     (!IsSum(e.id) || SumRemovable(p, e));
         if (!clean) kept++;
         return clean;
       });

@@ -95,6 +95,10 @@ bool HoldPartitionForBatch(Protocol<Locks>& table, ThroughHolds& holds, uint32_t
       SC_ASSERT(k.db == db && CounterTable::PartitionOf(hash) == p);
       Pin pin{kNil, 0, p};
       Probe probe = table.PinLocked(k, hash, &pin);
+      // Resident without its sum entry, it holds nothing beyond its row: dropped, it is written
+      // through with the others; held (a flush or a fold to come), it is waited for as a load.
+      if (probe == Probe::kNoSum) probe = table.DropCleanLocked(k, hash) ? Probe::kMissing
+                                                                          : Probe::kLoading;
       loading = probe == Probe::kLoading;
       if (probe == Probe::kFound) pinned(j, pin);
     }

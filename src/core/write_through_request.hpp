@@ -201,6 +201,10 @@ class WriteThroughs {
     uint32_t p = CounterTable::PartitionOf(hash);
     table.locks().Exclusive(p);
     bool resident = table.table().Find(k, hash) != kNil;
+    // A key resident without its sum entry holds nothing beyond its row (a write needs the sum
+    // entry, for which the caller found no room): it leaves, and is written through.
+    if (resident && table.SumOf(k, p) == nullptr && table.DropCleanLocked(k, hash))
+      resident = false;
     if (!resident) Publish(i, k, delta, 0, 0, w, false);
     table.locks().Release(p);
     return !resident;

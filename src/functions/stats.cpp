@@ -32,7 +32,7 @@ int64 DirtyEntries(Oid db) {
   auto table = Table();
   for (uint32 p = 0; p < kPartitions; p++)
     table.ForEachResident(p, [&](uint32, const Entry& e) {
-      if (e.id.db == db && !CounterTable::Clean(e))
+      if (e.id.db == db && !IsSum(e.id) && !CounterTable::Clean(e))
         dirty++;
     });
   return dirty;

@@ -13,7 +13,8 @@
 //
 // The next start reads the file in _PG_init, registers a flusher for each database it names, and,
 // as the shared state is created (before any other process exists), links each entry back into
-// the buffer exactly as it was, then removes the file. Readers find the values resident; the
+// the buffer exactly as it was, then removes the file. The sum entries of sc_total
+// (counter_table.hpp) are not saved: they are made again from the entries linked back. Readers find the values resident; the
 // flusher writes each one's unflushed part like any dirty entry (its first flush scans the whole
 // buffer). The tables cannot have changed in between: they are written only by flushers and by
 // commands on counters, and neither ran.
@@ -212,16 +213,34 @@ void RestoreSavedValues() {
   CounterTable* t = shared->table;
   uint64 restored = 0;
   for (; restored < nsaved; restored++) {
+    const SavedValue& v = saved[restored];
+    CounterKey k{v.db, v.counter, v.key, v.bucket};
+    uint32 hash = HashCounterKey(k);
+    uint32 p = CounterTable::PartitionOf(hash);
+    // The sum entry of its (counter, bucket) in its partition gets what it holds beyond its row
+    // (counter_table.hpp: sum entries; they are not saved, but made again here).
+    uint32 sum_index = t->Find(SumKeyOf(k, p), SumHash(k.db, k.counter, p));
+    if (sum_index == kNil) {
+      sum_index = t->Allocate();
+      if (sum_index == kNil) break;
+      Entry& sum = t->at(sum_index);
+      sum.id = SumKeyOf(k, p);
+      sum.hash.store(SumHash(k.db, k.counter, p), std::memory_order_relaxed);
+      sum.value.store(0, std::memory_order_relaxed);
+      sum.flushed.store(0, std::memory_order_relaxed);
+      sum.state.store(kResident, std::memory_order_relaxed);
+      t->Link(sum_index);
+    }
     uint32 index = t->Allocate();
     if (index == kNil) break;
-    const SavedValue& v = saved[restored];
     Entry& e = t->at(index);
-    e.id = CounterKey{v.db, v.counter, v.key, v.bucket};
+    Protocol<PartitionLocks>::AddDifferenceToSum(t->at(sum_index), v.value, v.flushed);
+    e.id = k;
     e.value.store(v.value, std::memory_order_relaxed);
     e.flushed.store(v.flushed, std::memory_order_relaxed);
     e.last_write.store(v.last_write, std::memory_order_relaxed);
     e.stamp_dirty.store(v.stamp_dirty ? 1 : 0, std::memory_order_relaxed);
-    e.hash.store(HashCounterKey(e.id), std::memory_order_relaxed);
+    e.hash.store(hash, std::memory_order_relaxed);
     e.state.store(kResident, std::memory_order_relaxed);
     t->Link(index);
   }
@@ -261,9 +280,10 @@ void SaveUnflushedValues(int code, Datum) {
       MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
   uint64 nids = ids != nullptr ? CopyUnflushedRequestIds(shared->request_ids, ids) : 0;
   uint64 n = 0;
+  // Not the sum entries: made again from the keys' values at the start.
   for (uint32 i = 0; i < t->capacity(); i++) {
     const Entry& e = t->at(i);
-    if (e.state.load() == kResident && !CounterTable::Clean(e)) n++;
+    if (e.state.load() == kResident && !IsSum(e.id) && !CounterTable::Clean(e)) n++;
   }
   if (n == 0 && nids == 0) return;
   auto* values = static_cast<SavedValue*>(
@@ -277,7 +297,7 @@ void SaveUnflushedValues(int code, Datum) {
   uint64 k = 0;
   for (uint32 i = 0; i < t->capacity() && k < n; i++) {
     const Entry& e = t->at(i);
-    if (e.state.load() == kResident && !CounterTable::Clean(e))
+    if (e.state.load() == kResident && !IsSum(e.id) && !CounterTable::Clean(e))
       values[k++] = SavedValue{e.id.db,         e.id.counter,     e.id.key,
                                e.id.bucket,     e.value.load(),   e.flushed.load(),
                                e.last_write.load(), e.stamp_dirty.load() != 0};

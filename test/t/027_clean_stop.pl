@@ -27,7 +27,10 @@ SELECT sc_create('b', 'buffered'), sc_create('h', 'buffered', interval '1 hour')
 SELECT sc_incr('b', 1, 100);
 SELECT sc_rollup();
 });
-my $values = q{SELECT sc_sum('b', 1) || ',' || sc_sum('b', 2) || ',' || sc_sum('h', 3)};
+# Each value, then each counter's total (sc_total: the sums of the rows and the buffer's sum
+# entries, made again for restored values).
+my $values = q{SELECT sc_sum('b', 1) || ',' || sc_sum('b', 2) || ',' || sc_sum('h', 3)
+                      || ',' || sc_total('b') || ',' || sc_total('h')};
 my $stored = q{SELECT string_agg(counter || ':' || key || '=' || value, ' ' ORDER BY counter, key)
   FROM slotted_counter.totals};
 my $lock = q{BEGIN; LOCK TABLE slotted_counter.totals IN EXCLUSIVE MODE;};
@@ -69,13 +72,13 @@ like($log, qr/slotted_counter: saved 3 values that could not be flushed/,
 like($log, qr/slotted_counter: restored 3 values that the last shutdown could not flush/,
 	'the next start restored them');
 ok(!-e $node->data_dir . '/pg_stat/slotted_counter.unflushed', 'and removed the file');
-is($node->safe_psql('postgres', $values), '111,22,33',
+is($node->safe_psql('postgres', $values), '111,22,33,133,33',
 	'every acknowledged increment is there, while the lock still stops flushes');
 is($node->safe_psql('postgres', $stored), '1:1=101 1:2=2 2:3=3', 'the tables are as they were');
 $node->safe_psql('postgres', q{ROLLBACK PREPARED 'lock'});
 ok($node->poll_query_until('postgres', $stored, '1:1=111 1:2=22 2:3=33'),
 	'once the lock is gone, the restarted flusher writes them, each once');
-is($node->safe_psql('postgres', $values), '111,22,33', 'and the values are unchanged');
+is($node->safe_psql('postgres', $values), '111,22,33,133,33', 'and the values are unchanged');
 
 # Twice in a row: saved, restored, still locked, saved again, restored again.
 $node->safe_psql('postgres', $lock . q{PREPARE TRANSACTION 'lock';});
@@ -83,7 +86,7 @@ $node->safe_psql('postgres', q{SELECT sc_incr('b', 1, 1)});
 $node->restart;
 $node->safe_psql('postgres', q{SELECT sc_incr('b', 2, 1)});
 $node->restart;
-is($node->safe_psql('postgres', $values), '112,23,33', 'two restarts under the lock: exact');
+is($node->safe_psql('postgres', $values), '112,23,33,135,33', 'two restarts under the lock: exact');
 $node->safe_psql('postgres', q{ROLLBACK PREPARED 'lock'});
 ok($node->poll_query_until('postgres', $stored, '1:1=112 1:2=23 2:3=33'),
 	'and then written once each');
@@ -104,7 +107,7 @@ like($log, qr/slotted_counter: 2 unflushed values \(a net change of 9\) are lost
 like($log, qr/lost in database $db, counter id $counter_b: a net change of 9 over 2 keys/,
 	'and of which counter');
 $node->start;
-is($node->safe_psql('postgres', $values), '112,23,33',
+is($node->safe_psql('postgres', $values), '112,23,33,135,33',
 	'the next start has the values of the tables: nothing counted twice');
 
 # An immediate stop writes no shutdown checkpoint: nothing is saved, the log says what is lost.
@@ -114,7 +117,7 @@ $node->stop('immediate');
 like(log_since($offset), qr/lost in database $db, counter id $counter_b: a net change of 6 over 1 keys.*/,
 	'an immediate stop: the log says what is lost');
 $node->start;
-is($node->safe_psql('postgres', $values), '112,23,33', 'and nothing of it is applied');
+is($node->safe_psql('postgres', $values), '112,23,33,135,33', 'and nothing of it is applied');
 
 # A start in recovery does not apply the file.
 $node->safe_psql('postgres', q{SELECT sc_incr('b', 1, 7)});
@@ -129,7 +132,7 @@ ok(!-e $node->data_dir . '/pg_stat/slotted_counter.unflushed', 'the file is gone
 $node->promote;
 $node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()');
 $node->safe_psql('postgres', q{ROLLBACK PREPARED 'lock'});
-is($node->safe_psql('postgres', $values), '112,23,33', 'after the promotion: the values of the tables');
+is($node->safe_psql('postgres', $values), '112,23,33,135,33', 'after the promotion: the values of the tables');
 
 # sc_incr_once: the request ids of increments the last flush could not write are saved with
 # them; the same ids sent again after the restart count nothing more, before and after the

@@ -1,7 +1,7 @@
 # sc_total from slotted_counter.sums (one row per counter and bucket, kept by triggers on totals)
 # and the buffer: exact while flushes commit under it, after a crash, and after a restore.
 #   a. load: pgbench adds 1 per call to four counters (buffered and transactional, with and
-#      without buckets) over 100,000 keys while the flusher flushes every 10 ms; a reader reads
+#      without buckets) over 100,000 keys for 4 s while the flusher flushes every 10 ms; a reader reads
 #      each total 2,000 times in a row at each progress report: a total that ever goes down
 #      counted a flush twice or not at all. At the end each total equals the calls pgbench
 #      reports, and every sum equals its rows.
@@ -56,7 +56,7 @@ SELECT sc_incr('b', :k::bigint), sc_incr('t', :k::bigint), sc_incr('h', :k::bigi
 my ($out, $err) = ('', '');
 my $load = IPC::Run::start(
 	[
-		'pgbench', '--no-vacuum', '--client=8', '--jobs=2', '--transactions=5000', '--progress=1',
+		'pgbench', '--no-vacuum', '--client=8', '--jobs=2', '--time=4', '--progress=1',
 		"--file=$script", '-h', $node->host, '-p', $node->port, 'postgres'
 	],
 	'>', \$out, '2>', \$err, IPC::Run::timeout(600));
@@ -78,7 +78,7 @@ $load->finish;
 is($load->full_result(0), 0, 'load: pgbench exited with 0');
 is(scalar(() = $err =~ /error/gi), 0, 'load: no call failed');
 my ($tx) = $out =~ /number of transactions actually processed: (\d+)/;
-is($tx, 40000, 'load: pgbench reports 40,000 transactions');
+cmp_ok($tx, '>', 0, 'load: pgbench reports its transactions');
 cmp_ok($reads, '>', 0, 'load: the totals were read during the load');
 $bad += $reader->query_safe(decreases($_)) for qw(b t h ht);
 is($bad, 0, 'load: no total read during the load ever went down');

@@ -373,13 +373,17 @@ TEST(PartitionLock, AWriterFlagLeftByAnErrorIsClearedByTheNextReader) {
 // ---------------------------------------------------------------------------------------------
 // Concurrent adds to one resident entry through the hot path (AddIfResident).
 
-// Loads k as a resident, clean entry with the given value (single-threaded setup).
+// Loads k as a resident, clean entry with the given value, and its sum entry (single-threaded
+// setup).
 void LoadResident(Proto& p, const CounterKey& k, int64_t value) {
   uint64_t evicted = 0;
+  uint32_t h = sc::HashCounterKey(k);
+  uint32_t sum = p.TakeFreeOrClean(k.db, false, 1024, [](const Entry&) { return true; }, &evicted);
+  if (sum == kNil) std::abort();
+  p.LinkSum(sum, k, h);
   uint32_t index =
       p.TakeFreeOrClean(k.db, false, 1024, [](const Entry&) { return true; }, &evicted);
   Loading loading;
-  uint32_t h = sc::HashCounterKey(k);
   if (index == kNil ||
       p.BeginLoad(index, k, h, [] { return LoadStart::kLinked; }, &loading) != LoadStart::kLinked ||
       !p.FinishLoad(loading, value, [] { return false; }))
@@ -618,7 +622,7 @@ class ServerRun {
     sc::RingReset(*ring_, ring_mu_);
     for (uint32_t k = 0; k < nkeys; k++) {
       // Spread over counters and buckets; all distinct because `key` is.
-      CounterKey key{kDb, int32_t(k % 4), int64_t(k) * 7919 - 50'000,
+      CounterKey key{kDb, 1 + int32_t(k % 4), int64_t(k) * 7919 - 50'000,
                      k % 3 == 0 ? kNoBucket : int64_t(k % 7) * 3'600'000'000LL};
       keys_.push_back(key);
       hashes_.push_back(sc::HashCounterKey(key));
@@ -629,7 +633,7 @@ class ServerRun {
   CounterTable& table() { return *mem_; }
   const CounterKey& key(uint32_t ki) const { return keys_[ki]; }
   uint32_t hash(uint32_t ki) const { return hashes_[ki]; }
-  static bool Transactional(const CounterKey& k) { return k.counter % 2 != 0; }
+  static bool Transactional(const CounterKey& k) { return k.counter % 2 == 0; }
   std::atomic<bool> abort{false};
 
   // Counts delta into key #ki; returns when it has been counted (or not, for an abort).
@@ -657,6 +661,13 @@ class ServerRun {
       }
       Load(k, h, st);
     }
+  }
+
+  // Adds delta to key #ki if it is buffered and resident with its sum entry (no load, no
+  // flush needed); true if it did.
+  bool AddIfResident(uint32_t ki, int64_t delta, WorkerStats& st) {
+    if (Transactional(keys_[ki])) return false;
+    return Increment(keys_[ki], hashes_[ki], delta, false, ki, st) == Probe::kFound;
   }
 
   // One flush (take the ring, claim, write, settle); false if it found nothing to write.
@@ -766,16 +777,31 @@ class ServerRun {
     return Probe::kFound;
   }
 
-  void Load(const CounterKey& k, uint32_t h, WorkerStats& st) {
+  // A free entry or an evicted one, or kNil.
+  uint32_t Take(WorkerStats& st) {
     uint64_t evicted = 0;
     uint32_t index = p_.TakeFreeOrClean(
-        k.db, false, 1024, [&](const Entry& e) { return CheckStored(e, st, "evicting"); }, &evicted);
+        kDb, false, 1024, [&](const Entry& e) { return CheckStored(e, st, "evicting"); }, &evicted);
     st.evictions += evicted;
     if (index == kNil) {
       st.no_room++;
       std::this_thread::yield();
-      return;
     }
+    return index;
+  }
+
+  // As buffer/load.cpp: the key's sum entry first (a key resident without it needs only that),
+  // then the key.
+  void Load(const CounterKey& k, uint32_t h, WorkerStats& st) {
+    if (!p_.HasSum(k, h)) {
+      uint32_t spare = Take(st);
+      if (spare == kNil) return;
+      p_.LinkSum(spare, k, h);
+      int64_t ignored;
+      if (p_.ReadIfResident(k, h, &ignored) != Probe::kMissing) return;
+    }
+    uint32_t index = Take(st);
+    if (index == kNil) return;
     if (mem_->at(index).state.load() != sc::kOwned) st.Error("a taken entry is not kOwned");
     Loading loading;
     if (p_.BeginLoad(index, k, h, [] { return LoadStart::kLinked; }, &loading) !=
@@ -794,7 +820,8 @@ class ServerRun {
     st.loads++;
   }
 
-  // An entry about to leave the buffer is clean and settled: the map must hold its whole value.
+  // An entry about to leave the buffer is clean and settled: the map must hold its whole value
+  // (a sum entry's: 0, in no row).
   bool CheckStored(const Entry& e, WorkerStats& st, const char* what) {
     std::lock_guard<std::mutex> g(values_mu_);
     auto it = values_.find(Id(e.id));
@@ -878,6 +905,41 @@ void RunServer(const RunParams& prm) {
   }
   stop.store(true, std::memory_order_release);
   for (auto& b : background) b.join();
+  // At rest, before the last flush (the flushers caught up: make resident keys dirty again):
+  // each sum entry holds what its keys' entries in its partition hold beyond the table
+  // (value - flushed), and every key that does has its sum entry.
+  uint64_t touched = 0;
+  for (uint32_t k = 0; k < prm.nkeys; k++) touched += m.AddIfResident(k, 3, stats[kThreads]);
+  EXPECT_GT(touched, 0u);
+  {
+    CounterTable& t = m.table();
+    std::map<std::tuple<int32_t, int64_t, uint32_t>, int64_t> beyond, sums;
+    for (uint32_t i = 0; i < t.capacity(); i++) {
+      const Entry& e = t.at(i);
+      if (e.state.load() != sc::kResident) continue;
+      uint32_t part = CounterTable::PartitionOf(e.hash.load());
+      if (sc::IsSum(e.id)) {
+        EXPECT_EQ(e.sum_wrapped.load(), 0u);
+        sums[{-e.id.counter, e.id.bucket, part}] += e.value.load();
+        EXPECT_EQ(e.id.key, int64_t(part)) << "a sum entry outside its partition";
+      } else if (e.value.load() != e.flushed.load()) {
+        beyond[{e.id.counter, e.id.bucket, part}] += e.value.load() - e.flushed.load();
+      }
+    }
+    uint64_t mismatched = 0, dirty_sums = 0;
+    for (const auto& [group, value] : beyond) {
+      auto it = sums.find(group);
+      if (it == sums.end() || it->second != value) mismatched++;
+    }
+    for (const auto& [group, value] : sums) {
+      if (value != 0) dirty_sums++;
+      auto it = beyond.find(group);
+      if ((it == beyond.end() ? 0 : it->second) != value) mismatched++;
+    }
+    EXPECT_EQ(mismatched, 0u) << "sum entries that differ from their keys";
+    std::printf("[   info   ] at rest: %zu groups of keys beyond the table, %llu sum entries not 0\n",
+                beyond.size(), (unsigned long long)dirty_sums);
+  }
   uint64_t last = 0;
   m.Flush(&last, true);  // flush everything that is left
 
@@ -925,14 +987,21 @@ void RunServer(const RunParams& prm) {
     }
   }
   EXPECT_EQ(wrong, 0u) << "keys with a lost or double count";
-  EXPECT_EQ(total.hits, uint64_t(kThreads) * prm.ops_per_thread) << "every operation applied once";
+  EXPECT_EQ(total.hits, uint64_t(kThreads) * prm.ops_per_thread + touched)
+      << "every operation applied once";
   EXPECT_LE(values.size(), size_t(prm.nkeys)) << "counts went to keys nobody counted into";
 
   // The table is consistent at rest: every used entry is resident under a distinct key, clean,
   // settled, unpinned, unreserved and agrees with the values table; nothing leaked in the
   // kOwned/kLoading states.
   CounterTable& t = m.table();
-  uint64_t resident = 0;
+  uint64_t resident = 0, sums = 0;
+  for (uint32_t i = 0; i < t.capacity(); i++) {
+    const Entry& e = t.at(i);
+    if (e.state.load() != sc::kResident || !sc::IsSum(e.id)) continue;
+    sums++;
+    EXPECT_EQ(e.value.load(), 0) << "a sum entry holds something once every key is flushed";
+  }
   for (uint32_t k = 0; k < prm.nkeys; k++) {
     uint32_t i = t.Find(m.key(k), m.hash(k));
     if (i == kNil) continue;
@@ -946,9 +1015,9 @@ void RunServer(const RunParams& prm) {
     EXPECT_EQ(e.value.load(), e.flushed.load()) << k;
     EXPECT_EQ(e.value.load(), total.net[k]) << k;
   }
-  EXPECT_EQ(t.used(), resident) << "entries allocated but not linked (leaked)";
+  EXPECT_EQ(t.used(), resident + sums) << "entries allocated but not linked (leaked)";
   EXPECT_LE(t.used(), uint64_t(prm.capacity));
-  EXPECT_EQ(uint64_t(t.OccupancyOf(kDb)), resident)
+  EXPECT_EQ(uint64_t(t.OccupancyOf(kDb)), resident + sums)
       << "the database's occupancy drifted from its linked entries (loads, evictions, purges)";
 
   // The interesting paths really ran, otherwise the counts above prove little.

@@ -51,8 +51,14 @@ struct Values {
 void LoadIfMissing(Proto& table, Requests& requests, Values& v, const CounterKey& k, int slot) {
   uint32_t hash = sc::HashCounterKey(k);
   int64_t ignored;
-  if (table.ReadIfResident(k, hash, &ignored) != Probe::kMissing) return;
   uint64_t evicted = 0;
+  if (!table.HasSum(k, hash)) {  // the sum entry first, as LoadEntry links it
+    uint32_t spare =
+        table.TakeFreeOrClean(kDb, false, 64, [](const Entry&) { return true; }, &evicted);
+    if (spare == kNil) return;
+    table.LinkSum(spare, k, hash);
+  }
+  if (table.ReadIfResident(k, hash, &ignored) != Probe::kMissing) return;
   uint32_t index =
       table.TakeFreeOrClean(kDb, false, 64, [](const Entry&) { return true; }, &evicted);
   if (index == kNil) return;
@@ -330,6 +336,12 @@ TEST(PartitionHolds, NoKeyIsLoadedWhileABatchWritesItThrough) {
         const CounterKey& k = keys[rng() % keys.size()];
         uint32_t hash = sc::HashCounterKey(k);
         int64_t value;
+        if (!table.HasSum(k, hash)) {  // the sum entry first, as LoadEntry links it
+          uint64_t evicted = 0;
+          uint32_t spare =
+              table.TakeFreeOrClean(kDb, false, 64, [](const Entry&) { return true; }, &evicted);
+          if (spare != kNil) table.LinkSum(spare, k, hash);
+        }
         if (table.ReadIfResident(k, hash, &value) == Probe::kMissing) {
           uint64_t evicted = 0;
           uint32_t index =

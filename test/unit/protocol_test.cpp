@@ -43,6 +43,18 @@ class ProtocolTest : public ::testing::Test {
     return index;
   }
 
+  // Links the sum entry of k's (counter, bucket) in its partition, as the server's load does
+  // when a write found it missing (unless it is there); false if no entry could be had.
+  bool LinkSumOf(const CounterKey& k) {
+    if (p_.HasSum(k, H(k))) return true;
+    uint64_t evicted = 0;
+    uint32_t index =
+        p_.TakeFreeOrClean(k.db, false, 1024, [](const Entry&) { return true; }, &evicted);
+    if (index == kNil) return false;
+    p_.LinkSum(index, k, H(k));
+    return true;
+  }
+
   // Takes an entry and links it for k as loading (BeginLoad); the load is not finished.
   Loading StartLoad(const CounterKey& k) {
     uint64_t evicted = 0;
@@ -62,6 +74,7 @@ class ProtocolTest : public ::testing::Test {
   }
 
   int64_t Add(const CounterKey& k, int64_t delta, Dirtied* dirtied = nullptr) {
+    EXPECT_TRUE(LinkSumOf(k));
     int64_t value = 0;
     bool overflow = false;
     Dirtied ignored;
@@ -97,8 +110,13 @@ class ProtocolTest : public ::testing::Test {
 TEST_F(ProtocolTest, AddTakesTheKeysPartitionShared) {
   CounterKey k = Key(1);
   Load(k, 10);
+  ASSERT_TRUE(LinkSumOf(k));  // as a write's load links it
   log_.events.clear();
-  EXPECT_EQ(Add(k, 5), 15);
+  int64_t value = 0;
+  bool overflow = false;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResident(k, H(k), 5, &value, &overflow, &d), Probe::kFound);
+  EXPECT_EQ(value, 15);
   ASSERT_EQ(log_.Ops(), "SR");
   EXPECT_EQ(log_.events[0].partition, P(k));
 }
@@ -137,6 +155,7 @@ TEST_F(ProtocolTest, LoadingEntryTakesNoAddAndReportsLoading) {
 TEST_F(ProtocolTest, OverflowIsRefusedAndReportsTheUnchangedValue) {
   CounterKey k = Key(1);
   uint32_t i = Load(k, kMax - 1);
+  ASSERT_TRUE(LinkSumOf(k));  // as a write's load links it
   int64_t value = 0;
   bool overflow = false;
   Dirtied d;
@@ -180,6 +199,7 @@ TEST_F(ProtocolTest, ReadReturnsTheValue) {
 TEST_F(ProtocolTest, ExchangeReturnsTheOldValueMarksUsedAndNotesDirty) {
   CounterKey k = Key(1);
   uint32_t i = Load(k, 11);
+  ASSERT_TRUE(LinkSumOf(k));  // as a write's load links it
   t().at(i).usage.store(0);
   int64_t old = 0;
   Dirtied d;
@@ -303,10 +323,15 @@ TEST_F(SmallTable, EveryKindOfWriteGivesItsEntryASecondChance) {
   };
   for (const Write& w : writes) {
     SCOPED_TRACE(w.name);
-    // Four clean keys that the clock has aged (usage bits cleared), each written once.
+    // Two clean keys and their sum entries that the clock has aged (usage bits cleared), each
+    // key written once.
     p_.PurgeIf([](const Entry&) { return true; });
-    Fill();
-    for (int64_t key = 0; key < 4; key++) w.write(Key(key));
+    for (int64_t key = 0; key < 2; key++) {
+      ASSERT_NE(Load(Key(key)), kNil);
+      ASSERT_TRUE(LinkSumOf(Key(key)));
+    }
+    for (uint32_t i = 0; i < 4; i++) t().at(i).usage.store(0);
+    for (int64_t key = 0; key < 2; key++) w.write(Key(key));
     for (const Claim& c : ClaimAllOf(Key(0).db)) p_.SettleClaim(c, true);
     for (uint32_t i = 0; i < 4; i++)
       ASSERT_EQ(t().at(i).value.load(), t().at(i).flushed.load()) << "clean again";
@@ -584,6 +609,7 @@ TEST_F(ProtocolTest, ADifferenceBeyondBigintIsFlushedInStepsWithinRange) {
                                 {INT64_MIN, INT64_MAX}, {INT64_MIN, 1}, {-2, INT64_MAX}}) {
     CounterKey k = Key(++key);
     uint32_t i = Load(k, stored);
+    ASSERT_TRUE(LinkSumOf(k));  // as a write's load links it
     int64_t old = 0;
     Dirtied dirtied;
     ASSERT_EQ(p_.ExchangeIfResident(k, H(k), target, &old, &dirtied), Probe::kFound);
@@ -661,7 +687,7 @@ TEST_F(ProtocolTest, WithoutRoomTheRestIsReportedAndNotClaimed) {
   EXPECT_EQ(claims.size(), 2u);
   EXPECT_EQ(overflowed, 4);
   int in_flush = 0;
-  for (uint32_t i = 0; i < 6; i++) in_flush += t().at(i).in_flush.load();
+  for (uint32_t i = 0; i < t().capacity(); i++) in_flush += t().at(i).in_flush.load();
   EXPECT_EQ(in_flush, 2);
 }
 
@@ -880,6 +906,7 @@ TEST_F(ProtocolTest, ABoundedReservationChecksTheOtherSidesPendingDeltas) {
 TEST_F(ProtocolTest, ABoundedAddIsRefusedWithTheValueAndNotesNothing) {
   CounterKey k = Key(1);
   uint32_t i = Load(k, 10);
+  ASSERT_TRUE(LinkSumOf(k));  // as a write's load links it
   int64_t value = 0;
   bool refused = true;
   Dirtied dirtied;
@@ -939,6 +966,7 @@ TEST_F(ProtocolTest, ASettleAfterAPurgeReportsTheEntryGone) {
 TEST_F(ProtocolTest, APinHoldsAnEntryUntilUnpinned) {
   CounterKey k = Key(1);
   uint32_t i = Load(k, 0);
+  ASSERT_TRUE(LinkSumOf(k));  // as a write's load links it
   Pin pin;
   Probe probe = Probe::kMissing;
   log_.events.clear();
@@ -972,6 +1000,7 @@ TEST_F(ProtocolTest, PinningAMissingOrLoadingKeySaysSo) {
 TEST_F(ProtocolTest, AddsToAPinnedEntryAndNotesItDirty) {
   CounterKey k = Key(1);
   uint32_t i = Load(k, 0);
+  ASSERT_TRUE(LinkSumOf(k));  // as a write's load links it
   Pin pin;
   p_.Exclusively(P(k), [&] { p_.PinLocked(k, H(k), &pin); });
   int64_t value = 0;
@@ -988,10 +1017,12 @@ TEST_F(ProtocolTest, AddsToAPinnedEntryAndNotesItDirty) {
 
 TEST_F(ProtocolTest, APurgedPinnedEntryTakesNothingAndItsUnpinLeavesTheNewOne) {
   CounterKey k = Key(1), other = Key(2);
+  ASSERT_TRUE(LinkSumOf(other));
   uint32_t i = Load(k, 0);
+  ASSERT_TRUE(LinkSumOf(k));
   Pin pin;
   p_.Exclusively(P(k), [&] { p_.PinLocked(k, H(k), &pin); });
-  p_.PurgeIf([](const Entry&) { return true; });
+  p_.PurgeIf([&](const Entry& e) { return e.id == k; });
   ASSERT_EQ(Load(other, 9), i);
   Pin other_pin;
   p_.Exclusively(P(other), [&] { p_.PinLocked(other, H(other), &other_pin); });
@@ -1057,8 +1088,10 @@ TEST_F(ProtocolTest, PurgeCleanKeepsWhatTheTablesLackAndCountsIt) {
   Add(Key(1), 1);
   t().at(pinned).pins.store(1);
   t().at(claimed).in_flush.store(1);
-  EXPECT_EQ(p_.PurgeClean(7, [&](const Entry& e) { return &e != &t().at(vetoed); }), 4u);
-  EXPECT_EQ(t().used(), 5u);
+  // Kept: the dirty, pinned, claimed and vetoed keys, and the dirty key's sum entry (which holds
+  // what it lacks).
+  EXPECT_EQ(p_.PurgeClean(7, [&](const Entry& e) { return &e != &t().at(vetoed); }), 5u);
+  EXPECT_EQ(t().used(), 6u);
   EXPECT_EQ(t().Find(Key(5), H(Key(5))), kNil);
   EXPECT_NE(t().Find(Key(6, 8), H(Key(6, 8))), kNil);
   EXPECT_NE(t().Find(Key(1), H(Key(1))), kNil);
@@ -1196,7 +1229,12 @@ using sc::Write;
 class ExpiryTest : public ProtocolTest {
  protected:
   // k loaded with value 10, last written at 100 and flushed.
-  uint32_t LoadWritten(const CounterKey& k) { return Load(k, 10, 100); }
+  // With its sum entry, as the key of a write.
+  uint32_t LoadWritten(const CounterKey& k) {
+    uint32_t index = Load(k, 10, 100);
+    EXPECT_TRUE(LinkSumOf(k));
+    return index;
+  }
 
   Probe AddAt(const CounterKey& k, int64_t delta, Write w, int64_t* value, Dirtied* d) {
     bool overflow = false;
@@ -1280,6 +1318,7 @@ TEST_F(ExpiryTest, TheZeroingLooksAgainUnderTheExclusiveLock) {
 TEST_F(ExpiryTest, AnExpiredKeyThatHoldsZeroIsWrittenWithoutTheExclusiveLock) {
   CounterKey k = Key(1);
   Load(k, 0, 100);
+  ASSERT_TRUE(LinkSumOf(k));
   int64_t value = 0;
   Dirtied d;
   log_.events.clear();

@@ -40,10 +40,18 @@ class HoldTest : public ::testing::Test {
     return sc::BeginLoadUnlessHeld(p_, *holds_, index, k, H(k), [] { return LoadStart::kLinked; },
                                    loading);
   }
+  // Loads k, and links its sum entry, as the key of a write (core/protocol.hpp: sums).
   void Load(const CounterKey& k, int64_t stored = 0) {
     sc::Loading loading{kNil, 0, 0};
     ASSERT_EQ(BeginLoad(k, &loading), LoadStart::kLinked);
     ASSERT_TRUE(p_.FinishLoad(loading, stored, [] { return false; }));
+    if (!p_.HasSum(k, H(k))) {
+      uint64_t evicted = 0;
+      uint32_t index =
+          p_.TakeFreeOrClean(k.db, false, 16, [](const Entry&) { return true; }, &evicted);
+      ASSERT_NE(index, kNil);
+      p_.LinkSum(index, k, H(k));
+    }
   }
 
   // A batch's hold of the keys on their partition; the pins it took.

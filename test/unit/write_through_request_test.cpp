@@ -182,9 +182,33 @@ TEST_F(RequestTest, AResidentKeyIsNotPublished) {
             LoadStart::kLinked);
   EXPECT_FALSE(Publish(0, k, 5)) << "a key being loaded is linked: add to it instead";
   ASSERT_TRUE(p_.FinishLoad(loading, 3, [] { return false; }));
+  uint32_t sum = p_.TakeFreeOrClean(7, false, 16, [](const Entry&) { return true; }, &evicted);
+  p_.LinkSum(sum, k, H(k));
   EXPECT_FALSE(Publish(0, k, 5));
   EXPECT_EQ(State(0), sc::kRequestEmpty);
   EXPECT_EQ(open_.load(), 0u);
+}
+
+// A resident key without its sum entry (core/protocol.hpp: sums) cannot be written in the buffer,
+// and the caller found no room for the sum entry: clean, it holds nothing beyond its row, so it
+// leaves and its write goes through.
+TEST_F(RequestTest, AResidentKeyWithoutItsSumEntryLeavesAndIsPublished) {
+  CounterKey k = Key(1);
+  uint64_t evicted = 0;
+  uint32_t index = p_.TakeFreeOrClean(7, false, 16, [](const Entry&) { return true; }, &evicted);
+  sc::Loading loading{kNil, 0, 0};
+  ASSERT_EQ(p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  ASSERT_TRUE(p_.FinishLoad(loading, 3, [] { return false; }));
+  p_.table().at(index).in_flush.store(1);
+  EXPECT_FALSE(Publish(0, k, 5)) << "one a flush claimed stays until it is settled";
+  p_.table().at(index).in_flush.store(0);
+  EXPECT_TRUE(Publish(0, k, 5));
+  EXPECT_EQ(p_.table().Find(k, H(k)), kNil);
+  EXPECT_EQ(State(0), sc::kRequestPending);
+  ASSERT_EQ(Take().size(), 1u);
+  EXPECT_EQ(w_.Finish(0, sc::kRequestDone, 8, 0), 1);
+  EXPECT_EQ(LookAt(0).answer.result, 8);
 }
 
 // A loader checks, under the key's exclusive lock, that no request for the key is open.
