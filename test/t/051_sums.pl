@@ -1,7 +1,7 @@
 # sc_total from slotted_counter.sums (one row per counter and bucket, kept by triggers on totals)
 # and the buffer: exact while flushes commit under it, after a crash, and after a restore.
 #   a. load: pgbench adds 1 per call to four counters (buffered and transactional, with and
-#      without buckets) over 100,000 keys for 4 s while the flusher flushes every 10 ms; a reader reads
+#      without buckets) over 100,000 keys for 3 s while the flusher flushes every 10 ms; a reader reads
 #      each total 2,000 times in a row at each progress report: a total that ever goes down
 #      counted a flush twice or not at all. At the end each total equals the calls pgbench
 #      reports, and every sum equals its rows.
@@ -56,7 +56,7 @@ SELECT sc_incr('b', :k::bigint), sc_incr('t', :k::bigint), sc_incr('h', :k::bigi
 my ($out, $err) = ('', '');
 my $load = IPC::Run::start(
 	[
-		'pgbench', '--no-vacuum', '--client=8', '--jobs=2', '--time=4', '--progress=1',
+		'pgbench', '--no-vacuum', '--client=8', '--jobs=2', '--time=3', '--progress=1',
 		"--file=$script", '-h', $node->host, '-p', $node->port, 'postgres'
 	],
 	'>', \$out, '2>', \$err, IPC::Run::timeout(600));
