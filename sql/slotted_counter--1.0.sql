@@ -479,6 +479,22 @@ GRANT SELECT ON slotted_counter.lagged TO PUBLIC;
 
 CREATE FUNCTION sc_rollup() RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_rollup' LANGUAGE C STRICT VOLATILE;
+-- Makes slotted_counter.sums again from the rows, for a restore that bypassed the triggers that
+-- keep it (pg_restore --data-only --disable-triggers); flushes wait for it (SHARE lock).
+-- Superusers only, unless granted.
+CREATE FUNCTION sc_rebuild_sums() RETURNS bigint LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    LOCK TABLE slotted_counter.totals IN SHARE MODE;
+    DELETE FROM slotted_counter.sums;
+    WITH made AS (
+        INSERT INTO slotted_counter.sums (counter, bucket, value)
+        SELECT counter, bucket, sum(value) FROM slotted_counter.totals
+        GROUP BY counter, bucket HAVING sum(value) <> 0
+        RETURNING 1)
+    SELECT count(*) FROM made;
+$$;
+REVOKE ALL ON FUNCTION sc_rebuild_sums() FROM PUBLIC;
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every interval DEFAULT '1 minute') RETURNS void
     AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -622,6 +638,8 @@ COMMENT ON FUNCTION sc_top_text(slotted_counter, bigint, timestamptz, timestampt
     'sc_top with the keys as text, for a counter keyed by text or bigint (SELECT)';
 COMMENT ON FUNCTION slotted_counter.top_ids(slotted_counter, bigint, timestamptz, timestamptz) IS
     'sc_top of a counter of either kind, a text key as its id in slotted_counter.keys: what sc_top_text reads (SELECT)';
+COMMENT ON FUNCTION sc_rebuild_sums() IS
+    'makes slotted_counter.sums again from slotted_counter.totals (after a restore without triggers); returns the rows made';
 COMMENT ON FUNCTION sc_rollup() IS
     'flushes this database''s buffered values to slotted_counter.totals now; returns the rows written';
 COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, interval) IS
