@@ -33,6 +33,18 @@ class RequestTest : public ::testing::Test {
   static uint32_t H(const CounterKey& k) { return sc::HashCounterKey(k); }
   static uint32_t P(const CounterKey& k) { return CounterTable::PartitionOf(H(k)); }
 
+  // Takes an entry and links it for k as loading (BeginLoad); index kNil if that failed.
+  sc::Loading StartLoad(const CounterKey& k) {
+    uint64_t evicted = 0;
+    uint32_t index = p_.TakeFreeOrClean(7, false, 16, [](const Entry&) { return true; }, &evicted);
+    sc::Loading loading{kNil, 0, 0};
+    if (index == kNil ||
+        p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading) !=
+            LoadStart::kLinked)
+      loading.index = kNil;
+    return loading;
+  }
+
   bool Publish(int i, const CounterKey& k, int64_t delta) {
     return w_.PublishForKey(p_, i, k, H(k), delta);
   }
@@ -175,13 +187,11 @@ TEST_F(RequestTest, ASingleKeyIsPublishedUnderItsPartitionLockExclusive) {
 
 TEST_F(RequestTest, AResidentKeyIsNotPublished) {
   CounterKey k = Key(1);
-  uint64_t evicted = 0;
-  uint32_t index = p_.TakeFreeOrClean(7, false, 16, [](const Entry&) { return true; }, &evicted);
-  sc::Loading loading{kNil, 0, 0};
-  ASSERT_EQ(p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  sc::Loading loading = StartLoad(k);
+  ASSERT_NE(loading.index, kNil);
   EXPECT_FALSE(Publish(0, k, 5)) << "a key being loaded is linked: add to it instead";
   ASSERT_TRUE(p_.FinishLoad(loading, 3, [] { return false; }));
+  uint64_t evicted = 0;
   uint32_t sum = p_.TakeFreeOrClean(7, false, 16, [](const Entry&) { return true; }, &evicted);
   p_.LinkSum(sum, k, H(k));
   EXPECT_FALSE(Publish(0, k, 5));
@@ -194,15 +204,12 @@ TEST_F(RequestTest, AResidentKeyIsNotPublished) {
 // leaves and its write goes through.
 TEST_F(RequestTest, AResidentKeyWithoutItsSumEntryLeavesAndIsPublished) {
   CounterKey k = Key(1);
-  uint64_t evicted = 0;
-  uint32_t index = p_.TakeFreeOrClean(7, false, 16, [](const Entry&) { return true; }, &evicted);
-  sc::Loading loading{kNil, 0, 0};
-  ASSERT_EQ(p_.BeginLoad(index, k, H(k), [] { return LoadStart::kLinked; }, &loading),
-            LoadStart::kLinked);
+  sc::Loading loading = StartLoad(k);
+  ASSERT_NE(loading.index, kNil);
   ASSERT_TRUE(p_.FinishLoad(loading, 3, [] { return false; }));
-  p_.table().at(index).in_flush.store(1);
+  p_.table().at(loading.index).in_flush.store(1);
   EXPECT_FALSE(Publish(0, k, 5)) << "one a flush claimed stays until it is settled";
-  p_.table().at(index).in_flush.store(0);
+  p_.table().at(loading.index).in_flush.store(0);
   EXPECT_TRUE(Publish(0, k, 5));
   EXPECT_EQ(p_.table().Find(k, H(k)), kNil);
   EXPECT_EQ(State(0), sc::kRequestPending);
