@@ -19,7 +19,7 @@ the example itself (\\set). Prints one line per file and exits non-zero if any f
 
 Usage: test/docs/examples.py [--host H] [--port P] [--user U] [FILE.md ...]
 Connects with psql to the server given (or PGHOST/PGPORT); creates and drops databases named
-docs_example_N.
+docs_example_PID_N.
 """
 import argparse
 import glob
@@ -59,7 +59,7 @@ def normalized(text):
 
 
 def run_file(path, conn, n):
-    db = "docs_example_%d" % n
+    db = "docs_example_%d_%d" % (os.getpid(), n)
     admin = psql(conn, "postgres", 'DROP DATABASE IF EXISTS "%s"; CREATE DATABASE "%s";' % (db, db))
     if admin.returncode != 0:
         return ["could not create %s: %s" % (db, admin.stderr.strip())]
