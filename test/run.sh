@@ -94,7 +94,8 @@ suite() {
   fi
 }
 check() { "${run[@]}" make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" "$@"; }
-check_proxy() { "${run[@]}" make -s -C "$work/proxy" installcheck PG_CONFIG="$PG_CONFIG"; }
+# The router's TAP tests two at a time, as the extension's.
+check_proxy() { "${run[@]}" make -s -C "$work/proxy" installcheck PG_CONFIG="$PG_CONFIG" PROVE_FLAGS=-j2; }
 
 # No TAP assertion may pass whatever happens: ok() of a query's output passes on 'f' (a true
 # string in Perl), and pass() passes always. Compare with is(..., 't') instead.
