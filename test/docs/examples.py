@@ -92,7 +92,10 @@ def run_file(path, conn, n):
     outputs = result.stdout.split("@@example-end@@\n")
     errors = result.stderr
     if result.returncode != 0:
-        problems.append("stopped: %s" % errors.strip().splitlines()[-3:])
+        # The error that stopped it, with what psql printed around it.
+        lines = errors.strip().splitlines()
+        first = max([i for i, l in enumerate(lines) if "ERROR:" in l] or [0])
+        problems.append("stopped:\n    " + "\n    ".join(lines[first:first + 6]))
     for k, (kind, line, expected) in enumerate(plan):
         got = outputs[k] if k < len(outputs) else None
         if got is None:
