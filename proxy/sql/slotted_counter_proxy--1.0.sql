@@ -701,7 +701,7 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = format('A key lives on node abs(hashint8(key) %% nodes): %s nodes would send existing keys to other nodes.',
                                   cardinality(nodes)),
-                  HINT = 'Keep the number of nodes and move whole nodes (README: "Changing the data nodes"), or drop every counter first.';
+                  HINT = 'Keep the number of nodes and move whole nodes (docs/router.md: "Changing the data nodes"), or drop every counter first.';
     END IF;
 
     DELETE FROM slotted_counter_proxy.nodes;

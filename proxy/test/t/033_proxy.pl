@@ -8,7 +8,7 @@
 #   4. One node stopped (clean): calls for its keys fail clearly, the others succeed; after it
 #      restarts nothing was lost.
 #   5. A change of the node set that would re-route keys is refused; a node moved with pg_dump
-#      and pg_restore (README: "Changing the data nodes") is taken and reads the same.
+#      and pg_restore (docs/router.md: "Changing the data nodes") is taken and reads the same.
 
 use strict;
 use warnings;
@@ -246,7 +246,7 @@ like($err, qr/55000: data node \(database empty on port \d+\) defines 0 of the 4
 my $sums = q{SELECT sum(sc_sum('views', k)) || ' ' || sum(sc_sum('sold', k))
   FROM generate_series(1, 10000) AS k};
 my $sums_before = $router->safe_psql('postgres', $sums);
-# The steps of README "Changing the data nodes": no writes, flush, dump, restore, point.
+# The steps of docs/router.md "Changing the data nodes": no writes, flush, dump, restore, point.
 $data[2]->safe_psql('postgres', 'SELECT sc_rollup()');
 my $dump = $data[2]->basedir . '/node2.dump';
 $data[2]->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $data[2]->connstr('postgres') ],
