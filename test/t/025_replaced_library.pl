@@ -1,7 +1,8 @@
-# A copy of the library that is not the one the server preloaded (the file replaced by a package
-# upgrade while the server runs, or loaded from another path) refuses every call with 55000, a
-# message that says so and a hint to restart; it never touches the shared memory, and the
-# preloaded library goes on counting.
+# A copy of the library that is not the one the server preloaded (loaded from another path while
+# the server runs) refuses every call with 55000, a message that says so and a hint to restart;
+# it never touches the shared memory, and the preloaded library goes on counting. (A file
+# replaced at the same path, by a package upgrade, is not read until the restart: backends are
+# forked from the postmaster with the preloaded copy, and dlopen() of the same path returns it.)
 
 use strict;
 use warnings;
