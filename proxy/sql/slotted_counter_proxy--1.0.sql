@@ -593,21 +593,23 @@ CREATE FUNCTION slotted_counter_proxy.node_alter_owner(counter text, role text)
     SELECT sc_alter_owner(counter, role)::text;
 $$ LANGUAGE plproxy;
 
--- What sc_proxy_configure asks every node: its slotted_counter version and how many of the given
--- counters it defines.
+-- What sc_proxy_configure asks every node: its slotted_counter version (NULL without the
+-- extension) and how many of the given counters it defines. The count is a query of its own
+-- (query_to_xml), planned only where the extension exists: named in this statement, the table
+-- would be looked up when the node parses it, and a node without it would answer 42P01.
 CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
     RETURNS TABLE(node text, version text, defined bigint) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT format('database %s on port %s', current_database(), current_setting('port')) AS node,
-           (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter')
-               AS version,
-           (SELECT count(*) FROM slotted_counter.counters WHERE name = ANY (wanted)) AS defined
-     WHERE EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter')
-    UNION ALL
-    SELECT format('database %s on port %s', current_database(), current_setting('port')) AS node,
-           NULL AS version, 0 AS defined
-     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter');
+    SELECT pg_catalog.format('database %s on port %s', pg_catalog.current_database(),
+                             pg_catalog.current_setting('port')) AS node,
+           e.extversion::text AS version,
+           CASE WHEN e.extversion IS NULL THEN 0 ELSE ((pg_catalog.xpath('/row/n/text()',
+    pg_catalog.query_to_xml(pg_catalog.format(
+        'SELECT count(*) AS n FROM slotted_counter.counters WHERE name = ANY (%L)', wanted),
+        false, true, '')))[1])::text::bigint END AS defined
+      FROM (SELECT) AS one
+      LEFT JOIN pg_catalog.pg_extension e ON e.extname = 'slotted_counter';
 $$ LANGUAGE plproxy;
 
 -- ---------------------------------------------------------------------------------------------

@@ -87,10 +87,11 @@ def run_file(path, conn, n):
         else:
             script.append(text)
             plan.append(("runs", line, shown))
-        script.append("\n\\echo @@example-end@@\n")
+        script.append("\n\\echo @@example-end@@\n\\warn @@example-end@@\n")
     result = psql(conn, db, "".join(script))
     outputs = result.stdout.split("@@example-end@@\n")
     errors = result.stderr
+    block_errors = errors.split("@@example-end@@\n")
     if result.returncode != 0:
         # The error that stopped it, with what psql printed around it.
         lines = errors.strip().splitlines()
@@ -103,8 +104,10 @@ def run_file(path, conn, n):
         elif kind == "runs" and expected is not None and normalized(got) != normalized(expected):
             problems.append("line %d: output differs:\n--- shown\n%s\n--- got\n%s"
                             % (line, expected.rstrip(), got.rstrip()))
-    for kind, line, state in plan:
-        if kind == "fails" and ("ERROR:  %s:" % state) not in errors:
+    # Each block's own errors: a block that must fail, with its SQLSTATE (not another block's).
+    for k, (kind, line, state) in enumerate(plan):
+        mine = block_errors[k] if k < len(block_errors) else ""
+        if kind == "fails" and ("ERROR:  %s:" % state) not in mine:
             problems.append("line %d: did not fail with %s" % (line, state))
     psql(conn, "postgres", 'DROP DATABASE IF EXISTS "%s" WITH (FORCE);' % db)
     return problems

@@ -242,6 +242,13 @@ $data[2]->safe_psql('empty', 'CREATE EXTENSION slotted_counter');
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 like($err, qr/55000: data node \(database empty on port \d+\) defines 0 of the 4 counters/,
 	'a node string that reaches a database without the counters is refused');
+$data[2]->safe_psql('postgres', 'CREATE DATABASE bare');
+($ret, $out, $err) = $router->psql('postgres',
+	"SELECT sc_proxy_configure(ARRAY['" . node_string($data[0]) . "', '" . node_string($data[1])
+	  . "', '" . node_string($data[2], 'bare') . "'])",
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/55000: data node \(database bare on port \d+\) has no slotted_counter/,
+	'a node string that reaches a database without the extension is refused, and named');
 
 my $sums = q{SELECT sum(sc_sum('views', k)) || ' ' || sum(sc_sum('sold', k))
   FROM generate_series(1, 10000) AS k};
