@@ -48,7 +48,9 @@ void RequireType(Oid relid, AttrNumber attnum, const char* column, bool allow_fl
     ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                     errmsg("column \"%s\" of relation \"%s\" is of type %s", column,
                            get_rel_name(relid), format_type_be(type)),
-                    errhint("Use a column of an integer or numeric type.")));
+                    allow_float
+                        ? errhint("Use a column of an integer, numeric or double precision type.")
+                        : errhint("Use a column of an integer or numeric type.")));
 }
 
 void RequireColumnPrivilege(Oid relid, AttrNumber attnum, AclMode mode, const char* column,
@@ -59,8 +61,9 @@ void RequireColumnPrivilege(Oid relid, AttrNumber attnum, AclMode mode, const ch
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                     errmsg("permission denied to %s column \"%s\" of relation \"%s\"", action,
                            column, get_rel_name(relid)),
-                    errdetail("The attachment writes the table with the privileges of the role "
-                              "that attached it.")));
+                    errdetail("Attaching needs the privileges the attachment uses: to read the key "
+                              "column and to update the value column. Its runs write the table "
+                              "as the table's owner.")));
 }
 
 // The target must be a table this database's attacher can write for good: not a view or a

@@ -58,6 +58,26 @@ def normalized(text):
     return [line.rstrip() for line in text.strip("\n").split("\n")]
 
 
+def shown_in(shown, got):
+    """Whether the lines shown come, in order, among the messages psql printed (VERBOSITY verbose:
+    the SQLSTATE after the level and a LOCATION line, which the default verbosity leaves out)."""
+    lines = []
+    for line in got.splitlines():
+        line = re.sub(r"^psql:[^:]*:\d+: ", "", line)
+        line = re.sub(r"^(ERROR|WARNING|NOTICE):  [0-9A-Z]{5}: ", r"\1:  ", line)
+        if not line.startswith("LOCATION:"):
+            lines.append(line.rstrip())
+    at = 0
+    for want in normalized(shown):
+        pattern = re.compile(".*".join(re.escape(part) for part in want.split("...")))
+        while at < len(lines) and not pattern.fullmatch(lines[at]):
+            at += 1
+        if at == len(lines):
+            return False
+        at += 1
+    return True
+
+
 def run_file(path, conn, n):
     db = "docs_example_%d_%d" % (os.getpid(), n)
     admin = psql(conn, "postgres", 'DROP DATABASE IF EXISTS "%s"; CREATE DATABASE "%s";' % (db, db))
@@ -83,7 +103,7 @@ def run_file(path, conn, n):
         if m:
             # Alone, without stopping the session: its error is checked below.
             script.append("\\set ON_ERROR_STOP 0\n%s\n\\set ON_ERROR_STOP 1\n" % text)
-            plan.append(("fails", line, m.group(1)))
+            plan.append(("fails", line, (m.group(1), shown)))
         else:
             script.append(text)
             plan.append(("runs", line, shown))
@@ -105,10 +125,18 @@ def run_file(path, conn, n):
             problems.append("line %d: output differs:\n--- shown\n%s\n--- got\n%s"
                             % (line, expected.rstrip(), got.rstrip()))
     # Each block's own errors: a block that must fail, with its SQLSTATE (not another block's).
-    for k, (kind, line, state) in enumerate(plan):
+    # A ```text block after it shows the error as psql prints it by default: its lines must come
+    # in that order among the block's (... stands for any text).
+    for k, (kind, line, expected) in enumerate(plan):
+        if kind != "fails":
+            continue
+        state, shown = expected
         mine = block_errors[k] if k < len(block_errors) else ""
-        if kind == "fails" and ("ERROR:  %s:" % state) not in mine:
+        if ("ERROR:  %s:" % state) not in mine:
             problems.append("line %d: did not fail with %s" % (line, state))
+        elif shown is not None and not shown_in(shown, mine):
+            problems.append("line %d: error differs:\n--- shown\n%s\n--- got\n%s"
+                            % (line, shown.rstrip(), mine.rstrip()))
     psql(conn, "postgres", 'DROP DATABASE IF EXISTS "%s" WITH (FORCE);' % db)
     return problems
 
