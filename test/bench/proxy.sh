@@ -55,8 +55,9 @@ db node0 "SELECT sc_create('direct', 'buffered')" >/dev/null
 cat >"$OUT/select1.sql" <<'EOF'
 SELECT 1;
 EOF
-# The key typed bigint: under -M prepared an untyped :k would take the text form (README: "Keys as
-# text"), which reads it as a bigint on the router and again on the node.
+# The key typed bigint: under -M prepared an untyped :k would take the text form
+# (docs/reference/functions.md: "Keys as text"), which reads it as a bigint on the router and
+# again on the node.
 for name in direct r1 r3; do
     printf '\\set k random(1, 10000)\nSELECT sc_incr(%s, :k::bigint);\n' "'$name'" >"$OUT/$name.sql"
 done
