@@ -66,6 +66,11 @@ SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.counters', '')
 CREATE FUNCTION slotted_counter_proxy.check_autocommit(counter text) RETURNS void
     AS 'MODULE_PATHNAME', 'sc_proxy_check_autocommit' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
+-- 25001 inside a transaction block: for sc_create, sc_drop and sc_alter_owner, which change both
+-- the data nodes (committed at once) and the router's catalog (committed with the caller).
+CREATE FUNCTION slotted_counter_proxy.check_not_in_block(action text) RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_proxy_check_not_in_block' LANGUAGE C STRICT VOLATILE;
+
 -- ---------------------------------------------------------------------------------------------
 -- Identity. A role reaches the data nodes as itself only (src/slotted_counter_proxy.cpp).
 
@@ -773,6 +778,7 @@ CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
 DECLARE
     wanted record;
 BEGIN
+    PERFORM slotted_counter_proxy.check_not_in_block('sc_create');
     IF NOT EXISTS (SELECT FROM slotted_counter_proxy.nodes) THEN
         RAISE EXCEPTION 'the router has no data nodes'
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -817,6 +823,7 @@ $$;
 CREATE FUNCTION sc_drop(counter text, if_exists boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM slotted_counter_proxy.check_not_in_block('sc_drop');
     IF counter IS NULL THEN
         RAISE EXCEPTION 'counter must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -873,6 +880,7 @@ CREATE FUNCTION sc_alter_owner(counter text, role text) RETURNS void
 BEGIN
     -- The nodes first (they check the giver may give it, and to whom); then the router records
     -- the owner they name. If the recording fails, calling again records it.
+    PERFORM slotted_counter_proxy.check_not_in_block('sc_alter_owner');
     PERFORM slotted_counter_proxy.node_alter_owner(counter, role);
     PERFORM slotted_counter_proxy.record_counter(counter, 'owner', new_owner => role);
 END

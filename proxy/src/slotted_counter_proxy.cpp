@@ -65,6 +65,7 @@ SC_MODULE_MAGIC("slotted_counter_proxy", SC_VERSION);
 
 void _PG_init(void);
 PG_FUNCTION_INFO_V1(sc_proxy_check_autocommit);
+PG_FUNCTION_INFO_V1(sc_proxy_check_not_in_block);
 PG_FUNCTION_INFO_V1(sc_proxy_cluster);
 PG_FUNCTION_INFO_V1(sc_proxy_check_configuration);
 PG_FUNCTION_INFO_V1(sc_proxy_check_user_mapping);
@@ -258,6 +259,22 @@ extern "C" Datum sc_proxy_check_autocommit(PG_FUNCTION_ARGS) {
                      "later rollback of this transaction would not undo it."),
            errhint("Write it outside a transaction block, or SET LOCAL "
                    "slotted_counter_proxy.allow_transaction_block = on to accept that.")));
+  PG_RETURN_VOID();
+}
+
+// sc_proxy_check_not_in_block(action text): raises 25001 inside a transaction block. sc_create,
+// sc_drop and sc_alter_owner change the data nodes, which commit at once, and the router's record
+// of the counter, which commits with the caller: rolled back, the two would disagree. Unlike a
+// write, no setting lets them through (as CREATE DATABASE, which cannot be undone either).
+extern "C" Datum sc_proxy_check_not_in_block(PG_FUNCTION_ARGS) {
+  if (!IsTransactionBlock()) PG_RETURN_VOID();
+  const char* action = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  ereport(ERROR,
+          (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+           errmsg("%s cannot run inside a transaction block through the router", action),
+           errdetail("The data nodes commit the change at once, while the router's record of the "
+                     "counter would roll back with this transaction."),
+           errhint("Call it on its own, outside BEGIN ... COMMIT.")));
   PG_RETURN_VOID();
 }
 

@@ -420,7 +420,11 @@ my %errors = (
 	q{SELECT sc_create('badtype', key_type => 'TEXT')} => '22023',
 	q{BEGIN; SELECT sc_incr('titles', 'x'); COMMIT;} => '25001',
 	q{BEGIN; SELECT sc_set('titles', 'x', 1); COMMIT;} => '25001',
-	q{BEGIN; SELECT sc_incr_batch_text('titles', '{x}', '{1}'); COMMIT;} => '25001');
+	q{BEGIN; SELECT sc_incr_batch_text('titles', '{x}', '{1}'); COMMIT;} => '25001',
+	# The nodes would commit these at once, the router's record with the block.
+	q{BEGIN; SELECT sc_create('in_block', 'buffered'); COMMIT;} => '25001',
+	q{BEGIN; SELECT sc_drop('titles'); ROLLBACK;} => '25001',
+	q{BEGIN; SELECT sc_alter_owner('titles', 'alice'); ROLLBACK;} => '25001');
 for my $sql (sort keys %errors)
 {
 	is(sqlstate_of($sql), $errors{$sql}, "$sql: $errors{$sql}");
@@ -429,6 +433,13 @@ is( $router->safe_psql('postgres', q{
 SELECT count(*) FROM slotted_counter_proxy.counters WHERE name = 'badtype';
 SELECT sc_sum('titles', 'x');}),
 	"0\n0", 'the refused calls recorded and counted nothing');
+is( join(',', map { $_->safe_psql('postgres',
+	q{SELECT count(*) FROM slotted_counter.counters WHERE name = 'in_block'}) } @data),
+	'0,0,0', 'sc_create refused in a block created nothing on the data nodes');
+is( $router->safe_psql('postgres', q{
+SELECT owner FROM slotted_counter_proxy.counters WHERE name = 'titles';
+SELECT sc_incr('titles', 'x', 0);}),
+	"postgres\n0", 'sc_drop and sc_alter_owner refused in a block left the counter as it was');
 
 # 8. Who acts on the data nodes.
 is( outcome(q{
