@@ -48,7 +48,7 @@ void ShmemStartup() {
 void DefineSettings() {
   DefineCustomIntVariable(
       "slotted_counter.max_entries",
-      "Size of the shared-memory buffer of counter values (about 93 bytes each).", nullptr,
+      "Size of the shared-memory buffer of counter values (96 bytes each, and its share of the hash table).", nullptr,
       &settings.max_entries, 100000, 128, 100000000, PGC_POSTMASTER, 0, nullptr, nullptr,
       nullptr);
   DefineCustomIntVariable(

@@ -110,6 +110,8 @@ Datum ChangeGrants(FunctionCallInfo fcinfo, bool grant) {
   static const char* const names[] = {"counter", "privileges", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery(grant ? "sc_grant()" : "sc_revoke()");
+  // As GRANT: not in a read-only transaction (the guard's ACL is a catalog change).
+  PreventCommandIfReadOnly(grant ? "sc_grant()" : "sc_revoke()");
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
   uint32 mask = ParsePrivileges(text_to_cstring(PG_GETARG_TEXT_PP(1)), true);
@@ -193,6 +195,7 @@ Datum AlterOwner(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", "role", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_alter_owner()");
+  PreventCommandIfReadOnly("sc_alter_owner()");
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
   NameData counter_name;

@@ -199,6 +199,7 @@ Datum Create(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"name", "durability", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_create()");
+  PreventCommandIfReadOnly("sc_create()");
   RequireArguments(fcinfo, names);
   bool if_not_exists = !PG_ARGISNULL(4) && PG_GETARG_BOOL(4);
   bool retains = !PG_ARGISNULL(3);
@@ -259,6 +260,7 @@ Datum Drop(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_drop()");
+  PreventCommandIfReadOnly("sc_drop()");
   RequireArguments(fcinfo, names);
   // As DROP ... IF EXISTS, a missing counter is a notice.
   bool if_exists = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);

@@ -377,6 +377,7 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireShared();
   PreventCommandDuringRecovery("sc_alter_retention()");
+  PreventCommandIfReadOnly("sc_alter_retention()");
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
   int32 id = def->id;

@@ -90,6 +90,28 @@ BEGIN READ ONLY;
 SELECT sc_incr('orders', 1);
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+-- nor create, drop or change a counter, its privileges or its owner, as DDL and GRANT cannot:
+-- 25006, naming the function, and nothing changes
+BEGIN READ ONLY;
+SELECT sc_create('read_only_made', 'buffered');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT sc_drop('orders');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT sc_alter_retention('orders', '1 day');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT sc_grant('orders', 'SELECT', 'PUBLIC');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT sc_revoke('orders', 'SELECT', 'PUBLIC');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT sc_alter_owner('orders', current_user);
+ROLLBACK;
+SELECT count(*) AS made FROM slotted_counter.counters WHERE name = 'read_only_made';
+SELECT sc_has_privilege('PUBLIC', 'orders', 'SELECT') AS public_may_read;
 -- PREPARE TRANSACTION with pending increments is refused: 0A000, and nothing is counted
 BEGIN;
 SELECT sc_incr('orders', 1);
