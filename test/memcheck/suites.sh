@@ -24,8 +24,11 @@ test/t/047_rank_index.pl test/t/048_text_keys.pl test/t/051_sums.pl"
 # test of reads (sc_top at scale, sc_sum, sc_sum_keys, buckets), of batches, and of writes that
 # go through SPI (transactional counters, bounds, sc_incr_once, privileges). Not buffer and
 # attach, which wait for the periodic flusher that valgrind.conf turns off.
-memcheck_valgrind_regress="type api errors transactional batch set bounded retention expiry once top rank_total text_keys \
-top_scale buckets privileges placeholders"
+# In two streams at once, each a server of its own (the two cores each run one Valgrind): the
+# longest test, text_keys (about 85 s of about 210), with batch, beside all the others.
+memcheck_valgrind_streams=("text_keys batch"
+  "type api errors transactional set bounded retention expiry once top rank_total top_scale buckets \
+privileges placeholders")
 
 memcheck=$work/memcheck
 memcheck_ready=
@@ -114,15 +117,27 @@ memcheck_valgrind() {
     echo "no assert-enabled installation (see the cassert suite)"
     return 1
   fi
-  local failed=0
+  local failed=0 i pids=()
   # The flusher runs on sc_rollup() only (valgrind.conf): under Valgrind a periodic flush
   # between two statements would change what they show. The extension is created by pg_regress,
-  # as setup.sql (which shows the settings) is not run.
-  memcheck_check "$memcheck/pg-valgrind" ISOLATION= TAP_TESTS= REGRESS="$memcheck_valgrind_regress" \
-    REGRESS_OPTS="--inputdir=test --temp-instance=tmp_check_valgrind --temp-config=test/memcheck/valgrind.conf \
---load-extension=slotted_counter --outputdir=output_valgrind" || failed=1
+  # as setup.sql (which shows the settings) is not run. Each stream has its own instance, output
+  # folder and port (two pg_regress starting at once could both find the default port free).
+  for i in "${!memcheck_valgrind_streams[@]}"; do
+    memcheck_check "$memcheck/pg-valgrind" ISOLATION= TAP_TESTS= \
+      REGRESS="${memcheck_valgrind_streams[$i]}" \
+      REGRESS_OPTS="--inputdir=test --temp-instance=tmp_check_valgrind_$i --port=$((57840 + i)) \
+--temp-config=test/memcheck/valgrind.conf --load-extension=slotted_counter --outputdir=output_valgrind_$i" \
+      >"$memcheck/valgrind-stream-$i.out" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed=1
+    cat "$memcheck/valgrind-stream-$i.out"
+  done
   memcheck_stop_servers
-  memcheck_server_logs "$memcheck/tree/output_valgrind" || failed=1
+  for i in "${!memcheck_valgrind_streams[@]}"; do
+    memcheck_server_logs "$memcheck/tree/output_valgrind_$i" || failed=1
+  done
   local reports
   reports=$(find "$memcheck/valgrind-logs" -type f -size +0 | sort)
   if [ -n "$reports" ]; then
