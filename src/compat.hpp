@@ -17,8 +17,10 @@ extern "C" {
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 }
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
@@ -139,6 +141,17 @@ inline void RestrictSearchPathToCatalog() {
 #else
   (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
                           GUC_ACTION_SAVE, true, 0, false);
+#endif
+}
+
+// A wait event set that lives as long as the session, until FreeWaitEventSet (the router's
+// connections to its data nodes). 17 ties a set to a resource owner (none: the session) where
+// 15 and 16 allocate it in a memory context.
+inline WaitEventSet* CreateSessionWaitEventSet(int nevents) {
+#if PG_VERSION_NUM >= 170000
+  return CreateWaitEventSet(nullptr, nevents);
+#else
+  return CreateWaitEventSet(TopMemoryContext, nevents);
 #endif
 }
 

@@ -363,13 +363,6 @@ CREATE FUNCTION slotted_counter_proxy.node_set(counter text, key bigint, hashes 
     SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
 $$ LANGUAGE plproxy;
 
-CREATE FUNCTION slotted_counter_proxy.node_sum(counter text, key bigint)
-    RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.read_hashes(counter, key);
-    SELECT sc_sum(counter, key);
-$$ LANGUAGE plproxy;
-
 CREATE FUNCTION slotted_counter_proxy.node_sum_range(counter text, key bigint,
                                                      since timestamptz, until timestamptz)
     RETURNS SETOF bigint AS $$
@@ -451,13 +444,6 @@ CREATE FUNCTION slotted_counter_proxy.node_set_text(counter text, key text, hash
     SPLIT hashes, vals;
     RUN ON hashes;
     SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
-$$ LANGUAGE plproxy;
-
-CREATE FUNCTION slotted_counter_proxy.node_sum_text(counter text, key text)
-    RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
-    SELECT sc_sum(counter, key);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_sum_range_text(counter text, key text,
@@ -889,19 +875,16 @@ $$;
 -- ---------------------------------------------------------------------------------------------
 -- Writes: each returns what its node returns (a spread counter: that node's share).
 
+-- sc_incr and sc_sum, the calls an application makes most, are routed by the router's own C
+-- (src/routed.cpp): prepared statements on connections it keeps, no PL/Proxy. They route and check
+-- exactly as write_hash and read_hashes do for PL/Proxy's functions.
 CREATE FUNCTION sc_incr(counter text, key bigint DEFAULT 0, delta bigint DEFAULT 1)
-    RETURNS bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash(counter, key);
-    SELECT sc_incr(counter, key, delta);
-$$ LANGUAGE plproxy;
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_proxy_incr' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_incr(counter text, key bigint, delta bigint, at timestamptz)
-    RETURNS bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash(counter, key);
-    SELECT sc_incr(counter, key, delta, at);
-$$ LANGUAGE plproxy;
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_proxy_incr' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_incr_bounded(counter text, key bigint, delta bigint, lower bigint,
                                 upper bigint, at timestamptz DEFAULT NULL)
@@ -987,9 +970,7 @@ $$;
 -- nodes is exact at some moment on each node, not at one moment for all.
 
 CREATE FUNCTION sc_sum(counter text, key bigint DEFAULT 0) RETURNS bigint
-    LANGUAGE sql VOLATILE AS $$
-    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum(counter, key) AS v
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_sum' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_sum(counter text, key bigint, since timestamptz, until timestamptz)
     RETURNS bigint
@@ -1108,18 +1089,12 @@ $$;
 -- node.
 
 CREATE FUNCTION sc_incr(counter text, key text, delta bigint DEFAULT 1)
-    RETURNS bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
-    SELECT sc_incr(counter, key, delta);
-$$ LANGUAGE plproxy;
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_proxy_incr_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_incr(counter text, key text, delta bigint, at timestamptz)
-    RETURNS bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
-    SELECT sc_incr(counter, key, delta, at);
-$$ LANGUAGE plproxy;
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_proxy_incr_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_incr_bounded(counter text, key text, delta bigint, lower bigint,
                                 upper bigint, at timestamptz DEFAULT NULL)
@@ -1207,9 +1182,7 @@ END
 $$;
 
 CREATE FUNCTION sc_sum(counter text, key text) RETURNS bigint
-    LANGUAGE sql VOLATILE AS $$
-    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_text(counter, key) AS v
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_sum_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_sum(counter text, key text, since timestamptz, until timestamptz)
     RETURNS bigint
@@ -1310,3 +1283,14 @@ CREATE FUNCTION sc_rollup() RETURNS bigint
     LANGUAGE sql VOLATILE AS $$
     SELECT coalesce(sum(v), 0)::bigint FROM slotted_counter_proxy.node_rollup() AS v
 $$;
+
+-- ---------------------------------------------------------------------------------------------
+-- The key's node, for an application that calls the data nodes directly (docs/router.md,
+-- "Skipping the router"): the node a call of the router would reach, and its string (no user: the
+-- application connects as its own role). 0A000 for a spread counter, whose keys have no home.
+
+CREATE FUNCTION sc_proxy_node_of(counter text, key bigint, OUT node integer, OUT connstr text)
+    AS 'MODULE_PATHNAME', 'sc_proxy_node_of' LANGUAGE C CALLED ON NULL INPUT STABLE;
+
+CREATE FUNCTION sc_proxy_node_of(counter text, key text, OUT node integer, OUT connstr text)
+    AS 'MODULE_PATHNAME', 'sc_proxy_node_of_text' LANGUAGE C CALLED ON NULL INPUT STABLE;

@@ -59,6 +59,7 @@ extern "C" {
 
 // What differs between PostgreSQL versions: the extension's own header.
 #include "../../src/compat.hpp"
+#include "checks.hpp"
 
 extern "C" {
 SC_MODULE_MAGIC("slotted_counter_proxy", SC_VERSION);
@@ -72,9 +73,9 @@ PG_FUNCTION_INFO_V1(sc_proxy_check_user_mapping);
 PG_FUNCTION_INFO_V1(sc_proxy_record_counter);
 }
 
-namespace {
+using sc_proxy::kServer;
 
-constexpr const char* kServer = "slotted_counter_proxy";
+namespace {
 
 bool allow_transaction_block = false;
 
@@ -176,41 +177,6 @@ void CheckClusterOptions(List* options, const char* kind, const char* name) {
   }
 }
 
-// The router's foreign server, its options and its wrapper's checked; 55000 if it is missing
-// (PL/Proxy would then look for a cluster of that name in the schema "plproxy").
-Oid CheckedServer() {
-  ForeignServer* server = GetForeignServerByName(kServer, true);
-  if (server == nullptr)
-    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("the router has no data nodes"),
-                    errhint("A superuser calls sc_proxy_configure(nodes) first.")));
-  ForeignDataWrapper* wrapper = GetForeignDataWrapper(server->fdwid);
-  CheckClusterOptions(wrapper->options, "foreign-data wrapper", wrapper->fdwname);
-  CheckClusterOptions(server->options, "server", kServer);
-  return server->serverid;
-}
-
-// The check of every routed call: the current role would reach the data nodes as itself.
-void CheckCaller() {
-  Oid user = GetUserId();
-  if (user == verified_user) return;
-  uint64 generation = catalog_generation;
-  Oid server = CheckedServer();
-  bool found;
-  Oid mapped = user;
-  List* options = MappingOptions(user, server, &found);
-  if (!found) {
-    mapped = InvalidOid;
-    options = MappingOptions(InvalidOid, server, &found);
-  }
-  if (!found)
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                    errmsg("user mapping not found for \"%s\"", GetUserNameFromId(user, false)),
-                    errhint("sc_proxy_configure creates one for PUBLIC.")));
-  CheckMappingOptions(mapped, user, options);
-  if (generation == catalog_generation) verified_user = user;
-}
-
 // The owner of slotted_counter_proxy.counters: the role that writes the router's catalog.
 Oid CatalogOwner() {
   Oid table = get_relname_relid("counters", get_namespace_oid(kServer, false));
@@ -230,6 +196,56 @@ const char* TextArg(FunctionCallInfo fcinfo, int n, const char* name) {
 
 }  // namespace
 
+// The router's foreign server, its options and its wrapper's checked; 55000 if it is missing
+// (PL/Proxy would then look for a cluster of that name in the schema "plproxy").
+Oid sc_proxy::CheckedServer() {
+  ForeignServer* server = GetForeignServerByName(kServer, true);
+  if (server == nullptr)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the router has no data nodes"),
+                    errhint("A superuser calls sc_proxy_configure(nodes) first.")));
+  ForeignDataWrapper* wrapper = GetForeignDataWrapper(server->fdwid);
+  CheckClusterOptions(wrapper->options, "foreign-data wrapper", wrapper->fdwname);
+  CheckClusterOptions(server->options, "server", kServer);
+  return server->serverid;
+}
+
+// The check of every routed call: the current role would reach the data nodes as itself.
+void sc_proxy::CheckCaller() {
+  Oid user = GetUserId();
+  if (user == verified_user) return;
+  uint64 generation = catalog_generation;
+  Oid server = sc_proxy::CheckedServer();
+  bool found;
+  Oid mapped = user;
+  List* options = MappingOptions(user, server, &found);
+  if (!found) {
+    mapped = InvalidOid;
+    options = MappingOptions(InvalidOid, server, &found);
+  }
+  if (!found)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("user mapping not found for \"%s\"", GetUserNameFromId(user, false)),
+                    errhint("sc_proxy_configure creates one for PUBLIC.")));
+  CheckMappingOptions(mapped, user, options);
+  if (generation == catalog_generation) verified_user = user;
+}
+
+uint64 sc_proxy::CatalogGeneration() { return catalog_generation; }
+
+void sc_proxy::CheckAutocommit(const char* counter) {
+  if (!IsTransactionBlock() || allow_transaction_block) return;
+  ereport(ERROR,
+          (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+           errmsg("transactional counter \"%s\" cannot be written through the router inside a "
+                  "transaction block",
+                  counter),
+           errdetail("The router sends the write to its data node, which commits it at once: a "
+                     "later rollback of this transaction would not undo it."),
+           errhint("Write it outside a transaction block, or SET LOCAL "
+                   "slotted_counter_proxy.allow_transaction_block = on to accept that.")));
+}
+
 void _PG_init(void) {
   DefineCustomBoolVariable(
       "slotted_counter_proxy.allow_transaction_block",
@@ -248,17 +264,7 @@ void _PG_init(void) {
 // sc_proxy_check_autocommit(counter text): raises 25001 when the caller is inside a transaction
 // block and has not asked for it with slotted_counter_proxy.allow_transaction_block.
 extern "C" Datum sc_proxy_check_autocommit(PG_FUNCTION_ARGS) {
-  if (!IsTransactionBlock() || allow_transaction_block) PG_RETURN_VOID();
-  const char* counter = PG_ARGISNULL(0) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(0));
-  ereport(ERROR,
-          (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-           errmsg("transactional counter \"%s\" cannot be written through the router inside a "
-                  "transaction block",
-                  counter),
-           errdetail("The router sends the write to its data node, which commits it at once: a "
-                     "later rollback of this transaction would not undo it."),
-           errhint("Write it outside a transaction block, or SET LOCAL "
-                   "slotted_counter_proxy.allow_transaction_block = on to accept that.")));
+  sc_proxy::CheckAutocommit(PG_ARGISNULL(0) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(0)));
   PG_RETURN_VOID();
 }
 
@@ -282,14 +288,14 @@ extern "C" Datum sc_proxy_check_not_in_block(PG_FUNCTION_ARGS) {
 // router, which PL/Proxy evaluates before it connects. Raises 42501 unless the current role would
 // reach the data nodes as itself; returns the server's name.
 extern "C" Datum sc_proxy_cluster(PG_FUNCTION_ARGS) {
-  CheckCaller();
+  sc_proxy::CheckCaller();
   PG_RETURN_TEXT_P(cstring_to_text(kServer));
 }
 
 // slotted_counter_proxy.check_configuration(): raises 42501 if the server's or the wrapper's
 // options, or any user mapping on the server, would let a role reach the data nodes as another.
 extern "C" Datum sc_proxy_check_configuration(PG_FUNCTION_ARGS) {
-  Oid server = CheckedServer();
+  Oid server = sc_proxy::CheckedServer();
   Relation mappings = table_open(UserMappingRelationId, AccessShareLock);
   SysScanDesc scan = systable_beginscan(mappings, InvalidOid, false, nullptr, 0, nullptr);
   HeapTuple tuple;

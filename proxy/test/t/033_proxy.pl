@@ -220,8 +220,9 @@ $router->safe_psql('postgres', "SELECT sc_incr('views', $on1, 10)");
 $data[1]->stop('fast');
 ($ret, $out, $err) = $router->psql('postgres', "SELECT sc_incr('views', $on1)");
 isnt($ret, 0, 'with data node 1 stopped, an increment of its key fails');
-like($err, qr/PL\/Proxy function public\.sc_incr\(3\): \[postgres\] PQconnect\w+: connection to server on socket .*failed/,
-	'... with an error that names the connection that failed');
+like($err, qr/ERROR:  could not connect to data node 1\nDETAIL:  connection to server on socket .*failed/,
+	'... with an error that names the node and the connection that failed');
+is(sqlstate_of("SELECT sc_incr('views', $on1)"), '08001', '... SQLSTATE 08001');
 is($router->safe_psql('postgres', "SELECT sc_incr('views', $on2, 3) = sc_sum('views', $on2)"),
 	't', '... while a key of another node is written and read');
 $data[1]->start;

@@ -1,0 +1,441 @@
+// remote.cpp: the router's own connections to its data nodes, for the calls it routes without
+// PL/Proxy (routed.cpp: sc_incr and sc_sum, the hot ones). PL/Proxy sends each call as a new
+// unprepared statement, which costs the node a parse and a plan per call and the router most of a
+// call's CPU; here a backend keeps one connection per (data node, role) for the session and sends
+// statements prepared once per connection, with binary bigints.
+//
+// A role reaches a node as itself, as through PL/Proxy: the connection is opened as the current
+// role (user=<its name>), with the node string of the router's foreign server and the password of
+// the role's user mapping (or PUBLIC's), after checks.hpp's CheckCaller has accepted them. A
+// connection is dropped at its next use when a role, a user mapping, the server or its wrapper
+// changed (CatalogGeneration), when the node closed it (a poll of the idle socket), or when an
+// error left it in the middle of a statement.
+//
+// Waiting is interruptible: a backend waits on the node's socket and its own latch. On a cancel
+// or termination it asks the node to cancel (PQcancel), closes the connection, then lets
+// PostgreSQL raise the interrupt, so no connection is ever left with a statement in flight. A
+// node's error is raised here with its SQLSTATE, message, detail and hint, after every node of the
+// call has answered. No shared memory, no locks: every structure is this backend's.
+
+#include <poll.h>
+
+extern "C" {
+#include "postgres.h"
+
+#include "common/string.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "libpq-fe.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "port/pg_bswap.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+}
+
+#include "../../src/compat.hpp"
+#include "checks.hpp"
+#include "remote.hpp"
+
+namespace sc_proxy {
+namespace {
+
+struct StatementText {
+  const char* name;
+  const char* sql;
+  int params;
+};
+
+// Indexed by Statement. The node resolves sc_incr and sc_sum with the role's search_path there,
+// as it does for PL/Proxy's statements.
+constexpr StatementText kStatements[] = {
+    {"sc_proxy_incr", "SELECT sc_incr($1::text, $2::bigint, $3::bigint)", 3},
+    {"sc_proxy_incr_at", "SELECT sc_incr($1::text, $2::bigint, $3::bigint, $4::timestamptz)", 4},
+    {"sc_proxy_incr_text", "SELECT sc_incr($1::text, $2::text, $3::bigint)", 3},
+    {"sc_proxy_incr_text_at", "SELECT sc_incr($1::text, $2::text, $3::bigint, $4::timestamptz)",
+     4},
+    {"sc_proxy_sum", "SELECT sc_sum($1::text, $2::bigint)", 2},
+    {"sc_proxy_sum_text", "SELECT sc_sum($1::text, $2::text)", 2},
+};
+constexpr int kStatementCount = sizeof(kStatements) / sizeof(kStatements[0]);
+static_assert(kStatementCount <= 32, "Connection::prepared has a bit per statement");
+
+// The node strings, as of catalog generation `generation`.
+struct NodeStrings {
+  bool loaded;
+  uint64 generation;
+  int count;
+  char** strings;
+  MemoryContext context;
+};
+NodeStrings node_strings;
+
+struct Connection {
+  int node;
+  Oid role;
+  uint64 generation;  // CatalogGeneration() when it was opened
+  PGconn* conn;       // nullptr: closed (the slot is reused)
+  WaitEventSet* wait; // this backend's latch, postmaster death, the node's socket
+  uint32 prepared;    // a bit per Statement prepared on it
+  bool in_flight;     // a statement was sent and its answer not yet read to the end
+};
+Connection* connections;
+int connection_count;
+int connection_capacity;
+
+void LoadNodeStrings() {
+  uint64 generation = CatalogGeneration();
+  ForeignServer* server = GetForeignServer(CheckedServer());
+  if (node_strings.context == nullptr)
+    node_strings.context =
+        AllocSetContextCreate(TopMemoryContext, "slotted_counter_proxy nodes",
+                              ALLOCSET_SMALL_SIZES);
+  MemoryContextReset(node_strings.context);
+  node_strings.loaded = false;
+  int count = 0;
+  ListCell* cell;
+  foreach (cell, server->options) {
+    const char* name = lfirst_node(DefElem, cell)->defname;
+    if (name[0] == 'p' && name[1] >= '0' && name[1] <= '9') count++;
+  }
+  if (count == 0)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the router has no data nodes"),
+                    errhint("A superuser calls sc_proxy_configure(nodes) first.")));
+  char** strings =
+      static_cast<char**>(MemoryContextAllocZero(node_strings.context, sizeof(char*) * count));
+  foreach (cell, server->options) {
+    DefElem* def = lfirst_node(DefElem, cell);
+    if (def->defname[0] != 'p' || def->defname[1] < '0' || def->defname[1] > '9') continue;
+    char* end;
+    long node = strtol(def->defname + 1, &end, 10);
+    if (*end != '\0' || node < 0 || node >= count || strings[node] != nullptr)
+      ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                      errmsg("server \"%s\" has partitions that are not p0 to p%d", kServer,
+                             count - 1),
+                      errhint("A superuser calls sc_proxy_configure(nodes) again.")));
+    strings[node] = MemoryContextStrdup(node_strings.context, defGetString(def));
+  }
+  node_strings.strings = strings;
+  node_strings.count = count;
+  node_strings.generation = generation;
+  node_strings.loaded = true;
+}
+
+void EnsureNodeStrings() {
+  if (!node_strings.loaded || node_strings.generation != CatalogGeneration()) LoadNodeStrings();
+}
+
+// A cancel or termination PostgreSQL would act on now.
+bool CancelOrDiePending() {
+  return (QueryCancelPending || ProcDiePending) && INTERRUPTS_CAN_BE_PROCESSED();
+}
+
+void Close(Connection* c) {
+  if (c->conn == nullptr) return;
+  if (c->wait != nullptr) FreeWaitEventSet(c->wait);
+  PQfinish(c->conn);
+  ReleaseExternalFD();
+  c->conn = nullptr;
+  c->wait = nullptr;
+  c->prepared = 0;
+  c->in_flight = false;
+}
+
+// Every connection with a statement in flight: asked to cancel, and closed.
+void AbandonInFlight() {
+  for (int i = 0; i < connection_count; i++) {
+    Connection* c = &connections[i];
+    if (c->conn == nullptr || !c->in_flight) continue;
+    PGcancel* cancel = PQgetCancel(c->conn);
+    if (cancel != nullptr) {
+      char message[256];
+      (void)PQcancel(cancel, message, sizeof(message));
+      PQfreeCancel(cancel);
+    }
+    Close(c);
+  }
+}
+
+// After the latch was set: a cancel or termination abandons every statement in flight first,
+// then PostgreSQL raises it.
+void ServeInterrupts() {
+  if (CancelOrDiePending()) {
+    AbandonInFlight();
+    CHECK_FOR_INTERRUPTS();
+    ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                    errmsg("canceling statement: the router closed its connections to the data "
+                           "nodes")));
+  }
+  CHECK_FOR_INTERRUPTS();
+}
+
+// A usable idle connection: opened under the current catalogs, not broken, not mid-statement,
+// and not closed by the node meanwhile (an idle connection that has something to read has been
+// told goodbye, or closed).
+bool Usable(Connection* c) {
+  if (c->conn == nullptr || c->wait == nullptr) return false;
+  if (c->generation != CatalogGeneration() || PQstatus(c->conn) != CONNECTION_OK ||
+      PQtransactionStatus(c->conn) != PQTRANS_IDLE || c->in_flight)
+    return false;
+  struct pollfd socket = {PQsocket(c->conn), POLLIN, 0};
+  if (poll(&socket, 1, 0) == 0) return true;
+  return PQconsumeInput(c->conn) == 1 && PQstatus(c->conn) == CONNECTION_OK;
+}
+
+// Opens node `node` as role `role` into c (whose conn is nullptr).
+void Open(Connection* c, int node, Oid role) {
+  Oid server = CheckedServer();
+  const char* password = nullptr;
+  ListCell* cell;
+  foreach (cell, GetUserMapping(role, server)->options) {
+    DefElem* def = lfirst_node(DefElem, cell);
+    if (strcmp(def->defname, "password") == 0) password = defGetString(def);
+  }
+  // The node string is expanded first; the keywords after it override what it says.
+  const char* keywords[] = {"dbname", "user", "client_encoding", "fallback_application_name",
+                            password != nullptr ? "password" : nullptr, nullptr};
+  const char* values[] = {NodeString(node), GetUserNameFromId(role, false),
+                          GetDatabaseEncodingName(), "slotted_counter_proxy", password, nullptr};
+  if (!AcquireExternalFD())
+    ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+                    errmsg("could not connect to data node %d", node),
+                    errdetail("There are too many open files on the local server."),
+                    errhint("Raise max_files_per_process or the limit of open files.")));
+  PGconn* conn = PQconnectStartParams(keywords, values, 1);
+  if (conn == nullptr) {
+    ReleaseExternalFD();
+    ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+  }
+  PostgresPollingStatusType status =
+      PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+  while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED) {
+    int io = status == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+    int events = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | io,
+                                   PQsocket(conn), -1L, PG_WAIT_EXTENSION);
+    if (events & WL_LATCH_SET) {
+      ResetLatch(MyLatch);
+      if (CancelOrDiePending()) {
+        PQfinish(conn);
+        ReleaseExternalFD();
+      }
+      ServeInterrupts();
+    }
+    if (events & io) status = PQconnectPoll(conn);
+  }
+  if (status == PGRES_POLLING_FAILED) {
+    char* message = pstrdup(PQerrorMessage(conn));
+    PQfinish(conn);
+    ReleaseExternalFD();
+    ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+                    errmsg("could not connect to data node %d", node),
+                    errdetail_internal("%s", pg_strip_crlf(message) > 0 ? message : "")));
+  }
+  c->node = node;
+  c->role = role;
+  c->generation = CatalogGeneration();
+  c->conn = conn;
+  c->wait = nullptr;
+  c->prepared = 0;
+  c->in_flight = false;
+  c->wait = sc::CreateSessionWaitEventSet(3);
+  AddWaitEventToSet(c->wait, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, nullptr);
+  AddWaitEventToSet(c->wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, nullptr, nullptr);
+  AddWaitEventToSet(c->wait, WL_SOCKET_READABLE, PQsocket(conn), nullptr, nullptr);
+}
+
+// The next result of c's statement in flight (nullptr: the statement is done), waiting
+// interruptibly.
+PGresult* NextResult(Connection* c) {
+  while (PQisBusy(c->conn)) {
+    WaitEvent event;
+    if (WaitEventSetWait(c->wait, -1L, &event, 1, PG_WAIT_EXTENSION) != 1) continue;
+    if (event.events & WL_LATCH_SET) {
+      ResetLatch(MyLatch);
+      ServeInterrupts();
+    }
+    if ((event.events & WL_SOCKET_READABLE) && PQconsumeInput(c->conn) == 0) break;
+  }
+  return PQgetResult(c->conn);
+}
+
+// What a node answered when it did not give a bigint: its error, or the connection's.
+struct Failure {
+  bool failed;
+  int node;
+  const char* database;
+  char* sqlstate;  // nullptr: the connection failed (no SQLSTATE from the node)
+  char* message;
+  char* detail;
+  char* hint;
+};
+
+char* CopyField(const PGresult* result, int field) {
+  const char* value = PQresultErrorField(result, field);
+  return value != nullptr ? pstrdup(value) : nullptr;
+}
+
+// Reads c's statement to its end. Returns its one bigint; a node's error or a lost connection
+// goes into *failure (the first failure of a call is kept).
+void Collect(Connection* c, int64* result, bool* isnull, Failure* failure) {
+  *result = 0;
+  *isnull = true;
+  bool got = false;
+  Failure mine = {};
+  PGresult* res;
+  while ((res = NextResult(c)) != nullptr) {
+    ExecStatusType status = PQresultStatus(res);
+    if (status == PGRES_TUPLES_OK && !got && PQntuples(res) == 1 && PQnfields(res) == 1) {
+      got = true;
+      if (!PQgetisnull(res, 0, 0) && PQgetlength(res, 0, 0) == 8) {
+        uint64 network;
+        memcpy(&network, PQgetvalue(res, 0, 0), sizeof(network));
+        *result = static_cast<int64>(pg_ntoh64(network));
+        *isnull = false;
+      }
+    } else if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && !mine.failed) {
+      mine.failed = true;
+      mine.sqlstate = CopyField(res, PG_DIAG_SQLSTATE);
+      mine.message = CopyField(res, PG_DIAG_MESSAGE_PRIMARY);
+      mine.detail = CopyField(res, PG_DIAG_MESSAGE_DETAIL);
+      mine.hint = CopyField(res, PG_DIAG_MESSAGE_HINT);
+    }
+    PQclear(res);
+    if (PQstatus(c->conn) == CONNECTION_BAD) break;
+  }
+  c->in_flight = false;
+  if (PQstatus(c->conn) == CONNECTION_BAD && !mine.failed) mine.failed = true;
+  if (mine.failed && (mine.sqlstate == nullptr || mine.message == nullptr)) {
+    mine.sqlstate = nullptr;
+    mine.message = pstrdup(PQerrorMessage(c->conn));
+    (void)pg_strip_crlf(mine.message);
+  }
+  if (mine.failed && !failure->failed) {
+    *failure = mine;
+    failure->node = c->node;
+    failure->database = pstrdup(PQdb(c->conn));
+  }
+  if (PQstatus(c->conn) != CONNECTION_OK) Close(c);
+}
+
+[[noreturn]] void Raise(const Failure& failure, bool write) {
+  if (failure.sqlstate == nullptr)
+    ereport(ERROR,
+            (errcode(ERRCODE_CONNECTION_FAILURE),
+             errmsg("lost the connection to data node %d (database %s)", failure.node,
+                    failure.database),
+             errdetail_internal("%s", failure.message),
+             write ? errhint("The node may have applied the call before the connection was lost.")
+                   : 0));
+  const char* s = failure.sqlstate;
+  ereport(ERROR, (errcode(MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4])),
+                  errmsg_internal("%s", failure.message),
+                  failure.detail != nullptr ? errdetail_internal("%s", failure.detail) : 0,
+                  failure.hint != nullptr ? errhint("%s", failure.hint) : 0,
+                  errcontext("data node %d (database %s)", failure.node, failure.database)));
+}
+
+// The usable connection to `node` as the current role, opened if need be.
+Connection* Acquire(int node) {
+  Oid role = GetUserId();
+  Connection* free_slot = nullptr;
+  for (int i = 0; i < connection_count; i++) {
+    Connection* c = &connections[i];
+    if (c->conn == nullptr) {
+      if (free_slot == nullptr) free_slot = c;
+      continue;
+    }
+    if (c->node != node || c->role != role) continue;
+    if (Usable(c)) return c;
+    Close(c);
+    free_slot = c;
+    break;
+  }
+  if (free_slot == nullptr) {
+    if (connection_count == connection_capacity) {
+      int capacity = connection_capacity == 0 ? 4 : connection_capacity * 2;
+      connections = static_cast<Connection*>(
+          connections == nullptr
+              ? MemoryContextAllocZero(TopMemoryContext, sizeof(Connection) * capacity)
+              : repalloc(connections, sizeof(Connection) * capacity));
+      connection_capacity = capacity;
+    }
+    free_slot = &connections[connection_count++];
+    free_slot->conn = nullptr;
+  }
+  Open(free_slot, node, role);
+  return free_slot;
+}
+
+// Prepares `statement` on c unless it is; a node's error (no sc_incr there, say) is raised.
+void Prepare(Connection* c, Statement statement) {
+  uint32 bit = 1u << static_cast<int>(statement);
+  if (c->prepared & bit) return;
+  const StatementText& text = kStatements[static_cast<int>(statement)];
+  if (PQsendPrepare(c->conn, text.name, text.sql, text.params, nullptr) != 1) {
+    Close(c);
+    return;
+  }
+  c->in_flight = true;
+  Failure failure = {};
+  int64 ignored;
+  bool isnull;
+  Collect(c, &ignored, &isnull, &failure);
+  if (failure.failed) Raise(failure, false);
+  c->prepared |= bit;
+}
+
+// Sends statement on a connection to `node` and returns the connection's index (connections
+// moves when it grows); a connection found broken when sending (nothing reached the node) is
+// opened again, once.
+int Send(int node, Statement statement, const Params& params) {
+  const StatementText& text = kStatements[static_cast<int>(statement)];
+  Assert(params.count == text.params);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    Connection* c = Acquire(node);
+    Prepare(c, statement);
+    if (c->conn != nullptr &&
+        PQsendQueryPrepared(c->conn, text.name, params.count, params.values, params.lengths,
+                            params.formats, 1) == 1) {
+      c->in_flight = true;
+      return static_cast<int>(c - connections);
+    }
+    Close(c);
+  }
+  ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+                  errmsg("could not send a call to data node %d", node)));
+}
+
+}  // namespace
+
+int NodeCount() {
+  EnsureNodeStrings();
+  return node_strings.count;
+}
+
+const char* NodeString(int node) {
+  EnsureNodeStrings();
+  Assert(node >= 0 && node < node_strings.count);
+  return node_strings.strings[node];
+}
+
+void RunOnNodes(Statement statement, const Params& params, const int* nodes, int count,
+                bool write, int64* results, bool* nulls) {
+  Assert(count > 0);
+  // Sent to every node first, then read: a call over n nodes waits for the slowest, not the sum.
+  int* sent = static_cast<int*>(palloc(sizeof(int) * count));
+  for (int i = 0; i < count; i++) {
+    // An error while sending to a later node leaves the earlier ones mid-statement: Usable()
+    // closes them at their next use.
+    sent[i] = Send(nodes[i], statement, params);
+  }
+  Failure failure = {};
+  for (int i = 0; i < count; i++) Collect(&connections[sent[i]], &results[i], &nulls[i], &failure);
+  pfree(sent);
+  if (failure.failed) Raise(failure, write);
+}
+
+}  // namespace sc_proxy

@@ -1,0 +1,280 @@
+// routed.cpp: the calls the router routes itself, without PL/Proxy: sc_incr and sc_sum (bigint
+// and text keys), the hot path of a routed application, and sc_proxy_node_of, which names a
+// key's node so that an application can skip the router. Every other call goes through PL/Proxy
+// (sql/slotted_counter_proxy--1.0.sql); both route a key to the same node
+// (core/routing.hpp) and check the caller alike (checks.hpp).
+//
+// A call, in order (the order PL/Proxy's functions check in, so errors are the same): the caller
+// reaches the nodes as itself (42501), the counter is in the router's catalog (22004, 42704), the
+// key is given (22004) and of the counter's kind (42804, or 22P02/22003 for a text that is not a
+// bigint), a transactional write is outside a transaction block (25001); then the key's home node,
+// or a node at random for a spread counter's write, or every node for its read, gets one prepared
+// statement (remote.cpp). The catalog is read by an index scan per call, so a counter created or
+// dropped is routed by the next call; no state is kept here.
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "common/int.h"
+#include "common/pg_prng.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "port/pg_bswap.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+#include "../../src/compat.hpp"
+#include "checks.hpp"
+#include "core/routing.hpp"
+#include "remote.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(sc_proxy_incr);
+PG_FUNCTION_INFO_V1(sc_proxy_incr_text);
+PG_FUNCTION_INFO_V1(sc_proxy_sum);
+PG_FUNCTION_INFO_V1(sc_proxy_sum_text);
+PG_FUNCTION_INFO_V1(sc_proxy_node_of);
+PG_FUNCTION_INFO_V1(sc_proxy_node_of_text);
+}
+
+namespace {
+
+using sc_proxy::kServer;
+
+// slotted_counter_proxy.counters' columns, as the install script creates them.
+constexpr AttrNumber kNameColumn = 1;
+constexpr AttrNumber kDurabilityColumn = 2;
+constexpr AttrNumber kSpreadColumn = 3;
+constexpr AttrNumber kKeyTypeColumn = 6;
+
+// What routing needs of a counter.
+struct Route {
+  bool transactional;
+  bool spread;
+  bool text_keys;
+};
+
+// The counter's row in the router's catalog; 22004 for a NULL name, 42704 if there is none.
+Route LookupCounter(FunctionCallInfo fcinfo) {
+  if (PG_ARGISNULL(0))
+    ereport(ERROR,
+            (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter must not be null")));
+  text* name = PG_GETARG_TEXT_PP(0);
+  Oid schema = get_namespace_oid(kServer, false);
+  Relation table = table_open(get_relname_relid("counters", schema), AccessShareLock);
+  TupleDesc desc = RelationGetDescr(table);
+  Assert(desc->natts >= kKeyTypeColumn);
+  ScanKeyData key;
+  ScanKeyEntryInitialize(&key, 0, kNameColumn, BTEqualStrategyNumber, InvalidOid,
+                         TupleDescAttr(desc, kNameColumn - 1)->attcollation, F_TEXTEQ,
+                         PointerGetDatum(name));
+  SysScanDesc scan =
+      systable_beginscan(table, get_relname_relid("counters_pkey", schema), true,
+                         ActiveSnapshotSet() ? GetActiveSnapshot() : nullptr, 1, &key);
+  HeapTuple tuple = systable_getnext(scan);
+  bool found = HeapTupleIsValid(tuple);
+  Route route = {};
+  if (found) {
+    bool isnull;
+    text* durability = DatumGetTextPP(heap_getattr(tuple, kDurabilityColumn, desc, &isnull));
+    route.transactional = VARSIZE_ANY_EXHDR(durability) == strlen("transactional") &&
+                          memcmp(VARDATA_ANY(durability), "transactional", 13) == 0;
+    route.spread = DatumGetBool(heap_getattr(tuple, kSpreadColumn, desc, &isnull));
+    text* key_type = DatumGetTextPP(heap_getattr(tuple, kKeyTypeColumn, desc, &isnull));
+    route.text_keys = VARSIZE_ANY_EXHDR(key_type) == 4 && memcmp(VARDATA_ANY(key_type), "text", 4) == 0;
+  }
+  systable_endscan(scan);
+  table_close(table, AccessShareLock);
+  if (!found)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("counter \"%s\" does not exist", text_to_cstring(name))));
+  return route;
+}
+
+// A key as it goes to the node: a bigint (in network order, for binary transfer) or a text.
+struct Key {
+  bool text_form;
+  uint64 network;
+  text* string;
+  int32 hash;  // its home node's RUN ON value
+};
+
+// The key argument 1: 22004 if NULL; 42804 for a bigint key of a counter keyed by text; a text
+// key of a counter keyed by bigint is read as a bigint (22P02, 22003) and goes as one, where
+// PL/Proxy's functions send it.
+Key ReadKey(FunctionCallInfo fcinfo, bool text_arg, const Route& route, const char* counter) {
+  if (PG_ARGISNULL(1))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key must not be null")));
+  Key key = {};
+  int64 number;
+  if (!text_arg) {
+    if (route.text_keys)
+      ereport(ERROR,
+              (errcode(ERRCODE_DATATYPE_MISMATCH),
+               errmsg("counter \"%s\" is keyed by text", counter),
+               errhint("Give its keys as text (an untyped literal, a text or varchar value), and "
+                       "use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.")));
+    number = PG_GETARG_INT64(1);
+  } else if (route.text_keys) {
+    key.text_form = true;
+    key.string = PG_GETARG_TEXT_PP(1);
+    // The key's bytes, whatever its collation (a collation that is not deterministic would hash
+    // equal texts alike).
+    key.hash = DatumGetInt32(
+        DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, PointerGetDatum(key.string)));
+    return key;
+  } else {
+    number = DatumGetInt64(
+        DirectFunctionCall1(int8in, CStringGetDatum(text_to_cstring(PG_GETARG_TEXT_PP(1)))));
+  }
+  key.network = pg_hton64(static_cast<uint64>(number));
+  key.hash = DatumGetInt32(DirectFunctionCall1(hashint8, Int64GetDatum(number)));
+  return key;
+}
+
+void AddText(sc_proxy::Params* params, const text* value) {
+  int i = params->count++;
+  params->values[i] = VARDATA_ANY(value);
+  params->lengths[i] = VARSIZE_ANY_EXHDR(value);
+  params->formats[i] = 1;  // text's binary form is its bytes
+}
+
+// A bigint (or timestamptz: microseconds) argument n in binary, or NULL; *slot holds its bytes.
+void AddInt64(sc_proxy::Params* params, FunctionCallInfo fcinfo, int n, uint64* slot) {
+  int i = params->count++;
+  params->formats[i] = 1;
+  if (PG_ARGISNULL(n)) {
+    params->values[i] = nullptr;
+    params->lengths[i] = 0;
+    return;
+  }
+  *slot = pg_hton64(static_cast<uint64>(PG_GETARG_INT64(n)));
+  params->values[i] = reinterpret_cast<const char*>(slot);
+  params->lengths[i] = 8;
+}
+
+void AddKey(sc_proxy::Params* params, const Key& key) {
+  if (key.text_form) {
+    AddText(params, key.string);
+    return;
+  }
+  int i = params->count++;
+  params->values[i] = reinterpret_cast<const char*>(&key.network);
+  params->lengths[i] = 8;
+  params->formats[i] = 1;
+}
+
+// sc_incr(counter, key, delta [, at]) on the router.
+Datum Increment(FunctionCallInfo fcinfo, bool text_arg) {
+  sc_proxy::CheckCaller();
+  Route route = LookupCounter(fcinfo);
+  const char* counter = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  Key key = ReadKey(fcinfo, text_arg, route, counter);
+  if (route.transactional) sc_proxy::CheckAutocommit(counter);
+  int nodes = sc_proxy::NodeCount();
+  int node = route.spread ? static_cast<int>(pg_prng_uint64_range(&pg_global_prng_state, 0,
+                                                                   nodes - 1))
+                          : sc_proxy::NodeOfHash(key.hash, nodes);
+  bool at = PG_NARGS() == 4;
+  sc_proxy::Params params = {};
+  uint64 delta, when;
+  AddText(&params, PG_GETARG_TEXT_PP(0));
+  AddKey(&params, key);
+  AddInt64(&params, fcinfo, 2, &delta);
+  if (at) AddInt64(&params, fcinfo, 3, &when);
+  sc_proxy::Statement statement =
+      key.text_form ? (at ? sc_proxy::Statement::kIncrTextAt : sc_proxy::Statement::kIncrText)
+                    : (at ? sc_proxy::Statement::kIncrAt : sc_proxy::Statement::kIncr);
+  int64 result;
+  bool isnull;
+  sc_proxy::RunOnNodes(statement, params, &node, 1, true, &result, &isnull);
+  if (isnull) PG_RETURN_NULL();
+  PG_RETURN_INT64(result);
+}
+
+// sc_sum(counter, key) on the router: the home node's value, or every node's for a spread
+// counter, added (22003 past a bigint, as sum(bigint)::bigint).
+Datum Sum(FunctionCallInfo fcinfo, bool text_arg) {
+  sc_proxy::CheckCaller();
+  Route route = LookupCounter(fcinfo);
+  const char* counter = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  Key key = ReadKey(fcinfo, text_arg, route, counter);
+  int count = route.spread ? sc_proxy::NodeCount() : 1;
+  int* nodes = static_cast<int*>(palloc(sizeof(int) * count));
+  if (route.spread) {
+    for (int i = 0; i < count; i++) nodes[i] = i;
+  } else {
+    nodes[0] = sc_proxy::NodeOfHash(key.hash, sc_proxy::NodeCount());
+  }
+  sc_proxy::Params params = {};
+  AddText(&params, PG_GETARG_TEXT_PP(0));
+  AddKey(&params, key);
+  int64* results = static_cast<int64*>(palloc(sizeof(int64) * count));
+  bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * count));
+  sc_proxy::RunOnNodes(key.text_form ? sc_proxy::Statement::kSumText : sc_proxy::Statement::kSum,
+                       params, nodes, count, false, results, nulls);
+  int64 total = 0;
+  bool any = false;
+  for (int i = 0; i < count; i++) {
+    if (nulls[i]) continue;
+    any = true;
+    if (pg_add_s64_overflow(total, results[i], &total))
+      ereport(ERROR,
+              (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("bigint out of range")));
+  }
+  if (!any) PG_RETURN_NULL();
+  PG_RETURN_INT64(total);
+}
+
+// sc_proxy_node_of(counter, key) -> (node, connstr): where the key lives.
+Datum NodeOf(FunctionCallInfo fcinfo, bool text_arg) {
+  Route route = LookupCounter(fcinfo);
+  const char* counter = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  Key key = ReadKey(fcinfo, text_arg, route, counter);
+  if (route.spread)
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("counter \"%s\" is spread over the data nodes: its keys have no home node",
+                    counter),
+             errdetail("Each write goes to a node at random and each read adds every node's "
+                       "share."),
+             errhint("Write it on any node, and read it as the sum of sc_sum on every node, or "
+                     "through the router.")));
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "return type must be a row type");
+  int node = sc_proxy::NodeOfHash(key.hash, sc_proxy::NodeCount());
+  Datum values[2] = {Int32GetDatum(node), CStringGetTextDatum(sc_proxy::NodeString(node))};
+  bool nulls[2] = {false, false};
+  PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+}  // namespace
+
+// sc_incr(counter text, key bigint DEFAULT 0, delta bigint DEFAULT 1 [, at timestamptz])
+extern "C" Datum sc_proxy_incr(PG_FUNCTION_ARGS) { return Increment(fcinfo, false); }
+
+// sc_incr(counter text, key text, delta bigint DEFAULT 1 [, at timestamptz])
+extern "C" Datum sc_proxy_incr_text(PG_FUNCTION_ARGS) { return Increment(fcinfo, true); }
+
+// sc_sum(counter text, key bigint DEFAULT 0)
+extern "C" Datum sc_proxy_sum(PG_FUNCTION_ARGS) { return Sum(fcinfo, false); }
+
+// sc_sum(counter text, key text)
+extern "C" Datum sc_proxy_sum_text(PG_FUNCTION_ARGS) { return Sum(fcinfo, true); }
+
+// sc_proxy_node_of(counter text, key bigint, OUT node integer, OUT connstr text)
+extern "C" Datum sc_proxy_node_of(PG_FUNCTION_ARGS) { return NodeOf(fcinfo, false); }
+
+// sc_proxy_node_of(counter text, key text, OUT node integer, OUT connstr text)
+extern "C" Datum sc_proxy_node_of_text(PG_FUNCTION_ARGS) { return NodeOf(fcinfo, true); }
