@@ -11,14 +11,20 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_proc.h"
+#include "commands/extension.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 }
@@ -77,6 +83,14 @@ inline AclResult DatabaseAclCheck(Oid db, Oid role, AclMode mode) {
   return object_aclcheck(DatabaseRelationId, db, role, mode);
 #else
   return pg_database_aclcheck(db, role, mode);
+#endif
+}
+
+inline AclResult FunctionAclCheck(Oid function, Oid role, AclMode mode) {
+#if PG_VERSION_NUM >= 160000
+  return object_aclcheck(ProcedureRelationId, function, role, mode);
+#else
+  return pg_proc_aclcheck(function, role, mode);
 #endif
 }
 
@@ -141,6 +155,26 @@ inline void RestrictSearchPathToCatalog() {
 #else
   (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
                           GUC_ACTION_SAVE, true, 0, false);
+#endif
+}
+
+// The schema of extension `extension` (16 exports get_extension_schema; 15 keeps it static).
+inline Oid ExtensionSchema(Oid extension) {
+#if PG_VERSION_NUM >= 160000
+  return get_extension_schema(extension);
+#else
+  Relation catalog = table_open(ExtensionRelationId, AccessShareLock);
+  ScanKeyData key;
+  ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+              ObjectIdGetDatum(extension));
+  SysScanDesc scan = systable_beginscan(catalog, ExtensionOidIndexId, true, nullptr, 1, &key);
+  HeapTuple tuple = systable_getnext(scan);
+  Oid schema = HeapTupleIsValid(tuple)
+                   ? reinterpret_cast<Form_pg_extension>(GETSTRUCT(tuple))->extnamespace
+                   : InvalidOid;
+  systable_endscan(scan);
+  table_close(catalog, AccessShareLock);
+  return schema;
 #endif
 }
 

@@ -26,12 +26,16 @@
 
 \echo Use "CREATE EXTENSION slotted_counter_proxy" to load this file. \quit
 
+-- A router may live in a data node's database (routed.cpp then calls that node's keys
+-- in-process), but not in slotted_counter's schema: both define sc_incr and the rest.
 DO $$
 BEGIN
-    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'slotted_counter') THEN
-        RAISE EXCEPTION 'slotted_counter_proxy cannot share a database with slotted_counter'
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension
+                WHERE extname = 'slotted_counter'
+                  AND extnamespace = pg_catalog.to_regnamespace('@extschema@')) THEN
+        RAISE EXCEPTION 'slotted_counter_proxy cannot share schema "%" with slotted_counter', '@extschema@'
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Install the router in a database of its own: both define sc_incr and the rest.';
+                  HINT = 'Install the router in a schema of its own (CREATE EXTENSION slotted_counter_proxy SCHEMA router), or in a database of its own: both define sc_incr and the rest.';
     END IF;
 END
 $$;
@@ -585,11 +589,14 @@ CREATE FUNCTION slotted_counter_proxy.node_alter_owner(counter text, role text)
 $$ LANGUAGE plproxy;
 
 -- What sc_proxy_configure asks every node: its slotted_counter version (NULL without the
--- extension) and how many of the given counters it defines. The count is a query of its own
--- (query_to_xml), planned only where the extension exists: named in this statement, the table
--- would be looked up when the node parses it, and a node without it would answer 42P01.
+-- extension), how many of the given counters it defines, and whether the API a routed statement
+-- names there (sc_rollup() standing for all of it) is the router's own: a router installed beside
+-- slotted_counter whose schema is on the search_path would route each statement back to the nodes
+-- forever. The count is a query of its own (query_to_xml), planned only where the extension
+-- exists: named in this statement, the table would be looked up when the node parses it, and a
+-- node without it would answer 42P01.
 CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
-    RETURNS TABLE(node text, version text, defined bigint) AS $$
+    RETURNS TABLE(node text, version text, defined bigint, loops boolean) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT pg_catalog.format('database %s on port %s', pg_catalog.current_database(),
@@ -598,7 +605,12 @@ CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
            CASE WHEN e.extversion IS NULL THEN 0 ELSE ((pg_catalog.xpath('/row/n/text()',
     pg_catalog.query_to_xml(pg_catalog.format(
         'SELECT count(*) AS n FROM slotted_counter.counters WHERE name = ANY (%L)', wanted),
-        false, true, '')))[1])::text::bigint END AS defined
+        false, true, '')))[1])::text::bigint END AS defined,
+           EXISTS (SELECT FROM pg_catalog.pg_depend d
+                     JOIN pg_catalog.pg_extension r ON r.oid = d.refobjid
+                    WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                      AND d.objid = pg_catalog.to_regprocedure('sc_rollup()')
+                      AND d.deptype = 'e' AND r.extname = 'slotted_counter_proxy') AS loops
       FROM (SELECT) AS one
       LEFT JOIN pg_catalog.pg_extension e ON e.extname = 'slotted_counter';
 $$ LANGUAGE plproxy;
@@ -739,6 +751,11 @@ BEGIN
             RAISE EXCEPTION 'data node (%) has no slotted_counter', r.node
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'Run CREATE EXTENSION slotted_counter in every database the nodes name.';
+        ELSIF r.loops THEN
+            RAISE EXCEPTION 'data node (%) resolves sc_incr and the rest to the router itself', r.node
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'A router installed beside slotted_counter must not be on the search_path of the sessions it opens there: every routed statement would come back to it.',
+                      HINT = 'Remove the router''s schema from the database''s and the roles'' search_path (ALTER DATABASE, ALTER ROLE ... RESET search_path).';
         ELSIF r.defined <> cardinality(routed) THEN
             RAISE EXCEPTION 'data node (%) defines % of the % counters the router routes',
                             r.node, r.defined, cardinality(routed)

@@ -23,6 +23,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "common/string.h"
+#include "access/xlog.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "libpq-fe.h"
@@ -32,6 +33,8 @@ extern "C" {
 #include "port/pg_bswap.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 }
@@ -43,32 +46,59 @@ extern "C" {
 namespace sc_proxy {
 namespace {
 
+// How an argument goes to a node: text as its bytes, a bigint or timestamptz as 8 bytes in network
+// order (the binary forms of both).
+enum class Arg { kText, kInt64 };
+
 struct StatementText {
   const char* name;
   const char* sql;
   int params;
+  Arg args[4];
 };
 
 // Indexed by Statement. The node resolves sc_incr and sc_sum with the role's search_path there,
 // as it does for PL/Proxy's statements.
+constexpr Arg T = Arg::kText;
+constexpr Arg I = Arg::kInt64;
 constexpr StatementText kStatements[] = {
-    {"sc_proxy_incr", "SELECT sc_incr($1::text, $2::bigint, $3::bigint)", 3},
-    {"sc_proxy_incr_at", "SELECT sc_incr($1::text, $2::bigint, $3::bigint, $4::timestamptz)", 4},
-    {"sc_proxy_incr_text", "SELECT sc_incr($1::text, $2::text, $3::bigint)", 3},
+    {"sc_proxy_incr", "SELECT sc_incr($1::text, $2::bigint, $3::bigint)", 3, {T, I, I}},
+    {"sc_proxy_incr_at", "SELECT sc_incr($1::text, $2::bigint, $3::bigint, $4::timestamptz)", 4,
+     {T, I, I, I}},
+    {"sc_proxy_incr_text", "SELECT sc_incr($1::text, $2::text, $3::bigint)", 3, {T, T, I}},
     {"sc_proxy_incr_text_at", "SELECT sc_incr($1::text, $2::text, $3::bigint, $4::timestamptz)",
-     4},
-    {"sc_proxy_sum", "SELECT sc_sum($1::text, $2::bigint)", 2},
-    {"sc_proxy_sum_text", "SELECT sc_sum($1::text, $2::text)", 2},
+     4, {T, T, I, I}},
+    {"sc_proxy_sum", "SELECT sc_sum($1::text, $2::bigint)", 2, {T, I}},
+    {"sc_proxy_sum_text", "SELECT sc_sum($1::text, $2::text)", 2, {T, T}},
+};
+
+// Which database a node string reaches: its cluster and database, to be compared with ours.
+constexpr const char* kIdentity =
+    "SELECT system_identifier::text, (SELECT oid FROM pg_catalog.pg_database "
+    "WHERE datname = pg_catalog.current_database())::text, pg_catalog.pg_is_in_recovery() "
+    "FROM pg_catalog.pg_control_system()";
+
+// A call's arguments as libpq takes them (a NULL value is SQL's NULL); bigints in network order
+// live in `int64s`.
+struct Params {
+  const char* values[4];
+  int lengths[4];
+  int formats[4];
+  uint64 int64s[4];
 };
 constexpr int kStatementCount = sizeof(kStatements) / sizeof(kStatements[0]);
 static_assert(kStatementCount <= 32, "Connection::prepared has a bit per statement");
 
-// The node strings, as of catalog generation `generation`.
+// Whether a node is this database, found out at the first connection to it.
+enum class Locality : char { kUnknown, kRemote, kLocal };
+
+// The node strings, as of catalog generation `generation`, and what is known of each node.
 struct NodeStrings {
   bool loaded;
   uint64 generation;
   int count;
   char** strings;
+  Locality* locality;
   MemoryContext context;
 };
 NodeStrings node_strings;
@@ -107,6 +137,9 @@ void LoadNodeStrings() {
                     errhint("A superuser calls sc_proxy_configure(nodes) first.")));
   char** strings =
       static_cast<char**>(MemoryContextAllocZero(node_strings.context, sizeof(char*) * count));
+  auto* locality = static_cast<Locality*>(
+      MemoryContextAllocZero(node_strings.context, sizeof(Locality) * count));
+  static_assert(static_cast<int>(Locality::kUnknown) == 0, "zeroed means unknown");
   foreach (cell, server->options) {
     DefElem* def = lfirst_node(DefElem, cell);
     if (def->defname[0] != 'p' || def->defname[1] < '0' || def->defname[1] > '9') continue;
@@ -120,6 +153,7 @@ void LoadNodeStrings() {
     strings[node] = MemoryContextStrdup(node_strings.context, defGetString(def));
   }
   node_strings.strings = strings;
+  node_strings.locality = locality;
   node_strings.count = count;
   node_strings.generation = generation;
   node_strings.loaded = true;
@@ -186,6 +220,52 @@ bool Usable(Connection* c) {
   return PQconsumeInput(c->conn) == 1 && PQstatus(c->conn) == CONNECTION_OK;
 }
 
+// The next result of c's statement in flight (nullptr: the statement is done), waiting
+// interruptibly.
+PGresult* NextResult(Connection* c) {
+  while (PQisBusy(c->conn)) {
+    WaitEvent event;
+    if (WaitEventSetWait(c->wait, -1L, &event, 1, PG_WAIT_EXTENSION) != 1) continue;
+    if (event.events & WL_LATCH_SET) {
+      ResetLatch(MyLatch);
+      ServeInterrupts();
+    }
+    if ((event.events & WL_SOCKET_READABLE) && PQconsumeInput(c->conn) == 0) break;
+  }
+  return PQgetResult(c->conn);
+}
+
+// Whether c's node is this database: the node's backend is one of this server's processes, in
+// this database, on this cluster (system identifier), and primary or standby as this server is
+// (a standby shares the first three with its primary). An answer that cannot be had (the
+// identity query refused, say) leaves the node remote, which is always correct, only slower.
+void FindLocality(Connection* c) {
+  PGPROC* proc = BackendPidGetProc(PQbackendPID(c->conn));
+  if (proc == nullptr || proc->databaseId != MyDatabaseId) {
+    node_strings.locality[c->node] = Locality::kRemote;
+    return;
+  }
+  if (PQsendQueryParams(c->conn, kIdentity, 0, nullptr, nullptr, nullptr, nullptr, 0) != 1)
+    return;
+  c->in_flight = true;
+  char* identity = nullptr;
+  PGresult* res;
+  while ((res = NextResult(c)) != nullptr) {
+    if (identity == nullptr && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+        PQnfields(res) == 3)
+      identity = psprintf("%s %s %s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+                          PQgetvalue(res, 0, 2));
+    PQclear(res);
+    if (PQstatus(c->conn) == CONNECTION_BAD) break;
+  }
+  c->in_flight = false;
+  if (identity == nullptr) return;
+  char* ours = psprintf(UINT64_FORMAT " %u %s", GetSystemIdentifier(), MyDatabaseId,
+                        RecoveryInProgress() ? "t" : "f");
+  node_strings.locality[c->node] =
+      strcmp(identity, ours) == 0 ? Locality::kLocal : Locality::kRemote;
+}
+
 // Opens node `node` as role `role` into c (whose conn is nullptr).
 void Open(Connection* c, int node, Oid role) {
   Oid server = CheckedServer();
@@ -245,21 +325,7 @@ void Open(Connection* c, int node, Oid role) {
   AddWaitEventToSet(c->wait, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, nullptr);
   AddWaitEventToSet(c->wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, nullptr, nullptr);
   AddWaitEventToSet(c->wait, WL_SOCKET_READABLE, PQsocket(conn), nullptr, nullptr);
-}
-
-// The next result of c's statement in flight (nullptr: the statement is done), waiting
-// interruptibly.
-PGresult* NextResult(Connection* c) {
-  while (PQisBusy(c->conn)) {
-    WaitEvent event;
-    if (WaitEventSetWait(c->wait, -1L, &event, 1, PG_WAIT_EXTENSION) != 1) continue;
-    if (event.events & WL_LATCH_SET) {
-      ResetLatch(MyLatch);
-      ServeInterrupts();
-    }
-    if ((event.events & WL_SOCKET_READABLE) && PQconsumeInput(c->conn) == 0) break;
-  }
-  return PQgetResult(c->conn);
+  if (node_strings.locality[node] == Locality::kUnknown) FindLocality(c);
 }
 
 // What a node answered when it did not give a bigint: its error, or the connection's.
@@ -388,17 +454,37 @@ void Prepare(Connection* c, Statement statement) {
   c->prepared |= bit;
 }
 
-// Sends statement on a connection to `node` and returns the connection's index (connections
+// The call's arguments in the forms kStatements gives.
+void ToParams(const Call& call, Params* params) {
+  const StatementText& statement = kStatements[static_cast<int>(call.statement)];
+  Assert(call.nargs == statement.params);
+  for (int i = 0; i < call.nargs; i++) {
+    params->formats[i] = 1;
+    if (call.nulls[i]) {
+      params->values[i] = nullptr;
+      params->lengths[i] = 0;
+    } else if (statement.args[i] == Arg::kText) {
+      const text* value = DatumGetTextPP(call.args[i]);
+      params->values[i] = VARDATA_ANY(value);
+      params->lengths[i] = VARSIZE_ANY_EXHDR(value);
+    } else {
+      params->int64s[i] = pg_hton64(static_cast<uint64>(DatumGetInt64(call.args[i])));
+      params->values[i] = reinterpret_cast<const char*>(&params->int64s[i]);
+      params->lengths[i] = 8;
+    }
+  }
+}
+
+// Sends the call on a connection to `node` and returns the connection's index (connections
 // moves when it grows); a connection found broken when sending (nothing reached the node) is
 // opened again, once.
-int Send(int node, Statement statement, const Params& params) {
-  const StatementText& text = kStatements[static_cast<int>(statement)];
-  Assert(params.count == text.params);
+int Send(int node, const Call& call, const Params& params) {
+  const StatementText& text = kStatements[static_cast<int>(call.statement)];
   for (int attempt = 0; attempt < 2; attempt++) {
     Connection* c = Acquire(node);
-    Prepare(c, statement);
+    Prepare(c, call.statement);
     if (c->conn != nullptr &&
-        PQsendQueryPrepared(c->conn, text.name, params.count, params.values, params.lengths,
+        PQsendQueryPrepared(c->conn, text.name, call.nargs, params.values, params.lengths,
                             params.formats, 1) == 1) {
       c->in_flight = true;
       return static_cast<int>(c - connections);
@@ -422,19 +508,40 @@ const char* NodeString(int node) {
   return node_strings.strings[node];
 }
 
-void RunOnNodes(Statement statement, const Params& params, const int* nodes, int count,
-                bool write, int64* results, bool* nulls) {
+bool NodeIsLocal(int node) {
+  EnsureNodeStrings();
+  Assert(node >= 0 && node < node_strings.count);
+  if (node_strings.locality[node] == Locality::kUnknown) {
+    Connection* c = Acquire(node);  // finds it out
+    if (node_strings.locality[node] == Locality::kLocal) Close(c);
+  }
+  return node_strings.locality[node] == Locality::kLocal;
+}
+
+void RunOnNodes(const Call& call, const int* nodes, int count, bool write, int64* results,
+                bool* nulls) {
   Assert(count > 0);
-  // Sent to every node first, then read: a call over n nodes waits for the slowest, not the sum.
+  bool* local = static_cast<bool*>(palloc(sizeof(bool) * count));
+  for (int i = 0; i < count; i++) {
+    local[i] = NodeIsLocal(nodes[i]);
+    if (local[i]) results[i] = DatumGetInt64(CallLocal(call, &nulls[i]));
+  }
+  // Sent to every remote node first, then read: a call over n nodes waits for the slowest, not
+  // the sum.
+  Params params;
+  ToParams(call, &params);
   int* sent = static_cast<int*>(palloc(sizeof(int) * count));
   for (int i = 0; i < count; i++) {
     // An error while sending to a later node leaves the earlier ones mid-statement: Usable()
     // closes them at their next use.
-    sent[i] = Send(nodes[i], statement, params);
+    if (!local[i]) sent[i] = Send(nodes[i], call, params);
   }
   Failure failure = {};
-  for (int i = 0; i < count; i++) Collect(&connections[sent[i]], &results[i], &nulls[i], &failure);
+  for (int i = 0; i < count; i++) {
+    if (!local[i]) Collect(&connections[sent[i]], &results[i], &nulls[i], &failure);
+  }
   pfree(sent);
+  pfree(local);
   if (failure.failed) Raise(failure, write);
 }
 

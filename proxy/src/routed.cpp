@@ -25,7 +25,6 @@ extern "C" {
 #include "common/pg_prng.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "port/pg_bswap.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -101,12 +100,11 @@ Route LookupCounter(FunctionCallInfo fcinfo) {
   return route;
 }
 
-// A key as it goes to the node: a bigint (in network order, for binary transfer) or a text.
+// A key as it goes to the node: a bigint or a text, and its home node's RUN ON value.
 struct Key {
   bool text_form;
-  uint64 network;
-  text* string;
-  int32 hash;  // its home node's RUN ON value
+  Datum value;
+  int32 hash;
 };
 
 // The key argument 1: 22004 if NULL; 42804 for a bigint key of a counter keyed by text; a text
@@ -116,7 +114,6 @@ Key ReadKey(FunctionCallInfo fcinfo, bool text_arg, const Route& route, const ch
   if (PG_ARGISNULL(1))
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key must not be null")));
   Key key = {};
-  int64 number;
   if (!text_arg) {
     if (route.text_keys)
       ereport(ERROR,
@@ -124,54 +121,35 @@ Key ReadKey(FunctionCallInfo fcinfo, bool text_arg, const Route& route, const ch
                errmsg("counter \"%s\" is keyed by text", counter),
                errhint("Give its keys as text (an untyped literal, a text or varchar value), and "
                        "use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.")));
-    number = PG_GETARG_INT64(1);
+    key.value = PG_GETARG_DATUM(1);
   } else if (route.text_keys) {
     key.text_form = true;
-    key.string = PG_GETARG_TEXT_PP(1);
+    key.value = PointerGetDatum(PG_GETARG_TEXT_PP(1));
     // The key's bytes, whatever its collation (a collation that is not deterministic would hash
     // equal texts alike).
-    key.hash = DatumGetInt32(
-        DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, PointerGetDatum(key.string)));
+    key.hash = DatumGetInt32(DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, key.value));
     return key;
   } else {
-    number = DatumGetInt64(
-        DirectFunctionCall1(int8in, CStringGetDatum(text_to_cstring(PG_GETARG_TEXT_PP(1)))));
+    key.value = DirectFunctionCall1(int8in, CStringGetDatum(text_to_cstring(PG_GETARG_TEXT_PP(1))));
   }
-  key.network = pg_hton64(static_cast<uint64>(number));
-  key.hash = DatumGetInt32(DirectFunctionCall1(hashint8, Int64GetDatum(number)));
+  key.hash = DatumGetInt32(DirectFunctionCall1(hashint8, key.value));
   return key;
 }
 
-void AddText(sc_proxy::Params* params, const text* value) {
-  int i = params->count++;
-  params->values[i] = VARDATA_ANY(value);
-  params->lengths[i] = VARSIZE_ANY_EXHDR(value);
-  params->formats[i] = 1;  // text's binary form is its bytes
+// Argument n of the SQL call as argument `to` of the routed one.
+void Pass(sc_proxy::Call* call, FunctionCallInfo fcinfo, int n) {
+  int to = call->nargs++;
+  call->nulls[to] = PG_ARGISNULL(n);
+  call->args[to] = call->nulls[to] ? (Datum)0 : PG_GETARG_DATUM(n);
 }
 
-// A bigint (or timestamptz: microseconds) argument n in binary, or NULL; *slot holds its bytes.
-void AddInt64(sc_proxy::Params* params, FunctionCallInfo fcinfo, int n, uint64* slot) {
-  int i = params->count++;
-  params->formats[i] = 1;
-  if (PG_ARGISNULL(n)) {
-    params->values[i] = nullptr;
-    params->lengths[i] = 0;
-    return;
-  }
-  *slot = pg_hton64(static_cast<uint64>(PG_GETARG_INT64(n)));
-  params->values[i] = reinterpret_cast<const char*>(slot);
-  params->lengths[i] = 8;
-}
-
-void AddKey(sc_proxy::Params* params, const Key& key) {
-  if (key.text_form) {
-    AddText(params, key.string);
-    return;
-  }
-  int i = params->count++;
-  params->values[i] = reinterpret_cast<const char*>(&key.network);
-  params->lengths[i] = 8;
-  params->formats[i] = 1;
+// The routed call: the counter (argument 0, detoasted) and the key.
+sc_proxy::Call Begin(FunctionCallInfo fcinfo, const Key& key) {
+  sc_proxy::Call call = {};
+  call.nargs = 2;
+  call.args[0] = PointerGetDatum(PG_GETARG_TEXT_PP(0));
+  call.args[1] = key.value;
+  return call;
 }
 
 // sc_incr(counter, key, delta [, at]) on the router.
@@ -186,18 +164,15 @@ Datum Increment(FunctionCallInfo fcinfo, bool text_arg) {
                                                                    nodes - 1))
                           : sc_proxy::NodeOfHash(key.hash, nodes);
   bool at = PG_NARGS() == 4;
-  sc_proxy::Params params = {};
-  uint64 delta, when;
-  AddText(&params, PG_GETARG_TEXT_PP(0));
-  AddKey(&params, key);
-  AddInt64(&params, fcinfo, 2, &delta);
-  if (at) AddInt64(&params, fcinfo, 3, &when);
-  sc_proxy::Statement statement =
+  sc_proxy::Call call = Begin(fcinfo, key);
+  Pass(&call, fcinfo, 2);
+  if (at) Pass(&call, fcinfo, 3);
+  call.statement =
       key.text_form ? (at ? sc_proxy::Statement::kIncrTextAt : sc_proxy::Statement::kIncrText)
                     : (at ? sc_proxy::Statement::kIncrAt : sc_proxy::Statement::kIncr);
   int64 result;
   bool isnull;
-  sc_proxy::RunOnNodes(statement, params, &node, 1, true, &result, &isnull);
+  sc_proxy::RunOnNodes(call, &node, 1, true, &result, &isnull);
   if (isnull) PG_RETURN_NULL();
   PG_RETURN_INT64(result);
 }
@@ -216,13 +191,11 @@ Datum Sum(FunctionCallInfo fcinfo, bool text_arg) {
   } else {
     nodes[0] = sc_proxy::NodeOfHash(key.hash, sc_proxy::NodeCount());
   }
-  sc_proxy::Params params = {};
-  AddText(&params, PG_GETARG_TEXT_PP(0));
-  AddKey(&params, key);
+  sc_proxy::Call call = Begin(fcinfo, key);
+  call.statement = key.text_form ? sc_proxy::Statement::kSumText : sc_proxy::Statement::kSum;
   int64* results = static_cast<int64*>(palloc(sizeof(int64) * count));
   bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * count));
-  sc_proxy::RunOnNodes(key.text_form ? sc_proxy::Statement::kSumText : sc_proxy::Statement::kSum,
-                       params, nodes, count, false, results, nulls);
+  sc_proxy::RunOnNodes(call, nodes, count, false, results, nulls);
   int64 total = 0;
   bool any = false;
   for (int i = 0; i < count; i++) {

@@ -2,13 +2,15 @@
 # proxy.sh: the router (slotted_counter_proxy) against direct calls, in one invocation on one
 # server, and a model of how throughput grows with data nodes, measured rather than assumed.
 #
-# One throwaway server holds the data nodes (databases node0..node2, slotted_counter) and two
-# routers (databases router1 over node0 alone, router3 over all three), so every run shares the
-# same cores: the throughputs are comparable with each other, not with a real cluster. Rows
-# (pgbench -M prepared, DURATION seconds each, at each of CLIENTS):
+# One throwaway server holds the data nodes (databases node0..node2, slotted_counter) and three
+# routers (databases router1 over node0 alone, router2 over node0 and node1, router3 over all
+# three), so every run shares the same cores: the throughputs are comparable with each other, not
+# with a real cluster. Rows (pgbench -M prepared, DURATION seconds each, at each of CLIENTS; each
+# row run RUNS times and its best run kept, the runs of a client count interleaved row by row):
 #   select1        SELECT 1 on a data node (the server's ceiling)
 #   direct         buffered sc_incr of 10,000 uniform keys, straight to node0
 #   router1        the same through a router with one data node
+#   router2        the same through a router with two data nodes
 #   router3        the same through a router with three data nodes
 #   spread3        buffered sc_incr of one spread hot key through router3
 # For each run it also samples the CPU time of every server process by database (router backends
@@ -18,7 +20,8 @@
 # C / router_cpu calls/s; N nodes behind enough routers serve N times one node.
 # Exactness: after every run each counter must equal the calls pgbench reports, else exit 1.
 #
-# Environment: DURATION (10), CLIENTS ("8 32"), JOBS (2), OUT (test/bench/out/proxy-<UTC stamp>).
+# Environment: DURATION (10), CLIENTS ("8 32"), RUNS (2), JOBS (2),
+# OUT (test/bench/out/proxy-<UTC stamp>).
 set -euo pipefail
 
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,6 +31,7 @@ source "$ROOT/scripts/pg_server.sh"
 
 DURATION=${DURATION:-10}
 CLIENTS=${CLIENTS:-"8 32"}
+RUNS=${RUNS:-2}
 JOBS=${JOBS:-2}
 OUT=${OUT:-$BENCH/out/proxy-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
@@ -41,14 +45,16 @@ for n in 0 1 2; do
     db "node$n" "CREATE EXTENSION slotted_counter"
 done
 node() { printf "'host=%s dbname=node%s'" "$WORK" "$1"; }
-db postgres "CREATE DATABASE router1"
-db postgres "CREATE DATABASE router3"
-db router1 "CREATE EXTENSION slotted_counter_proxy CASCADE"
+for r in 1 2 3; do
+    db postgres "CREATE DATABASE router$r"
+    db "router$r" "CREATE EXTENSION slotted_counter_proxy CASCADE"
+done
 db router1 "SELECT sc_proxy_configure(ARRAY[$(node 0)])"
-db router3 "CREATE EXTENSION slotted_counter_proxy CASCADE"
+db router2 "SELECT sc_proxy_configure(ARRAY[$(node 0), $(node 1)])"
 db router3 "SELECT sc_proxy_configure(ARRAY[$(node 0), $(node 1), $(node 2)])"
 # Each router's counters exist on the nodes it routes to; names apart so the runs do not mix.
 db router1 "SELECT sc_create('r1', 'buffered')" >/dev/null
+db router2 "SELECT sc_create('r2', 'buffered')" >/dev/null
 db router3 "SELECT sc_create('r3', 'buffered'), sc_create('spread', 'buffered', spread => true)" >/dev/null
 db node0 "SELECT sc_create('direct', 'buffered')" >/dev/null
 
@@ -58,27 +64,28 @@ EOF
 # The key typed bigint: under -M prepared an untyped :k would take the text form
 # (docs/reference/functions.md: "Keys as text"), which reads it as a bigint on the router and
 # again on the node.
-for name in direct r1 r3; do
+for name in direct r1 r2 r3; do
     printf '\\set k random(1, 10000)\nSELECT sc_incr(%s, :k::bigint);\n' "'$name'" >"$OUT/$name.sql"
 done
 printf "SELECT sc_incr('spread');\n" >"$OUT/spread.sql"
 
-# run NAME DB SCRIPT CLIENTS: throughput (calls/s) on stdout; CPU per call (µs) of router and
-# node processes in $OUT/NAME-CLIENTS.cpu.
+# run NAME DB SCRIPT CLIENTS RUN: "calls throughput" (calls/s) on stdout; CPU per call (µs) of
+# router and node processes in $OUT/NAME-CLIENTS-RUN.cpu.
 run() {
-    local name=$1 database=$2 script=$3 clients=$4 samples="$OUT/$1-$4.samples"
+    local name=$1 database=$2 script=$3 clients=$4 tag="$1-$4-$5"
+    local samples="$OUT/$tag.samples"
     : >"$samples"
     as_pg "$PGBIN/pgbench" -h "$WORK" -n -M prepared -c "$clients" -j "$JOBS" -T "$DURATION" \
-        -f "$script" "$database" >"$OUT/$name-$clients.out" 2>&1 &
+        -f "$script" "$database" >"$OUT/$tag.out" 2>&1 &
     local bench=$!
     python3 "$BENCH/cpu_by_db.py" "$bench" >"$samples"
-    wait "$bench" || { cat "$OUT/$name-$clients.out" >&2; exit 1; }
+    wait "$bench" || { cat "$OUT/$tag.out" >&2; exit 1; }
     local tx tps
-    tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/$name-$clients.out")
+    tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/$tag.out")
     tps=$(awk -v tx="$tx" -v d="$DURATION" 'BEGIN { printf "%.0f", tx / d }')
     awk -v tx="$tx" '
         $1 ~ /^router/ { r += $2 } $1 ~ /^node/ { n += $2 }
-        END { printf "%.1f %.1f\n", r / tx * 1e6, n / tx * 1e6 }' "$samples" >"$OUT/$name-$clients.cpu"
+        END { printf "%.1f %.1f\n", r / tx * 1e6, n / tx * 1e6 }' "$samples" >"$OUT/$tag.cpu"
     echo "$tx $tps"
 }
 
@@ -91,27 +98,40 @@ check() {
 }
 
 {
-    echo "| clients | row | calls/s | ratio to direct | router CPU/call (µs) | node CPU/call (µs) |"
-    echo "| ---: | --- | ---: | ---: | ---: | ---: |"
+    echo "| clients | row | calls/s (best of $RUNS) | each run | ratio to direct | router CPU/call (µs) | node CPU/call (µs) |"
+    echo "| ---: | --- | ---: | --- | ---: | ---: | ---: |"
 } >"$OUT/table.md"
-declare -A total=([direct]=0 [r1]=0 [r3]=0 [spread]=0)
+# Each row's database and script (whose name is also its counter's, totalled over every run).
+declare -A row_db=([select1]=node0 [direct]=node0 [router1]=router1 [router2]=router2
+                   [router3]=router3 [spread3]=router3)
+declare -A row_script=([select1]=select1 [direct]=direct [router1]=r1 [router2]=r2 [router3]=r3
+                       [spread3]=spread)
+rows="select1 direct router1 router2 router3 spread3"
+declare -A total=([direct]=0 [r1]=0 [r2]=0 [r3]=0 [spread]=0)
 for c in $CLIENTS; do
-    read -r _ s1 < <(run select1 node0 "$OUT/select1.sql" "$c")
-    read -r tx d < <(run direct node0 "$OUT/direct.sql" "$c"); total[direct]=$((total[direct] + tx))
-    read -r tx r1 < <(run router1 router1 "$OUT/r1.sql" "$c"); total[r1]=$((total[r1] + tx))
-    read -r tx r3 < <(run router3 router3 "$OUT/r3.sql" "$c"); total[r3]=$((total[r3] + tx))
-    read -r tx sp < <(run spread3 router3 "$OUT/spread.sql" "$c"); total[spread]=$((total[spread] + tx))
-    for row in "select1 $s1" "direct $d" "router1 $r1" "router3 $r3" "spread3 $sp"; do
-        set -- $row
-        read -r rc nc <"$OUT/$1-$c.cpu"
-        printf '| %s | %s | %s | %.2f | %s | %s |\n' "$c" "$1" "$2" \
-            "$(awk -v a="$2" -v b="$d" 'BEGIN { print a / b }')" "$rc" "$nc" >>"$OUT/table.md"
+    declare -A best=() runs=() best_run=()
+    for ((i = 1; i <= RUNS; i++)); do
+        for row in $rows; do
+            read -r tx tps < <(run "$row" "${row_db[$row]}" "$OUT/${row_script[$row]}.sql" "$c" "$i")
+            [[ $row == select1 ]] || total[${row_script[$row]}]=$((total[${row_script[$row]}] + tx))
+            runs[$row]+="${runs[$row]:+, }$tps"
+            if ((tps > ${best[$row]:-0})); then best[$row]=$tps; best_run[$row]=$i; fi
+        done
     done
+    for row in $rows; do
+        read -r rc nc <"$OUT/$row-$c-${best_run[$row]}.cpu"
+        printf '| %s | %s | %s | %s | %.2f | %s | %s |\n' "$c" "$row" "${best[$row]}" "${runs[$row]}" \
+            "$(awk -v a="${best[$row]}" -v b="${best[direct]}" 'BEGIN { print a / b }')" "$rc" "$nc" \
+            >>"$OUT/table.md"
+    done
+    for row in $rows; do cp "$OUT/$row-$c-${best_run[$row]}.cpu" "$OUT/$row-$c.cpu"; done
+    unset best runs best_run
 done
 
 keys="ARRAY(SELECT generate_series(1, 10000)::bigint)"
 check "direct" "$(db node0 "SELECT sc_sum_keys('direct', $keys)")" "${total[direct]}"
 check "router1" "$(db router1 "SELECT sc_sum_keys('r1', $keys)")" "${total[r1]}"
+check "router2" "$(db router2 "SELECT sc_sum_keys('r2', $keys)")" "${total[r2]}"
 check "router3" "$(db router3 "SELECT sc_sum_keys('r3', $keys)")" "${total[r3]}"
 check "spread" "$(db router3 "SELECT sc_sum('spread')")" "${total[spread]}"
 shares=""
