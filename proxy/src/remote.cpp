@@ -208,16 +208,16 @@ void ServeInterrupts() {
 }
 
 // A usable idle connection: opened under the current catalogs, not broken, not mid-statement,
-// and not closed by the node meanwhile (an idle connection that has something to read has been
-// told goodbye, or closed).
+// and with nothing to read. An idle connection is sent nothing but a node's goodbye (the FATAL
+// of a shutdown, then the end of the stream), which libpq would only buffer and hand to the next
+// statement as its error: such a connection is opened again before anything is sent.
 bool Usable(Connection* c) {
   if (c->conn == nullptr || c->wait == nullptr) return false;
   if (c->generation != CatalogGeneration() || PQstatus(c->conn) != CONNECTION_OK ||
       PQtransactionStatus(c->conn) != PQTRANS_IDLE || c->in_flight)
     return false;
   struct pollfd socket = {PQsocket(c->conn), POLLIN, 0};
-  if (poll(&socket, 1, 0) == 0) return true;
-  return PQconsumeInput(c->conn) == 1 && PQstatus(c->conn) == CONNECTION_OK;
+  return poll(&socket, 1, 0) == 0;
 }
 
 // The next result of c's statement in flight (nullptr: the statement is done), waiting
