@@ -592,9 +592,9 @@ $$ LANGUAGE plproxy;
 -- extension), how many of the given counters it defines, and whether the API a routed statement
 -- names there (sc_rollup() standing for all of it) is the router's own: a router installed beside
 -- slotted_counter whose schema is on the search_path would route each statement back to the nodes
--- forever. The count is a query of its own (query_to_xml), planned only where the extension
--- exists: named in this statement, the table would be looked up when the node parses it, and a
--- node without it would answer 42P01.
+-- forever. The counters are counted by their guards, the sequences slotted_counters.<name>, in
+-- the catalog: the table slotted_counter.counters, named in this statement, would be looked up
+-- when the node parses it, and a node without the extension would answer 42P01.
 CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
     RETURNS TABLE(node text, version text, defined bigint, loops boolean) AS $$
     CLUSTER slotted_counter_proxy.cluster();
@@ -602,10 +602,11 @@ CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
     SELECT pg_catalog.format('database %s on port %s', pg_catalog.current_database(),
                              pg_catalog.current_setting('port')) AS node,
            e.extversion::text AS version,
-           CASE WHEN e.extversion IS NULL THEN 0 ELSE ((pg_catalog.xpath('/row/n/text()',
-    pg_catalog.query_to_xml(pg_catalog.format(
-        'SELECT count(*) AS n FROM slotted_counter.counters WHERE name = ANY (%L)', wanted),
-        false, true, '')))[1])::text::bigint END AS defined,
+           (SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c
+              JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname OPERATOR(pg_catalog.=) 'slotted_counters'
+               AND c.relkind OPERATOR(pg_catalog.=) 'S'
+               AND c.relname::text OPERATOR(pg_catalog.=) ANY (wanted)) AS defined,
            EXISTS (SELECT FROM pg_catalog.pg_depend d
                      JOIN pg_catalog.pg_extension r ON r.oid = d.refobjid
                     WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
