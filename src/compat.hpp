@@ -17,6 +17,7 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "commands/extension.h"
 #include "executor/executor.h"
@@ -77,22 +78,28 @@ inline int MyProcIndex() {
   return index;
 }
 
-// The privilege checks of one object, which 16 made one function for every catalog.
-inline AclResult DatabaseAclCheck(Oid db, Oid role, AclMode mode) {
+// The privilege check of one object of a database, a function or a schema, which 16 made one
+// function for every catalog.
+inline AclResult ObjectAclCheck(Oid catalog, Oid object, Oid role, AclMode mode) {
 #if PG_VERSION_NUM >= 160000
-  return object_aclcheck(DatabaseRelationId, db, role, mode);
+  return object_aclcheck(catalog, object, role, mode);
 #else
-  return pg_database_aclcheck(db, role, mode);
+  switch (catalog) {
+    case DatabaseRelationId:
+      return pg_database_aclcheck(object, role, mode);
+    case ProcedureRelationId:
+      return pg_proc_aclcheck(object, role, mode);
+    default:
+      Assert(catalog == NamespaceRelationId);
+      return pg_namespace_aclcheck(object, role, mode);
+  }
 #endif
 }
 
-inline AclResult FunctionAclCheck(Oid function, Oid role, AclMode mode) {
-#if PG_VERSION_NUM >= 160000
-  return object_aclcheck(ProcedureRelationId, function, role, mode);
-#else
-  return pg_proc_aclcheck(function, role, mode);
-#endif
+inline AclResult DatabaseAclCheck(Oid db, Oid role, AclMode mode) {
+  return ObjectAclCheck(DatabaseRelationId, db, role, mode);
 }
+
 
 inline bool OwnsDatabase(Oid role, Oid db) {
 #if PG_VERSION_NUM >= 160000

@@ -2,8 +2,8 @@
 // installed beside slotted_counter, in a schema of its own (docs/router.md, "A router in a data
 // node"): that node's keys then cost no hop, as a distributed function call costs none on the
 // node that holds its shard. The call is slotted_counter's own function (of its extension's
-// schema, never found by search_path), with the EXECUTE privilege checked for the current role
-// as a query would, in the caller's transaction. Per backend: one resolved function per
+// schema, never found by search_path), with USAGE on that schema and EXECUTE on the function
+// checked for the current role as a query naming it would be, in the caller's transaction. Per backend: one resolved function per
 // statement, looked up again when it no longer exists (the extension dropped and created again).
 
 extern "C" {
@@ -92,7 +92,11 @@ Datum CallLocal(const Call& call, bool* isnull) {
     flinfo->fn_oid = InvalidOid;
     fmgr_info_cxt(Resolve(index), flinfo, TopMemoryContext);
   }
-  AclResult acl = sc::FunctionAclCheck(flinfo->fn_oid, GetUserId(), ACL_EXECUTE);
+  // As a query naming the function checks it: USAGE on its schema, EXECUTE on it.
+  Oid schema = get_func_namespace(flinfo->fn_oid);
+  AclResult acl = sc::ObjectAclCheck(NamespaceRelationId, schema, GetUserId(), ACL_USAGE);
+  if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(schema));
+  acl = sc::ObjectAclCheck(ProcedureRelationId, flinfo->fn_oid, GetUserId(), ACL_EXECUTE);
   if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_FUNCTION, get_func_name(flinfo->fn_oid));
   InvokeFunctionExecuteHook(flinfo->fn_oid);
   LOCAL_FCINFO(fcinfo, 4);

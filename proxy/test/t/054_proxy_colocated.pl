@@ -4,10 +4,10 @@
 #   1. The router cannot take slotted_counter's schema; in a schema of its own it installs.
 #   2. Keys of A are counted in-process, keys of B on B: where sc_proxy_node_of says, and the
 #      router reads them all back; no connection from A to itself is kept for A's keys.
-#   3. The in-process call acts as the caller: its counter privileges and the EXECUTE privilege
-#      on slotted_counter's function are checked for the calling role; a transactional write
-#      inside a transaction block is refused as for a remote node.
-#   4. pgbench through the router, eight clients, and straight to A at once: every key exact.
+#   3. The in-process call acts as the caller: its counter privileges, the EXECUTE privilege on
+#      slotted_counter's function and USAGE on its schema are checked for the calling role; a
+#      transactional write inside a transaction block is refused as for a remote node.
+#   4. pgbench through the router (six clients) and straight to A (two) at once: every key exact.
 #   5. A search_path that would send the router's statements back to the router is refused by
 #      sc_proxy_configure.
 
@@ -121,7 +121,13 @@ my ($ret, $out, $err) = $a->psql('postgres', "SELECT router.sc_incr('views', $lo
 like($err, qr/42501: permission denied for function sc_incr/,
 	"without EXECUTE on slotted_counter's sc_incr, the in-process call is refused");
 $a->safe_psql('postgres', q{
-GRANT EXECUTE ON FUNCTION public.sc_incr(slotted_counter, bigint, bigint) TO PUBLIC});
+GRANT EXECUTE ON FUNCTION public.sc_incr(slotted_counter, bigint, bigint) TO PUBLIC;
+REVOKE USAGE ON SCHEMA public FROM PUBLIC});
+($ret, $out, $err) = $a->psql('postgres', "SELECT router.sc_incr('views', $local_key)",
+	extra_params => [ '-U', 'app', '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/42501: permission denied for schema public/,
+	"without USAGE on slotted_counter's schema, the in-process call is refused");
+$a->safe_psql('postgres', 'GRANT USAGE ON SCHEMA public TO PUBLIC');
 is( sqlstate_of("BEGIN; SELECT router.sc_incr('sold', $local_key); COMMIT;"),
 	'25001', 'a transactional write of a key of A inside a block: 25001, as for B');
 is( $a->safe_psql('postgres', qq{
