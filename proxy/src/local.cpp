@@ -3,8 +3,9 @@
 // node"): that node's keys then cost no hop, as a distributed function call costs none on the
 // node that holds its shard. The call is slotted_counter's own function (of its extension's
 // schema, never found by search_path), with USAGE on that schema and EXECUTE on the function
-// checked for the current role as a query naming it would be, in the caller's transaction. Per backend: one resolved function per
-// statement, looked up again when it no longer exists (the extension dropped and created again).
+// checked for the current role as a query naming it would be, in the caller's transaction. Per
+// backend: one resolved function per statement, looked up again when it no longer exists (the
+// extension dropped and created again).
 
 extern "C" {
 #include "postgres.h"
@@ -48,6 +49,7 @@ constexpr LocalFunction kFunctions[] = {
     {"sc_sum", 2, {InvalidOid, TEXTOID}},
 };
 constexpr int kFunctionCount = sizeof(kFunctions) / sizeof(kFunctions[0]);
+static_assert(kFunctionCount == static_cast<int>(Statement::kCount), "a function per Statement");
 
 // Resolved functions (fn_oid InvalidOid: not yet), and the input function of the counter type
 // each was resolved with, in TopMemoryContext.

@@ -87,6 +87,7 @@ struct Params {
   uint64 int64s[4];
 };
 constexpr int kStatementCount = sizeof(kStatements) / sizeof(kStatements[0]);
+static_assert(kStatementCount == static_cast<int>(Statement::kCount), "a statement per Statement");
 static_assert(kStatementCount <= 32, "Connection::prepared has a bit per statement");
 
 // Whether a node is this database, found out at the first connection to it.

@@ -17,6 +17,7 @@ enum class Statement : int {
   kIncrTextAt,  // sc_incr(counter, key text, delta, at)
   kSum,         // sc_sum(counter, key bigint)
   kSumText,     // sc_sum(counter, key text)
+  kCount,       // how many there are (remote.cpp's statements and local.cpp's functions)
 };
 
 // One call: its statement and arguments (a counter name and a text key are text; a bigint key,
@@ -37,8 +38,8 @@ const char* NodeString(int node);
 
 // Runs `call` on each of nodes[0 .. count) as the current role: a node that is this very database
 // (a router installed beside slotted_counter, see local.cpp) is called in-process first, then the
-// call is sent to every remote node at once, then every answer read. results[i] and nulls[i] are node
-// nodes[i]'s bigint. A remote node's error is raised, with its SQLSTATE, once every node has
+// call is sent to every remote node at once, then every answer read. results[i] and nulls[i] are
+// node nodes[i]'s bigint. A remote node's error is raised, with its SQLSTATE, once every node has
 // answered. `write`: the call changes a count, so a connection lost after it was sent may have
 // applied it (the error says so; it is not retried).
 void RunOnNodes(const Call& call, const int* nodes, int count, bool write, int64* results,

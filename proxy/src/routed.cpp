@@ -63,6 +63,11 @@ struct Route {
   bool text_keys;
 };
 
+bool TextEquals(const text* value, const char* literal) {
+  size_t length = strlen(literal);
+  return VARSIZE_ANY_EXHDR(value) == length && memcmp(VARDATA_ANY(value), literal, length) == 0;
+}
+
 // The counter's row in the router's catalog; 22004 for a NULL name, 42704 if there is none.
 Route LookupCounter(FunctionCallInfo fcinfo) {
   if (PG_ARGISNULL(0))
@@ -85,12 +90,11 @@ Route LookupCounter(FunctionCallInfo fcinfo) {
   Route route = {};
   if (found) {
     bool isnull;
-    text* durability = DatumGetTextPP(heap_getattr(tuple, kDurabilityColumn, desc, &isnull));
-    route.transactional = VARSIZE_ANY_EXHDR(durability) == strlen("transactional") &&
-                          memcmp(VARDATA_ANY(durability), "transactional", 13) == 0;
+    route.transactional = TextEquals(
+        DatumGetTextPP(heap_getattr(tuple, kDurabilityColumn, desc, &isnull)), "transactional");
     route.spread = DatumGetBool(heap_getattr(tuple, kSpreadColumn, desc, &isnull));
-    text* key_type = DatumGetTextPP(heap_getattr(tuple, kKeyTypeColumn, desc, &isnull));
-    route.text_keys = VARSIZE_ANY_EXHDR(key_type) == 4 && memcmp(VARDATA_ANY(key_type), "text", 4) == 0;
+    route.text_keys =
+        TextEquals(DatumGetTextPP(heap_getattr(tuple, kKeyTypeColumn, desc, &isnull)), "text");
   }
   systable_endscan(scan);
   table_close(table, AccessShareLock);

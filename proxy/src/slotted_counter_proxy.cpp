@@ -1,4 +1,5 @@
-// slotted_counter_proxy: the router's C++ (everything else of the router is SQL and PL/Proxy,
+// slotted_counter_proxy: the checks of the router's C++ (its own routing of sc_incr and sc_sum is
+// routed.cpp, remote.cpp and local.cpp; everything else of the router is SQL and PL/Proxy,
 // sql/slotted_counter_proxy--1.0.sql). Three jobs that need the server's C API:
 //
 // 1. The refusal of a transactional write inside a transaction block. PL/Proxy sends each routed
@@ -17,8 +18,10 @@
 //    (no event trigger fires for roles): every PL/Proxy function of the router takes its cluster
 //    name from slotted_counter_proxy.cluster(), which PL/Proxy calls before it connects, and which
 //    refuses (42501) unless the caller's mapping and the server's options would connect as the
-//    caller. Its verdict is cached per backend for one role and dropped by every change to roles,
-//    user mappings, foreign servers or wrappers (syscache callbacks), so a call pays a comparison.
+//    caller; the router's own routing calls the same CheckCaller (checks.hpp) before it
+//    connects. Its verdict is cached per backend for one role and dropped by every change to
+//    roles, user mappings, foreign servers or wrappers (syscache callbacks), so a call pays a
+//    comparison.
 //
 // 3. The router's catalog (slotted_counter_proxy.counters) changes only through
 //    slotted_counter_proxy.record_counter: as the caller, it asks the data nodes whether the
@@ -27,8 +30,9 @@
 //    SECURITY_RESTRICTED_OPERATION, with search_path pinned, as the extension's own statement.
 //    No role has INSERT, UPDATE or DELETE on the table.
 //
-// This library is loaded only by the router's functions, never preloaded. Its state is the
-// setting and the cached verdict (backend-local; no shared memory, no locks).
+// This library is loaded only by the router's functions, never preloaded. Its state here is the
+// setting and the cached verdict; remote.cpp keeps the session's connections (all of it
+// backend-local: no shared memory, no locks).
 
 extern "C" {
 #include "postgres.h"
