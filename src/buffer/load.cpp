@@ -27,6 +27,9 @@ constexpr uint32 kSweepLimit = 1024;
 // How long a commit waits for a free entry before it fails.
 constexpr int kRoomWaitMs = 10000;
 
+// How many entries awaiting a fold a sweep meets before it asks for one (TakeEntry).
+constexpr uint32 kUnfoldedBeforeFold = 4;
+
 // How long after a database under its share found no room the databases over theirs take no
 // clean entry of their own (SharedState::room_wanted_at).
 constexpr int64 kRoomWantedMs = 100;
@@ -40,9 +43,12 @@ bool DeltasFolded(const Entry& e) {
 
 namespace {
 
-// No entry was to be had: the databases over their fair share are asked to flush now rather than
-// at the end of their interval, so that their entries turn clean, and evictable, sooner.
-void AskCrowdingFlushers() {
+// No entry was to be had: this database's flusher and those of the databases over their fair
+// share are asked to flush now rather than at the end of their interval, so that their entries
+// turn clean (buffered ones written, transactional ones folded), and evictable, sooner. A buffer
+// too small for one interval's keys is flushed as often as its writers need, not once an interval.
+void AskFlushersForRoom() {
+  if (DatabaseSlot* own = FindSlot(MyDatabaseId)) AskForFlush(own);
   uint32 crowding[kOccupancyCells];
   int n = shared->table->OverShare(MyDatabaseId, crowding, int(kOccupancyCells));
   for (int i = 0; i < n; i++)
@@ -60,8 +66,8 @@ enum class LoadResult { kLoaded, kRetry, kStale, kNoRoom };
 // caller's definition must be looked up again before retrying.
 // Not inlined into its callers, whose error cleanup would otherwise keep its locals across a
 // longjmp.
-// A free entry, or a clean one the clock sweep evicted; kNil if none (the databases over their
-// share are asked to flush).
+// A free entry, or a clean one the clock sweep evicted; kNil if none (the flushers that can make
+// room are asked to flush).
 uint32 TakeEntry() {
   auto table = Table();
   uint64 evicted = 0;
@@ -70,12 +76,23 @@ uint32 TakeEntry() {
   bool wanted = now - TimestampTz(pg_atomic_read_u64(&shared->room_wanted_at)) <
                     kRoomWantedMs * 1000 &&
                 table.table().OverItsShare(MyDatabaseId);
-  uint32 index = table.TakeFreeOrClean(MyDatabaseId, wanted, kSweepLimit, DeltasFolded, &evicted);
+  // Entries of committed transactional increments leave only once a flush folded their deltas:
+  // a sweep that meets several asks for that flush now, before the buffer has no entry left,
+  // so that the fold runs while the remaining entries are taken.
+  uint32 unfolded = 0;
+  auto may_evict = [&](const Entry& e) {
+    if (DeltasFolded(e)) return true;
+    unfolded++;
+    return false;
+  };
+  uint32 index = table.TakeFreeOrClean(MyDatabaseId, wanted, kSweepLimit, may_evict, &evicted);
   if (evicted > 0) pg_atomic_fetch_add_u64(&shared->evictions, evicted);
+  if (index != kNil && unfolded >= kUnfoldedBeforeFold)
+    if (DatabaseSlot* own = FindSlot(MyDatabaseId)) AskForFlush(own);
   if (index == kNil) {
     if (!wanted && !table.table().OverItsShare(MyDatabaseId))
       pg_atomic_write_u64(&shared->room_wanted_at, uint64(now));
-    AskCrowdingFlushers();
+    AskFlushersForRoom();
   }
   return index;
 }
@@ -138,7 +155,7 @@ void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, 
                               "for %d seconds.",
                               shared->table->capacity(), kRoomWaitMs / 1000),
                     errhint("Raise slotted_counter.max_entries.")));
-  WakeFlusher(EnsureFlusher());
+  AskForFlush(EnsureFlusher());
   WaitForLoad(waits);
 }
 
