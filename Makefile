@@ -47,6 +47,9 @@ OBJS = \
 	src/functions/totals.o \
 	src/workers/attach_run.o \
 	src/workers/flush.o \
+	src/workers/flush_txn.o \
+	src/workers/flush_write.o \
+	src/workers/fold.o \
 	src/workers/worker.o \
 	src/workers/write_through.o
 

@@ -5,6 +5,7 @@
 // 55000 (shmem.cpp, RequireShared).
 #include "core/core_assert.hpp"
 #include "definitions/databases.hpp"
+#include "faults.hpp"
 #include "pg.hpp"
 #include "shared/saved_values.hpp"
 #include "settings.hpp"
@@ -24,6 +25,18 @@ Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64};
 void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
   ReportFailedAssertion(condition, file, line);
 }
+
+#ifdef USE_ASSERT_CHECKING
+namespace {
+char* fault_point = nullptr;
+}  // namespace
+
+void InjectFault(const char* point) {
+  if (fault_point != nullptr && strcmp(fault_point, point) == 0)
+    ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory"),
+                    errdetail("Injected at \"%s\" (slotted_counter.fault_point).", point)));
+}
+#endif
 
 namespace {
 
@@ -90,6 +103,13 @@ void DefineSettings() {
       "is dropped, and sc_rank counts in the table instead.",
       nullptr, &settings.rank_memory, 64, 0, INT_MAX / 2, PGC_SIGHUP, GUC_UNIT_MB, nullptr,
       nullptr, nullptr);
+#ifdef USE_ASSERT_CHECKING
+  DefineCustomStringVariable(
+      "slotted_counter.fault_point",
+      "The named point where the extension fails as if out of memory (assert-enabled builds, "
+      "for the tests of error paths).",
+      nullptr, &fault_point, "", PGC_SUSET, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+#endif
   MarkGUCPrefixReserved("slotted_counter");
 }
 

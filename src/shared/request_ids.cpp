@@ -175,21 +175,21 @@ void AbandonRequestId(RequestIdTable* t, uint32 index) {
   LWLockRelease(t->lock);
 }
 
-int TakePendingRequestIds(RequestIdTable* t, Oid db, const int32* counters, int ncounters, TakenRequestId** out) {
+int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int nkeys,
+                          TakenRequestId** out) {
   RequestIdEntry* es = Entries(t);
-  // Marked first, copied after: nothing that can fail runs under the lock, and the copies are
-  // allocated for what was taken (a kTaken entry of this process changes only by its settle).
+  auto wanted = [&](const RequestIdEntry& e) {
+    CounterKey k{uint32(db), e.counter, e.key, e.bucket};
+    return e.state == kIdPending && e.db == db &&
+           std::binary_search(keys, keys + nkeys, k, KeyBefore);
+  };
+  // Counted, allocated, then marked and copied: nothing that can fail runs under the lock, and
+  // no id is marked without its copy. No id of these keys turns kPending meanwhile (the caller
+  // holds apply_lock EXCLUSIVE); one may go (a drop): fewer are marked than counted.
   int n = 0;
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
-  for (uint32 i = 0; i < t->capacity; i++) {
-    RequestIdEntry& e = es[i];
-    if (e.state != kIdPending || e.db != db ||
-        !std::binary_search(counters, counters + ncounters, e.counter))
-      continue;
-    e.state = kIdTaken;
-    e.owner_pid = MyProcPid;
-    n++;
-  }
+  for (uint32 i = 0; i < t->capacity; i++)
+    if (wanted(es[i])) n++;
   LWLockRelease(t->lock);
   *out = nullptr;
   if (n == 0) return 0;
@@ -199,7 +199,9 @@ int TakePendingRequestIds(RequestIdTable* t, Oid db, const int32* counters, int 
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   for (uint32 i = 0; i < t->capacity && copied < n; i++) {
     RequestIdEntry& e = es[i];
-    if (e.state != kIdTaken || e.owner_pid != MyProcPid || e.db != db) continue;
+    if (!wanted(e)) continue;
+    e.state = kIdTaken;
+    e.owner_pid = MyProcPid;
     char* copy = ids + size_t(copied) * (kMaxRequestIdLen + 1);
     memcpy(copy, e.id, e.len + 1);
     taken[copied++] = TakenRequestId{i, e.counter, e.key, e.bucket, e.result, e.applied_at, copy};

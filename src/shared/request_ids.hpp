@@ -23,6 +23,7 @@
 //     puts its kTaken ids back to kPending.
 #pragma once
 
+#include "core/counter_table.hpp"
 #include "pg.hpp"
 
 namespace sc {
@@ -92,9 +93,18 @@ struct TakenRequestId {
   const char* id;          // palloc'd copy
 };
 
-// Under apply_lock EXCLUSIVE (the flush): the kPending ids of database db whose counter is in
-// counters (sorted) become kTaken; returns them, palloc'd, and how many.
-int TakePendingRequestIds(RequestIdTable* t, Oid db, const int32* counters, int ncounters, TakenRequestId** out);
+// The order of the keys TakePendingRequestIds is given (a database's: no db).
+inline bool KeyBefore(const CounterKey& a, const CounterKey& b) {
+  if (a.counter != b.counter) return a.counter < b.counter;
+  if (a.key != b.key) return a.key < b.key;
+  return a.bucket < b.bucket;
+}
+
+// Under apply_lock EXCLUSIVE (a flush's step, while it claims the entries of `keys`, sorted by
+// KeyBefore): the kPending ids of database db made on those keys become kTaken; returns them,
+// palloc'd (allocated before any is marked), and how many.
+int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int nkeys,
+                          TakenRequestId** out);
 // After the flush's transaction ended: kDurable if it committed, else kPending again.
 void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, bool committed);
 // A dropped counter (counter 0: every counter of db) takes its ids with it.

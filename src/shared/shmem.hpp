@@ -78,6 +78,7 @@ struct DatabaseSlot {
   uint64 attach_errors;          // attachment runs that failed
   TimestampTz last_flush_at;
   double last_flush_ms;
+  TimestampTz flush_begun_at;    // the flush in progress (0: none), for its state in stats
 
   // Flusher transactions that write totals (flush.cpp), and the clock before the first of them.
   int totals_writers;
@@ -135,7 +136,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 16;
+constexpr uint32 kLayoutVersion = 17;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always

@@ -6,10 +6,13 @@
 
 namespace sc {
 
-// Writes every dirty value of database db to the values table in one transaction; returns the
-// number of rows written, and in *attachments_due when the first attachment is due (DT_NOEND if
-// there is none). Must run in db's flusher, outside a transaction; may throw (ereport).
-int64 FlushDatabase(Oid db, TimestampTz* attachments_due);
+// Writes every dirty value of database db to the values table, and folds the committed deltas
+// of transactional counters into it, in steps that are transactions of their own (flush.cpp);
+// returns the number of rows written, and in *attachments_due when the first attachment is due
+// (DT_NOEND if there is none). between_steps(db), if given, runs between two steps (the flusher
+// answers write-throughs there). Must run in db's flusher, outside a transaction; may throw
+// (ereport), having settled every step it began.
+int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(Oid db));
 
 // Analyzes totals once this flusher has added half as many rows as it had when last analyzed
 // (and at least 1,000): the plans of the flush's statements (and of reads) rely on its size, and a
@@ -24,12 +27,12 @@ void AbandonTotalsWrite();
 // Set by the flusher before its last flush: that flush scans the whole buffer (flush.cpp).
 extern bool full_scan_next;
 
-// A flusher transaction that writes totals (flush.cpp, write_through.cpp): BeginWork counts this
-// process among the writers of db's totals (shmem.hpp: OpenTotalsWrite), starts a transaction,
-// connects SPI and pushes a snapshot; EndWork commits and counts it out.
+// A flusher transaction that writes totals (flush.cpp, write_through.cpp; flush_txn.cpp): BeginWork
+// counts this process among the writers of db's totals (shmem.hpp: OpenTotalsWrite), starts a
+// transaction, connects SPI and pushes a snapshot; EndWork commits and counts it out.
 void BeginWork(Oid db);
 void EndWork();
-// The flusher's memory that outlives its transactions, reset (for each round).
+// The write-throughs' memory that outlives their transactions, reset (for each round).
 MemoryContext WorkContext();
 // The written_at a write with `stamp` gives its row: a write with no stamp (kNoWrite) counts as
 // written by the current transaction.

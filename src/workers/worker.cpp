@@ -151,14 +151,23 @@ void MaintainRanks(Oid db) {
   MemoryContextSwitchTo(context);
 }
 
+bool ServeAndRecord(Oid db);
+
+// Between two steps of a long flush: write-throughs are answered then too, not only between two
+// flushes (the state stays "flushing").
+void ServeBetweenSteps(Oid db) { (void)ServeAndRecord(db); }
+
 // One flush, recorded in the slot's statistics; false if it failed (already logged).
 bool FlushAndRecord(Oid db) {
   SpinMutex mutex = SlotMutex(my_flusher_slot);
+  TimestampTz start = GetCurrentTimestamp();
   FlushBegun begun = BeginFlush(my_flusher_slot->tickets, mutex);
+  SpinLockAcquire(&my_flusher_slot->mutex);
+  my_flusher_slot->flush_begun_at = start;
+  SpinLockRelease(&my_flusher_slot->mutex);
   bool requested = begun.requested;
   pgstat_report_activity(STATE_RUNNING, "flush");
 
-  TimestampTz start = GetCurrentTimestamp();
   MemoryContext context = CurrentMemoryContext;
   volatile int64 rows = -1;
   TimestampTz attachments_due = DT_NOEND;
@@ -166,7 +175,7 @@ bool FlushAndRecord(Oid db) {
   char error[sizeof(my_flusher_slot->flush_error)];
   PG_TRY();
   {
-    rows = FlushDatabase(db, &attachments_due);
+    rows = FlushDatabase(db, &attachments_due, ServeBetweenSteps);
   }
   PG_CATCH();
   {
@@ -197,6 +206,7 @@ bool FlushAndRecord(Oid db) {
   uint64 failures = 0;
   EndFlush(my_flusher_slot->tickets, mutex, begun.ticket, !flush_failing, [&] {
     DatabaseSlot* slot = my_flusher_slot;
+    slot->flush_begun_at = 0;
     failures = slot->flush_failures;
     if (rows >= 0) {
       slot->flush_failures = 0;

@@ -1,0 +1,93 @@
+// flush_internal.hpp: the parts of a flush that its files share (flush.cpp: rounds and chunks;
+// flush_write.cpp: the statements that write a chunk; fold.cpp: the fold of transactional
+// deltas; flush_txn.cpp: a flusher transaction and what each one reads first).
+#pragma once
+
+#include "core/counter_table.hpp"
+#include "pg.hpp"
+#include "shared/request_ids.hpp"
+#include "shared/shmem.hpp"
+
+namespace sc {
+
+// One claimed entry (protocol.hpp: Claim) and the row its delta goes to. fresh: the entry holds
+// nothing flushed (flushed = 0: a key new to the buffer and the table, or one whose row holds 0),
+// so its row most likely does not exist.
+struct FlushItem {
+  Claim claim;
+  int32 counter;
+  int64 key;
+  int64 bucket;
+  bool fresh;
+};
+
+// ---- flush_txn.cpp ----
+
+// The ids of this database's counters that the current transaction locked FOR KEY SHARE, sorted,
+// and in *skipped_ids (sorted) those it could not lock: a transaction is dropping them or their
+// buckets, so nothing of theirs is written or folded now. Both in `context`.
+int32* LockLiveCounters(MemoryContext context, int* count, int32** skipped_ids, int* nskipped);
+
+// What a transaction of the flush may write: the entries of the counters it locked, but those
+// whose buckets a committing transaction dropped and has not yet purged from the buffer (read
+// after the counters were locked: a drop holds its counter FOR UPDATE until it commits, and
+// registers before that).
+struct FlushScope {
+  const int32* ids;
+  int nids;
+  BucketDrop drops[kMaxBucketDrops];
+  int ndrops;
+
+  void Read(Oid db, const int32* locked, int nlocked);
+  bool operator()(const Entry& e) const;
+};
+
+// When the first attachment of this database is due; DT_NOEND if there is none. Inside SPI.
+TimestampTz AttachmentsDue();
+
+// Rows this flusher added to totals (for AnalyzeIfGrown).
+void NoteRowsAdded(int64 rows);
+
+// ---- flush_write.cpp ----
+
+// Writes the deltas of the claimed items (n of them, sorted here into index order): the keys
+// with rows with UPDATEs, the fresh ones with INSERTs, each kind redone as upserts if a row was
+// not as expected. Returns how many were fresh (rows most likely added). Inside SPI.
+int64 WriteItems(FlushItem* items, int64 n);
+
+// The request ids taken with the items, written in the same transaction. Inside SPI.
+void WriteRequestIds(const TakenRequestId* taken, int n);
+
+// ---- fold.cpp ----
+
+struct RankUpdate;
+
+// A pass of the fold of transactional deltas (slotted_counter.deltas) into totals: the pages the
+// deltas it must fold can lie in, walked a bounded number at a time, each step in a transaction of
+// the flush's.
+struct FoldPass {
+  uint32 epoch;             // the fold epoch the pass took (core/fold_epochs.hpp)
+  bool started;             // the first step read `end`
+  BlockNumber next;         // the first page of the next step
+  BlockNumber end;          // the pages the first step's snapshot could find deltas in
+  MemoryContext context;    // the pass's own memory (skipped), for the whole flush
+  int32* skipped;           // counters a step could not lock (sorted, each once)
+  int nskipped;
+  int capacity;
+  int64 rows;               // totals rows written
+};
+
+// Begins a pass whose memory is in `context`: takes the fold epoch of the slot (none without one).
+void BeginFold(FoldPass* pass, DatabaseSlot* slot, MemoryContext context);
+// One step, in the current transaction (inside SPI), which locked the counters ids and skipped
+// the others: folds the deltas of ids on the next pages and, in the last step, deletes those of
+// dropped counters. With rank indexes in db, *updates (in step_context) receives the rows the
+// step wrote of their counters, to apply once it committed. True once the pass is complete.
+bool FoldInTransaction(Oid db, FoldPass* pass, const int32* ids, int nids, const int32* skipped,
+                       int nskipped, MemoryContext step_context, RankUpdate** updates,
+                       int* nupdates);
+// After the last step committed: the entries committed up to the pass's epoch may leave the
+// buffer (but those of the counters a step skipped).
+void EndFold(FoldPass* pass, DatabaseSlot* slot);
+
+}  // namespace sc

@@ -1,0 +1,236 @@
+// flush_write.cpp: the statements that write a flush step's claimed entries to
+// slotted_counter.totals (flush_internal.hpp: WriteItems), and the request ids taken with them.
+//
+// Keys flushed before, which mostly have their row, are written with UPDATEs, keys never flushed,
+// which mostly have none, with plain INSERTs, in statements of at most kBatch keys; each kind in
+// one subtransaction, redone as upserts if a key's row was not as expected after all.
+#include <algorithm>
+
+#include "functions/key_arrays.hpp"
+#include "spi.hpp"
+#include "workers/flush.hpp"
+#include "workers/flush_internal.hpp"
+
+namespace sc {
+
+namespace {
+
+constexpr int kBatch = 10000;
+
+// [stamped]: the statements for batches where some key carries the time of its last write (a
+// counter whose keys expire: definitions/expiry.hpp), and where none does (the others: their
+// rows' written_at is this flush's time, and the statements take four arrays, not five).
+SPIPlanPtr plan_flush[2] = {nullptr, nullptr};
+SPIPlanPtr plan_insert[2] = {nullptr, nullptr};
+SPIPlanPtr plan_update[2] = {nullptr, nullptr};
+SPIPlanPtr plan_update_bucketed[2] = {nullptr, nullptr};
+
+// The rows of the arrays, unnested in the select list, in step (ProjectSet): in FROM, each
+// unnest would first copy its array into a tuplestore of its own, a tuple per array and row. The
+// fifth, when stamped, is each key's stamp (Entry::last_write): written_at never goes back.
+#define SC_FLUSH_ROWS4                                                                           \
+  "SELECT pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.int8[]), " \
+  "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])"
+#define SC_FLUSH_ROWS5 SC_FLUSH_ROWS4 ", pg_catalog.unnest($5::pg_catalog.timestamptz[])"
+#define SC_UPSERT                                                                                 \
+  " ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "                              \
+  "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "   \
+  "written_at = GREATEST(t.written_at, excluded.written_at)"
+
+const char* const kFlushSql[2] = {
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) " SC_FLUSH_ROWS4
+        SC_UPSERT,
+    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    SC_FLUSH_ROWS5 SC_UPSERT};
+
+// Rows of fresh keys: a plain INSERT skips the upsert's speculative insertion (an index probe
+// before the insert, a confirmation after it), about 40% of a new row's cost.
+const char* const kInsertSql[2] = {
+    "INSERT INTO slotted_counter.totals (counter, key, bucket, value) " SC_FLUSH_ROWS4,
+    "INSERT INTO slotted_counter.totals (counter, key, bucket, value, written_at) "
+    SC_FLUSH_ROWS5};
+
+// Rows of keys flushed before, which mostly have their row: an UPDATE joined on the unique index
+// (a nested loop of index scans) skips the upsert's arbiter probe, a new index scan per row, and
+// its tuple lock, a second WAL record per row. An unbucketed key's bucket is NULL, which `=`
+// never matches and `IS NOT DISTINCT FROM` cannot find through the index: two statements.
+#define SC_FLUSH_UPDATE(bucket_rows, bucket_match, written, stamp_rows)                          \
+  "UPDATE slotted_counter.totals t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
+  "updated_at = pg_catalog.now(), written_at = GREATEST(t.written_at, " written ") "           \
+  "FROM (SELECT pg_catalog.unnest($1::pg_catalog.int4[]) AS c, "                                 \
+  "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, " bucket_rows stamp_rows                       \
+  "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta) u "                                        \
+  "WHERE t.counter OPERATOR(pg_catalog.=) u.c AND t.key OPERATOR(pg_catalog.=) u.k "            \
+  "AND " bucket_match
+#define SC_BUCKET_ROWS "pg_catalog.unnest($3::pg_catalog.timestamptz[]) AS b, "
+#define SC_BUCKET_MATCH "t.bucket OPERATOR(pg_catalog.=) u.b"
+#define SC_STAMP_ROWS "pg_catalog.unnest($5::pg_catalog.timestamptz[]) AS w, "
+
+const char* const kUpdateSql[2] = {
+    SC_FLUSH_UPDATE("", "t.bucket IS NULL", "pg_catalog.now()", ""),
+    SC_FLUSH_UPDATE("", "t.bucket IS NULL", "u.w", SC_STAMP_ROWS)};
+const char* const kUpdateBucketedSql[2] = {
+    SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "pg_catalog.now()", ""),
+    SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "u.w", SC_STAMP_ROWS)};
+
+// How a batch is written: upserts, which cannot fail on a key's row being there or not; plain
+// INSERTs (fresh keys), which fail with 23505 on a key that has a row; UPDATEs (keys with rows),
+// which fail with 02000 on a key that has none.
+enum class Statement { kUpsert, kInsert, kUpdate };
+
+bool Unbucketed(const FlushItem& item) { return item.bucket == kNoBucket; }
+
+void WriteBatch(const FlushItem* items, int64 n, Statement write) {
+  bool stamped = std::any_of(items, items + n,
+                             [](const FlushItem& item) { return item.claim.stamped; });
+  SPIPlanPtr plan = nullptr;
+  int expected_rc = SPI_OK_INSERT;
+  switch (write) {
+    case Statement::kUpsert:
+      plan = KeyArrayPlan(&plan_flush[stamped], kFlushSql[stamped]);
+      break;
+    case Statement::kInsert:
+      plan = KeyArrayPlan(&plan_insert[stamped], kInsertSql[stamped]);
+      break;
+    case Statement::kUpdate:
+      plan = Unbucketed(items[0])
+                 ? KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped])
+                 : KeyArrayPlan(&plan_update_bucketed[stamped], kUpdateBucketedSql[stamped]);
+      expected_rc = SPI_OK_UPDATE;
+      break;
+  }
+  auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
+  auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* deltas = static_cast<int64*>(palloc(sizeof(int64) * n));
+  auto* stamps = stamped ? static_cast<int64*>(palloc(sizeof(int64) * n)) : nullptr;
+  for (int64 i = 0; i < n; i++) {
+    counters[i] = items[i].counter;
+    keys[i] = items[i].key;
+    buckets[i] = items[i].bucket;
+    deltas[i] = items[i].claim.delta;
+    if (stamped)
+      stamps[i] = StampToStore(items[i].claim.stamped ? items[i].claim.stamp : kNoWrite);
+  }
+  ExecuteKeyArrays(plan, expected_rc, int(n), counters, keys, buckets, deltas, stamps);
+  // The items are distinct keys, so each row the UPDATE found is one item's.
+  if (write == Statement::kUpdate && int64(SPI_processed) != n)
+    ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
+                    errmsg("a key flushed before has no row in slotted_counter.totals")));
+}
+
+// Writes the deltas of items (n of them) in batches of at most kBatch. An UPDATE's batch holds
+// either unbucketed or bucketed keys (its statement differs). Each batch's arrays are freed
+// before the next: memory the process already has, not a million keys' worth touched anew.
+void WriteBatches(const FlushItem* items, int64 n, Statement write) {
+  // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of totals
+  // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
+  // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
+  // tiny would scan it whole. Set as a function's SET clause sets them, for these statements
+  // (planned when executed); an error restores them with the (sub)transaction's abort.
+  int nest_level = 0;
+  if (write == Statement::kUpdate)
+    nest_level = PlannerSettingsOff({"enable_hashjoin", "enable_mergejoin", "enable_seqscan"});
+  MemoryContext batch_context =
+      AllocSetContextCreate(CurrentMemoryContext, "slotted_counter flush batch",
+                            ALLOCSET_DEFAULT_SIZES);
+  MemoryContext outer = MemoryContextSwitchTo(batch_context);
+  for (int64 i = 0; i < n;) {
+    int64 size = std::min<int64>(kBatch, n - i);
+    if (write == Statement::kUpdate)
+      size = std::find_if(items + i, items + i + size,
+                          [&](const FlushItem& item) {
+                            return Unbucketed(item) != Unbucketed(items[i]);
+                          }) -
+             (items + i);
+    WriteBatch(items + i, size, write);
+    MemoryContextReset(batch_context);
+    i += size;
+  }
+  MemoryContextSwitchTo(outer);
+  MemoryContextDelete(batch_context);
+  if (write == Statement::kUpdate) PlannerSettingsBack(nest_level);
+}
+
+// Writes items (n of them) with the cheaper statement that fails if a key's row is not as
+// expected, in one subtransaction (one, not one per batch: more than 64 subtransactions would
+// overflow this backend's cache of them, which slows every other backend's snapshots). If it
+// failed that way (the code expected of it), the subtransaction is rolled back and every item is
+// written again as an upsert. Any other error goes to the caller.
+void WriteExpecting(const FlushItem* items, int64 n, Statement write, int expected_error) {
+  if (n == 0) return;
+  ErrorData* error = InSubtransaction([&] { WriteBatches(items, n, write); });
+  if (error == nullptr) return;
+  if (error->sqlerrcode != expected_error) ReThrowError(error);
+  FreeErrorData(error);
+  WriteBatches(items, n, Statement::kUpsert);
+}
+
+// The items with rows first, unbucketed before bucketed, then the fresh ones; each in key order
+// (index order).
+bool ItemOrder(const FlushItem& a, const FlushItem& b) {
+  if (a.fresh != b.fresh) return b.fresh;
+  if (Unbucketed(a) != Unbucketed(b)) return Unbucketed(a);
+  if (a.counter != b.counter) return a.counter < b.counter;
+  if (a.key != b.key) return a.key < b.key;
+  return a.bucket < b.bucket;
+}
+
+// The request ids a flush took, written with the increments it writes (an id known before, whose
+// row's time was past the window then, takes the row over).
+SPIPlanPtr plan_request_ids = nullptr;
+
+}  // namespace
+
+int64 WriteItems(FlushItem* items, int64 n) {
+  std::sort(items, items + n, ItemOrder);
+  int64 with_rows =
+      std::partition_point(items, items + n, [](const FlushItem& item) { return !item.fresh; }) -
+      items;
+  WriteExpecting(items, with_rows, Statement::kUpdate, ERRCODE_NO_DATA_FOUND);
+  WriteExpecting(items + with_rows, n - with_rows, Statement::kInsert, ERRCODE_UNIQUE_VIOLATION);
+  return n - with_rows;
+}
+
+void WriteRequestIds(const TakenRequestId* taken, int n) {
+  if (n == 0) return;
+  Datum *counters = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *ids = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *keys = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *buckets = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *results = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
+        *times = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  bool* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
+  for (int i = 0; i < n; i++) {
+    counters[i] = Int32GetDatum(taken[i].counter);
+    ids[i] = CStringGetTextDatum(taken[i].id);
+    keys[i] = Int64GetDatum(taken[i].key);
+    buckets[i] = Int64GetDatum(taken[i].bucket);
+    bucket_nulls[i] = taken[i].bucket == kNoBucket;
+    results[i] = Int64GetDatum(taken[i].result);
+    times[i] = TimestampTzGetDatum(taken[i].applied_at);
+  }
+  int dims[1] = {n}, lbs[1] = {1};
+  Datum args[6] = {
+      PointerGetDatum(construct_array(counters, n, INT4OID, 4, true, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(ids, n, TEXTOID, -1, false, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(keys, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_md_array(buckets, bucket_nulls, 1, dims, lbs, TIMESTAMPTZOID, 8,
+                                         true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(results, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(times, n, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE))};
+  static const Oid types[6] = {INT4ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID,
+                               INT8ARRAYOID, TIMESTAMPTZARRAYOID};
+  SPIPlanPtr plan = KeptPlan(
+      &plan_request_ids,
+      "INSERT INTO slotted_counter.requests AS r (counter, request_id, key, bucket, result, "
+      "applied_at) SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+      "pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), "
+      "pg_catalog.unnest($6)) ON CONFLICT (counter, request_id) DO UPDATE SET key = excluded.key, "
+      "bucket = excluded.bucket, result = excluded.result, applied_at = excluded.applied_at",
+      6, types);
+  if (SPI_execute_plan(plan, args, nullptr, false, 0) != SPI_OK_INSERT)
+    elog(ERROR, "writing slotted_counter.requests failed");
+}
+
+}  // namespace sc
