@@ -19,10 +19,16 @@
 -- unless slotted_counter_proxy.allow_transaction_block is on (src/slotted_counter_proxy.cpp).
 --
 -- A role reaches the data nodes as itself only: every PL/Proxy function below takes its cluster
--- from slotted_counter_proxy.cluster() (or its RUN ON function calls it first), which refuses a
--- user mapping or node string that would connect as another role; an event trigger refuses such
--- mappings when they are made. The router's catalog (slotted_counter_proxy.counters) is written
--- only by slotted_counter_proxy.record_counter, for a role that owns the counter on the nodes.
+-- from slotted_counter_proxy.cluster() or write_cluster() (or its RUN ON function calls one
+-- first), which refuses a user mapping or node string that would connect as another role, a call
+-- in a session a router opened (a loop), and a write in a read-only transaction; an event trigger
+-- refuses such mappings when they are made. Every connection to a node pins its search_path to
+-- pg_catalog, slotted_counter's schema there and pg_temp (the node strings of the foreign server
+-- end with the router's settings: src/nodes.cpp), and every statement sent casts the counter to
+-- slotted_counter's own type, so that nothing of the calling role's own on a node (its search_path,
+-- its schemas, its temporary objects) takes part. The router's catalog
+-- (slotted_counter_proxy.counters) is written only by sc_create, sc_drop and sc_alter_owner, in
+-- C (src/catalog.cpp), for a role that owns the counter on the nodes.
 
 \echo Use "CREATE EXTENSION slotted_counter_proxy" to load this file. \quit
 
@@ -42,7 +48,8 @@ $$;
 
 CREATE SCHEMA slotted_counter_proxy;
 
--- The data nodes, in routing order. Written only by sc_proxy_configure.
+-- The data nodes, in routing order, as sc_proxy_configure was given them (the foreign server holds
+-- them followed by the router's settings). Written only by sc_proxy_configure.
 CREATE TABLE slotted_counter_proxy.nodes (
     node    integer PRIMARY KEY CHECK (node >= 0),
     connstr text    NOT NULL
@@ -50,9 +57,9 @@ CREATE TABLE slotted_counter_proxy.nodes (
 
 -- The counters the router routes: what a call needs to know before it picks a node. The
 -- definition itself (bucket, retention, values, privileges) lives on every data node. Written only
--- by slotted_counter_proxy.record_counter, for a role that owns the counter on the data nodes (as
--- on the nodes, a role with the owner's privileges acts as the owner): nobody can squat a name or
--- flip another's counter between spread and not.
+-- by sc_create, sc_drop and sc_alter_owner (src/catalog.cpp), for a role that owns the counter on
+-- the data nodes (as on the nodes, a role with the owner's privileges acts as the owner): nobody
+-- can squat a name or flip another's counter between spread and not.
 CREATE TABLE slotted_counter_proxy.counters (
     name       text        PRIMARY KEY,
     durability text        NOT NULL CHECK (durability IN ('transactional', 'buffered')),
@@ -70,11 +77,6 @@ SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.counters', '')
 CREATE FUNCTION slotted_counter_proxy.check_autocommit(counter text) RETURNS void
     AS 'MODULE_PATHNAME', 'sc_proxy_check_autocommit' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
--- 25001 inside a transaction block: for sc_create, sc_drop and sc_alter_owner, which change both
--- the data nodes (committed at once) and the router's catalog (committed with the caller).
-CREATE FUNCTION slotted_counter_proxy.check_not_in_block(action text) RETURNS void
-    AS 'MODULE_PATHNAME', 'sc_proxy_check_not_in_block' LANGUAGE C STRICT VOLATILE;
-
 -- ---------------------------------------------------------------------------------------------
 -- Identity. A role reaches the data nodes as itself only (src/slotted_counter_proxy.cpp).
 
@@ -83,8 +85,25 @@ CREATE FUNCTION slotted_counter_proxy.check_not_in_block(action text) RETURNS vo
 -- caller. The hot calls (sc_incr, sc_incr_once, sc_incr_bounded, sc_sum, sc_series) name the
 -- cluster as a constant instead, and their RUN ON functions (write_hash, read_hashes), which
 -- PL/Proxy also evaluates before it connects, call cluster() first: that saves a query per call.
+-- Before that, 55000 in a session that a router opened (slotted_counter_proxy.hop): the call
+-- would be routed again, maybe back to a router, until no connection is left.
 CREATE FUNCTION slotted_counter_proxy.cluster() RETURNS text
     AS 'MODULE_PATHNAME', 'sc_proxy_cluster' LANGUAGE C STABLE;
+
+-- cluster() for a routed write, which also raises 25006 in a read-only transaction, naming the
+-- user's function ("sc_set()"): the node runs the write in a session of its own, which is not
+-- read-only. Every write function below calls it first, and every PL/Proxy function that writes
+-- takes its cluster from it (or its RUN ON function calls it).
+CREATE FUNCTION slotted_counter_proxy.write_cluster(function text) RETURNS text
+    AS 'MODULE_PATHNAME', 'sc_proxy_write_cluster' LANGUAGE C STABLE;
+
+-- A node string as the foreign server holds it: connstr with the router's settings last in its
+-- options (search_path pinned to pg_catalog, schema and pg_temp; slotted_counter_proxy.hop).
+-- 22023 for a string libpq cannot read, or one with a password (every role reads the strings).
+CREATE FUNCTION slotted_counter_proxy.node_string(node integer, connstr text, schema text)
+    RETURNS text
+    AS 'MODULE_PATHNAME', 'sc_proxy_node_string' LANGUAGE C CALLED ON NULL INPUT IMMUTABLE;
+REVOKE EXECUTE ON FUNCTION slotted_counter_proxy.node_string(integer, text, text) FROM PUBLIC;
 
 -- 42501 if the server's options or any user mapping on it would let a role reach the nodes as
 -- another; sc_proxy_configure runs it.
@@ -164,12 +183,13 @@ $$;
 
 -- The node a write of key goes to: its home node, or, for a spread counter, any node (the node
 -- of request_id when one is given, so that a retried sc_incr_once finds the id it left).
-CREATE FUNCTION slotted_counter_proxy.write_hash(counter text, key bigint,
+-- function: the user's call, for write_cluster's error.
+CREATE FUNCTION slotted_counter_proxy.write_hash(function text, counter text, key bigint,
                                                  request_id text DEFAULT NULL)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    cluster text := slotted_counter_proxy.write_cluster(function);  -- 55000, 42501, 25006
     c record;
 BEGIN
     -- One look-up on the path of every write (counter_of's checks, inline).
@@ -199,12 +219,12 @@ $$;
 -- hash equal texts alike, and send different keys' calls to one node, or one key's to two); on a
 -- counter keyed by bigint, the text read as a bigint (as a node reads it) goes where that bigint
 -- goes.
-CREATE FUNCTION slotted_counter_proxy.write_hash_text(counter text, key text,
+CREATE FUNCTION slotted_counter_proxy.write_hash_text(function text, counter text, key text,
                                                       request_id text DEFAULT NULL)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    cluster text := slotted_counter_proxy.write_cluster(function);  -- 55000, 42501, 25006
     c record;
     hash integer;
 BEGIN
@@ -236,7 +256,7 @@ CREATE FUNCTION slotted_counter_proxy.read_hashes(counter text, key bigint)
     RETURNS SETOF integer
     LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    cluster text := slotted_counter_proxy.cluster();   -- 55000, 42501
     c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
 BEGIN
     IF key IS NULL THEN
@@ -257,7 +277,7 @@ CREATE FUNCTION slotted_counter_proxy.read_hashes_text(counter text, key text)
     RETURNS SETOF integer
     LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    cluster text := slotted_counter_proxy.cluster();   -- 42501 unless the caller acts as itself
+    cluster text := slotted_counter_proxy.cluster();   -- 55000, 42501
     c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
     hash integer;
 BEGIN
@@ -341,8 +361,8 @@ CREATE FUNCTION slotted_counter_proxy.node_incr_bounded(counter text, key bigint
                                                         at timestamptz)
     RETURNS bigint AS $$
     CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash(counter, key);
-    SELECT sc_incr_bounded(counter, key, delta, lower, upper, at);
+    RUN ON slotted_counter_proxy.write_hash('sc_incr_bounded()', counter, key);
+    SELECT sc_incr_bounded(counter::slotted_counter, key, delta, lower, upper, at);
 $$ LANGUAGE plproxy;
 
 -- Each node gets the elements hashed to it and answers each with its position in the batch.
@@ -350,21 +370,21 @@ CREATE FUNCTION slotted_counter_proxy.node_incr_batch(counter text, hashes integ
                                                       positions integer[], keys bigint[],
                                                       deltas bigint[])
     RETURNS TABLE(pos integer, value bigint) AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_incr_batch()');
     SPLIT hashes, positions, keys, deltas;
     RUN ON hashes;
     SELECT p AS pos, v AS value
-      FROM unnest(positions, sc_incr_batch(counter, keys, deltas)) AS r(p, v);
+      FROM unnest(positions, sc_incr_batch(counter::slotted_counter, keys, deltas)) AS r(p, v);
 $$ LANGUAGE plproxy;
 
 -- Each node named in hashes sets its own element of vals; returns the old values.
 CREATE FUNCTION slotted_counter_proxy.node_set(counter text, key bigint, hashes integer[],
                                                vals bigint[], at timestamptz)
     RETURNS SETOF bigint AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_set()');
     SPLIT hashes, vals;
     RUN ON hashes;
-    SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
+    SELECT sc_set(counter::slotted_counter, key, v, at) FROM unnest(vals) AS v;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_sum_range(counter text, key bigint,
@@ -372,7 +392,7 @@ CREATE FUNCTION slotted_counter_proxy.node_sum_range(counter text, key bigint,
     RETURNS SETOF bigint AS $$
     CLUSTER 'slotted_counter_proxy';
     RUN ON slotted_counter_proxy.read_hashes(counter, key);
-    SELECT sc_sum(counter, key, since, until);
+    SELECT sc_sum(counter::slotted_counter, key, since, until);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_series(counter text, key bigint, since timestamptz,
@@ -380,7 +400,7 @@ CREATE FUNCTION slotted_counter_proxy.node_series(counter text, key bigint, sinc
     RETURNS TABLE(bucket timestamptz, value bigint) AS $$
     CLUSTER 'slotted_counter_proxy';
     RUN ON slotted_counter_proxy.read_hashes(counter, key);
-    SELECT bucket, value FROM sc_series(counter, key, since, until);
+    SELECT bucket, value FROM sc_series(counter::slotted_counter, key, since, until);
 $$ LANGUAGE plproxy;
 
 -- The keys of a group, each to its home node.
@@ -390,7 +410,7 @@ CREATE FUNCTION slotted_counter_proxy.node_sum_keys(counter text, hashes integer
     CLUSTER slotted_counter_proxy.cluster();
     SPLIT hashes, keys;
     RUN ON hashes;
-    SELECT sc_sum_keys(counter, keys);
+    SELECT sc_sum_keys(counter::slotted_counter, keys);
 $$ LANGUAGE plproxy;
 
 -- Every key of a group to every node (a spread counter).
@@ -398,7 +418,7 @@ CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all(counter text, keys bigin
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT sc_sum_keys(counter, keys);
+    SELECT sc_sum_keys(counter::slotted_counter, keys);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since timestamptz,
@@ -406,7 +426,7 @@ CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since tim
     RETURNS TABLE(key bigint, value bigint) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT key, value FROM sc_top(counter, n, since, until);
+    SELECT key, value FROM sc_top(counter::slotted_counter, n, since, until);
 $$ LANGUAGE plproxy;
 
 -- Every node's count of the keys other than key above value, as of its last flush (sc_rank).
@@ -415,7 +435,7 @@ CREATE FUNCTION slotted_counter_proxy.node_keys_above(counter text, key bigint, 
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT slotted_counter.keys_above(counter, key, value, since, until);
+    SELECT slotted_counter.keys_above(counter::slotted_counter, key, value, since, until);
 $$ LANGUAGE plproxy;
 
 -- The same for keys given as text: each node takes its text form (sc_incr(counter, key text, ...),
@@ -426,28 +446,29 @@ CREATE FUNCTION slotted_counter_proxy.node_incr_bounded_text(counter text, key t
                                                              upper bigint, at timestamptz)
     RETURNS bigint AS $$
     CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash_text(counter, key);
-    SELECT sc_incr_bounded(counter, key, delta, lower, upper, at);
+    RUN ON slotted_counter_proxy.write_hash_text('sc_incr_bounded()', counter, key);
+    SELECT sc_incr_bounded(counter::slotted_counter, key, delta, lower, upper, at);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_incr_batch_text(counter text, hashes integer[],
                                                            positions integer[], keys text[],
                                                            deltas bigint[])
     RETURNS TABLE(pos integer, value bigint) AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_incr_batch_text()');
     SPLIT hashes, positions, keys, deltas;
     RUN ON hashes;
     SELECT p AS pos, v AS value
-      FROM unnest(positions, sc_incr_batch_text(counter, keys, deltas)) AS r(p, v);
+      FROM unnest(positions, sc_incr_batch_text(counter::slotted_counter, keys, deltas))
+           AS r(p, v);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_set_text(counter text, key text, hashes integer[],
                                                     vals bigint[], at timestamptz)
     RETURNS SETOF bigint AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_set()');
     SPLIT hashes, vals;
     RUN ON hashes;
-    SELECT sc_set(counter, key, v, at) FROM unnest(vals) AS v;
+    SELECT sc_set(counter::slotted_counter, key, v, at) FROM unnest(vals) AS v;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_sum_range_text(counter text, key text,
@@ -455,7 +476,7 @@ CREATE FUNCTION slotted_counter_proxy.node_sum_range_text(counter text, key text
     RETURNS SETOF bigint AS $$
     CLUSTER 'slotted_counter_proxy';
     RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
-    SELECT sc_sum(counter, key, since, until);
+    SELECT sc_sum(counter::slotted_counter, key, since, until);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_series_text(counter text, key text,
@@ -463,7 +484,7 @@ CREATE FUNCTION slotted_counter_proxy.node_series_text(counter text, key text,
     RETURNS TABLE(bucket timestamptz, value bigint) AS $$
     CLUSTER 'slotted_counter_proxy';
     RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
-    SELECT bucket, value FROM sc_series(counter, key, since, until);
+    SELECT bucket, value FROM sc_series(counter::slotted_counter, key, since, until);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_sum_keys_text(counter text, hashes integer[],
@@ -472,14 +493,14 @@ CREATE FUNCTION slotted_counter_proxy.node_sum_keys_text(counter text, hashes in
     CLUSTER slotted_counter_proxy.cluster();
     SPLIT hashes, keys;
     RUN ON hashes;
-    SELECT sc_sum_keys_text(counter, keys);
+    SELECT sc_sum_keys_text(counter::slotted_counter, keys);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all_text(counter text, keys text[])
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT sc_sum_keys_text(counter, keys);
+    SELECT sc_sum_keys_text(counter::slotted_counter, keys);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_top_text(counter text, n bigint, since timestamptz,
@@ -487,7 +508,7 @@ CREATE FUNCTION slotted_counter_proxy.node_top_text(counter text, n bigint, sinc
     RETURNS TABLE(key text, value bigint) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT key, value FROM sc_top_text(counter, n, since, until);
+    SELECT key, value FROM sc_top_text(counter::slotted_counter, n, since, until);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_keys_above_text(counter text, key text, value bigint,
@@ -495,7 +516,7 @@ CREATE FUNCTION slotted_counter_proxy.node_keys_above_text(counter text, key tex
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT slotted_counter.keys_above(counter, key, value, since, until);
+    SELECT slotted_counter.keys_above(counter::slotted_counter, key, value, since, until);
 $$ LANGUAGE plproxy;
 
 -- Every node's total of every key (sc_total) and per bucket (sc_total_series).
@@ -504,7 +525,7 @@ CREATE FUNCTION slotted_counter_proxy.node_total(counter text, since timestamptz
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT sc_total(counter, since, until);
+    SELECT sc_total(counter::slotted_counter, since, until);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_total_series(counter text, since timestamptz,
@@ -512,7 +533,7 @@ CREATE FUNCTION slotted_counter_proxy.node_total_series(counter text, since time
     RETURNS TABLE(bucket timestamptz, value bigint) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT bucket, value FROM sc_total_series(counter, since, until);
+    SELECT bucket, value FROM sc_total_series(counter::slotted_counter, since, until);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_rollup() RETURNS SETOF bigint AS $$
@@ -524,155 +545,129 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION slotted_counter_proxy.node_create(name text, durability text, bucket interval,
                                                   retain interval, key_kind text)
     RETURNS SETOF text AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_create()');
     RUN ON ALL;
     SELECT sc_create(name, durability, bucket, retain, if_not_exists => true,
                      key_type => key_kind)::text;
 $$ LANGUAGE plproxy;
 
--- How each node defines a counter, one row per node, as the caller sees it: a node shows a
--- counter's row only to the roles that may read it (its owner among them), so "not defined" is
--- also what a role that may not read it sees. owner: its guard's (slotted_counters.<name>).
--- owned: the caller has the owner's privileges there.
-CREATE FUNCTION slotted_counter_proxy.node_counter(counter_name text)
-    RETURNS TABLE(defined boolean, durability text, bucket interval, retain interval,
-                  key_type text, owner text, owned boolean) AS $$
-    CLUSTER slotted_counter_proxy.cluster();
-    RUN ON ALL;
-    SELECT c.name IS NOT NULL AS defined, c.durability, c.bucket, c.retain, c.key_type,
-           pg_catalog.pg_get_userbyid(g.relowner)::text AS owner,
-           c.name IS NOT NULL
-           AND coalesce(pg_catalog.pg_has_role(g.relowner, 'USAGE'),
-                        (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user))
-               AS owned
-      FROM (SELECT) AS one
-      LEFT JOIN slotted_counter.counters c ON c.name = counter_name
-      LEFT JOIN pg_catalog.pg_class g
-        ON g.relnamespace = 'slotted_counters'::pg_catalog.regnamespace AND g.relname = c.name
-       AND g.relkind = 'S';
-$$ LANGUAGE plproxy;
-
 CREATE FUNCTION slotted_counter_proxy.node_drop(name text) RETURNS SETOF text AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_drop()');
     RUN ON ALL;
-    SELECT sc_drop(name, if_exists => true)::text;
+    SELECT sc_drop(name::slotted_counter, if_exists => true)::text;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_drop_buckets(counter text, before timestamptz)
     RETURNS SETOF bigint AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_drop_buckets()');
     RUN ON ALL;
-    SELECT sc_drop_buckets(counter, before);
+    SELECT sc_drop_buckets(counter::slotted_counter, before);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_alter_retention(counter text, retain interval)
     RETURNS SETOF text AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_alter_retention()');
     RUN ON ALL;
-    SELECT sc_alter_retention(counter, retain)::text;
+    SELECT sc_alter_retention(counter::slotted_counter, retain)::text;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_grant(counter text, privileges text, role text,
                                                  is_revoke boolean)
     RETURNS SETOF text AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster(CASE WHEN is_revoke THEN 'sc_revoke()'
+                                                     ELSE 'sc_grant()' END);
     RUN ON ALL;
-    SELECT CASE WHEN is_revoke THEN sc_revoke(counter, privileges, role)::text
-                ELSE sc_grant(counter, privileges, role)::text END;
+    SELECT CASE WHEN is_revoke THEN sc_revoke(counter::slotted_counter, privileges, role)::text
+                ELSE sc_grant(counter::slotted_counter, privileges, role)::text END;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_alter_owner(counter text, role text)
     RETURNS SETOF text AS $$
-    CLUSTER slotted_counter_proxy.cluster();
+    CLUSTER slotted_counter_proxy.write_cluster('sc_alter_owner()');
     RUN ON ALL;
-    SELECT sc_alter_owner(counter, role)::text;
+    SELECT sc_alter_owner(counter::slotted_counter, role)::text;
 $$ LANGUAGE plproxy;
 
--- What sc_proxy_configure asks every node: its slotted_counter version (NULL without the
--- extension), how many of the given counters it defines, and whether the API a routed statement
--- names there (sc_rollup() standing for all of it) is the router's own: a router installed beside
--- slotted_counter whose schema is on the search_path would route each statement back to the nodes
--- forever. The counters are counted by their guards, the sequences slotted_counters.<name>, in
--- the catalog: the table slotted_counter.counters, named in this statement, would be looked up
--- when the node parses it, and a node without the extension would answer 42P01.
-CREATE FUNCTION slotted_counter_proxy.node_check(wanted text[])
-    RETURNS TABLE(node text, version text, defined bigint, loops boolean) AS $$
+-- What sc_proxy_configure asks every node, each with its own number in nodes (so that its
+-- answer says which node it is): its slotted_counter version and schema (NULL without the
+-- extension), how many of the given counters it defines, and whether the router's own functions
+-- are in a schema the router's connections search (pg_catalog or slotted_counter's): a router
+-- installed there would answer the statements the router sends instead of slotted_counter, and
+-- route each back to the nodes. Every role's connections search the same schemas, whatever its
+-- own search_path, since the router pins it. The counters are counted by their guards, the
+-- sequences slotted_counters.<name>, in the catalog: the table slotted_counter.counters, named in
+-- this statement, would be looked up when the node parses it, and a node without the extension
+-- would answer 42P01.
+CREATE FUNCTION slotted_counter_proxy.node_check(nodes integer[], wanted text[])
+    RETURNS TABLE(node_number integer, node text, version text, schema text, defined bigint,
+                  loops boolean) AS $$
     CLUSTER slotted_counter_proxy.cluster();
-    RUN ON ALL;
-    SELECT pg_catalog.format('database %s on port %s', pg_catalog.current_database(),
+    SPLIT nodes;
+    RUN ON nodes;
+    SELECT n AS node_number,
+           pg_catalog.format('database %s on port %s', pg_catalog.current_database(),
                              pg_catalog.current_setting('port')) AS node,
-           e.extversion::text AS version,
+           e.extversion::pg_catalog.text AS version, s.nspname::pg_catalog.text AS schema,
            (SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c
-              JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname OPERATOR(pg_catalog.=) 'slotted_counters'
+              JOIN pg_catalog.pg_namespace g ON g.oid OPERATOR(pg_catalog.=) c.relnamespace
+             WHERE g.nspname OPERATOR(pg_catalog.=) 'slotted_counters'
                AND c.relkind OPERATOR(pg_catalog.=) 'S'
-               AND c.relname::text OPERATOR(pg_catalog.=) ANY (wanted)) AS defined,
+               AND c.relname::pg_catalog.text OPERATOR(pg_catalog.=) ANY (wanted)) AS defined,
            EXISTS (SELECT FROM pg_catalog.pg_depend d
-                     JOIN pg_catalog.pg_extension r ON r.oid = d.refobjid
-                    WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-                      AND d.objid = pg_catalog.to_regprocedure('sc_rollup()')
-                      AND d.deptype = 'e' AND r.extname = 'slotted_counter_proxy') AS loops
-      FROM (SELECT) AS one
-      LEFT JOIN pg_catalog.pg_extension e ON e.extname = 'slotted_counter';
+                     JOIN pg_catalog.pg_extension r ON r.oid OPERATOR(pg_catalog.=) d.refobjid
+                     JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+                    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                      AND d.deptype OPERATOR(pg_catalog.=) 'e'
+                      AND r.extname OPERATOR(pg_catalog.=) 'slotted_counter_proxy'
+                      AND (p.pronamespace OPERATOR(pg_catalog.=) e.extnamespace
+                           OR p.pronamespace OPERATOR(pg_catalog.=)
+                              'pg_catalog'::pg_catalog.regnamespace)) AS loops
+      FROM pg_catalog.unnest(nodes) AS n
+      LEFT JOIN pg_catalog.pg_extension e ON e.extname OPERATOR(pg_catalog.=) 'slotted_counter'
+      LEFT JOIN pg_catalog.pg_namespace s ON s.oid OPERATOR(pg_catalog.=) e.extnamespace;
 $$ LANGUAGE plproxy;
 
--- ---------------------------------------------------------------------------------------------
--- The router's catalog. sc_create, sc_drop and sc_alter_owner record their change with
--- record_counter, which asks the nodes as the caller (verified_owner) and only then writes the row
--- as the catalog's owner (src/slotted_counter_proxy.cpp).
-
--- Whether the caller may record change ('create', 'drop' or 'owner') of counter, as the data nodes
--- answer the caller: 42501 unless
---   create, owner: every node defines the counter, the same way, and the caller has its owner's
---                  privileges on every node;
---   drop:          wherever the caller sees the counter it has the owner's privileges, and either
---                  it sees it on every node or the router's row is the caller's (a counter already
---                  dropped from the nodes, or one it may not read, looks the same).
--- Returns the nodes' durability, owner and key type.
-CREATE FUNCTION slotted_counter_proxy.verified_owner(counter text, change text,
-                                                     OUT durability text, OUT owner text,
-                                                     OUT key_type text)
+-- Sets the router's foreign server to the node strings `strings` (in routing order, each already
+-- with the router's settings: node_string), in one statement: PL/Proxy reloads the cluster when
+-- it changes. The first call creates the server, with a user mapping for PUBLIC.
+CREATE FUNCTION slotted_counter_proxy.set_node_strings(strings text[]) RETURNS void
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    n record;
-    mine boolean;
+    opts text := '';
+    present text[];
+    r record;
 BEGIN
-    IF change <> 'create' THEN
-        mine := pg_has_role((slotted_counter_proxy.counter_of(counter)).owner, 'USAGE');
-    END IF;
-    SELECT count(*) AS nodes, count(*) FILTER (WHERE d.defined) AS defined,
-           count(*) FILTER (WHERE d.owned) AS owned,
-           count(DISTINCT (d.durability, d.owner, d.key_type)) AS kinds,
-           min(d.durability) AS durability, min(d.owner) AS owner, min(d.key_type) AS key_type
-      INTO n FROM slotted_counter_proxy.node_counter(counter) AS d;
-    IF change = 'drop' THEN
-        IF n.owned = n.defined AND (n.owned = n.nodes OR mine) THEN
-            RETURN;
-        END IF;
-    ELSIF n.owned = n.nodes THEN
-        IF n.kinds > 1 THEN
-            RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', counter
-                USING ERRCODE = 'duplicate_object',
-                      HINT = 'It was created on a node directly; drop it there or here.';
-        END IF;
-        durability := n.durability;
-        owner := n.owner;
-        key_type := n.key_type;
+    IF NOT EXISTS (SELECT FROM pg_foreign_server WHERE srvname = 'slotted_counter_proxy') THEN
+        FOR i IN 1 .. cardinality(strings) LOOP
+            opts := opts || format(', p%s %L', i - 1, strings[i]);
+        END LOOP;
+        EXECUTE format('CREATE SERVER slotted_counter_proxy FOREIGN DATA WRAPPER plproxy '
+                       'OPTIONS (modular_mapping %L%s)', '1', opts);
+        CREATE USER MAPPING FOR PUBLIC SERVER slotted_counter_proxy;
+        GRANT USAGE ON FOREIGN SERVER slotted_counter_proxy TO PUBLIC;
         RETURN;
     END IF;
-    RAISE EXCEPTION 'must be owner of counter "%" on every data node', counter
-        USING ERRCODE = 'insufficient_privilege',
-              DETAIL = 'The router records a counter only for a role that owns it on the data nodes.';
+    -- Set, add and drop partitions in one ALTER.
+    SELECT array_agg(split_part(o, '=', 1)) INTO present
+      FROM pg_foreign_server, unnest(srvoptions) AS o
+     WHERE srvname = 'slotted_counter_proxy';
+    present := coalesce(present, '{}');
+    opts := format(', %s modular_mapping %L',
+                   CASE WHEN 'modular_mapping' = ANY (present) THEN 'SET' ELSE 'ADD' END, '1');
+    FOR i IN 1 .. cardinality(strings) LOOP
+        opts := opts || format(', %s p%s %L',
+                               CASE WHEN format('p%s', i - 1) = ANY (present) THEN 'SET'
+                                    ELSE 'ADD' END,
+                               i - 1, strings[i]);
+    END LOOP;
+    FOR r IN SELECT p FROM unnest(present) AS p
+              WHERE p ~ '^p[0-9]+$' AND substr(p, 2)::integer >= cardinality(strings) LOOP
+        opts := opts || format(', DROP %I', r.p);
+    END LOOP;
+    EXECUTE format('ALTER SERVER slotted_counter_proxy OPTIONS (%s)', substr(opts, 3));
 END
 $$;
-
--- Records change of counter in slotted_counter_proxy.counters once verified_owner allowed it:
--- create (the nodes' durability, owner and key type, with spread), drop, or owner (to new_owner).
-CREATE FUNCTION slotted_counter_proxy.record_counter(counter text, change text,
-                                                     spread boolean DEFAULT NULL,
-                                                     new_owner text DEFAULT NULL)
-    RETURNS void
-    AS 'MODULE_PATHNAME', 'sc_proxy_record_counter' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+REVOKE EXECUTE ON FUNCTION slotted_counter_proxy.set_node_strings(text[]) FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
 -- Configuration
@@ -682,9 +677,7 @@ CREATE FUNCTION sc_proxy_configure(nodes text[]) RETURNS void
 DECLARE
     old_count integer;
     routed text[];
-    opts text := '';
-    present text[];
-    i integer;
+    schemas text[];
     r record;
 BEGIN
     IF nodes IS NULL OR array_position(nodes, NULL) IS NOT NULL THEN
@@ -714,40 +707,21 @@ BEGIN
     INSERT INTO slotted_counter_proxy.nodes
         SELECT g.s - 1, nodes[g.s] FROM generate_subscripts(nodes, 1) AS g(s);
 
-    IF NOT EXISTS (SELECT FROM pg_foreign_server WHERE srvname = 'slotted_counter_proxy') THEN
-        FOR i IN 1 .. cardinality(nodes) LOOP
-            opts := opts || format(', p%s %L', i - 1, nodes[i]);
-        END LOOP;
-        EXECUTE format('CREATE SERVER slotted_counter_proxy FOREIGN DATA WRAPPER plproxy '
-                       'OPTIONS (modular_mapping %L%s)', '1', opts);
-        CREATE USER MAPPING FOR PUBLIC SERVER slotted_counter_proxy;
-        GRANT USAGE ON FOREIGN SERVER slotted_counter_proxy TO PUBLIC;
-    ELSE
-        -- Set, add and drop partitions in one ALTER: PL/Proxy reloads the cluster when it changes.
-        SELECT array_agg(split_part(o, '=', 1)) INTO present
-          FROM pg_foreign_server, unnest(srvoptions) AS o
-         WHERE srvname = 'slotted_counter_proxy';
-        present := coalesce(present, '{}');
-        opts := format(', %s modular_mapping %L',
-                       CASE WHEN 'modular_mapping' = ANY (present) THEN 'SET' ELSE 'ADD' END, '1');
-        FOR i IN 1 .. cardinality(nodes) LOOP
-            opts := opts || format(', %s p%s %L',
-                                   CASE WHEN format('p%s', i - 1) = ANY (present) THEN 'SET'
-                                        ELSE 'ADD' END,
-                                   i - 1, nodes[i]);
-        END LOOP;
-        FOR r IN SELECT p FROM unnest(present) AS p
-                  WHERE p ~ '^p[0-9]+$' AND substr(p, 2)::integer >= cardinality(nodes) LOOP
-            opts := opts || format(', DROP %I', r.p);
-        END LOOP;
-        EXECUTE format('ALTER SERVER slotted_counter_proxy OPTIONS (%s)', substr(opts, 3));
-    END IF;
+    -- The server holds the strings with the router's settings (node_string: 22023 for a string
+    -- libpq cannot read or one with a password), first with a search_path of pg_catalog and
+    -- pg_temp only, for node_check, which qualifies every name: slotted_counter's schema on each
+    -- node is what it finds out.
+    PERFORM slotted_counter_proxy.set_node_strings(ARRAY(
+        SELECT slotted_counter_proxy.node_string(g.s - 1, nodes[g.s], NULL)
+          FROM generate_subscripts(nodes, 1) AS g(s) ORDER BY g.s));
     -- Neither a node string nor a user mapping may make a role reach the nodes as another.
     PERFORM slotted_counter_proxy.check_configuration();
 
     -- Every node must run slotted_counter and define every counter the router routes: a node
     -- string that now reaches another database (an empty one, say) would lose its keys.
-    FOR r IN SELECT * FROM slotted_counter_proxy.node_check(routed) LOOP
+    schemas := array_fill(NULL::text, ARRAY[cardinality(nodes)]);
+    FOR r IN SELECT * FROM slotted_counter_proxy.node_check(
+                 ARRAY(SELECT generate_series(0, cardinality(nodes) - 1)), routed) LOOP
         IF r.version IS NULL THEN
             RAISE EXCEPTION 'data node (%) has no slotted_counter', r.node
                 USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -755,15 +729,22 @@ BEGIN
         ELSIF r.loops THEN
             RAISE EXCEPTION 'data node (%) resolves sc_incr and the rest to the router itself', r.node
                 USING ERRCODE = 'object_not_in_prerequisite_state',
-                      DETAIL = 'A router installed beside slotted_counter must not be on the search_path of the sessions it opens there: every routed statement would come back to it.',
-                      HINT = 'Remove the router''s schema from the database''s and the roles'' search_path (ALTER DATABASE, ALTER ROLE ... RESET search_path).';
+                      DETAIL = format('The router''s functions are in pg_catalog or in schema %s there, which every connection of the router searches: every routed statement would come back to a router.', r.schema),
+                      HINT = 'Install the router in a schema of its own.';
         ELSIF r.defined <> cardinality(routed) THEN
             RAISE EXCEPTION 'data node (%) defines % of the % counters the router routes',
                             r.node, r.defined, cardinality(routed)
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'A node string must reach the node''s database, or a restored copy of it.';
         END IF;
+        schemas[r.node_number + 1] := r.schema;
     END LOOP;
+    -- Then with each node's slotted_counter schema on the path, where every routed statement finds
+    -- slotted_counter's functions and type. The schema it had now: a node whose extension moves
+    -- to another schema is configured again.
+    PERFORM slotted_counter_proxy.set_node_strings(ARRAY(
+        SELECT slotted_counter_proxy.node_string(g.s - 1, nodes[g.s], schemas[g.s])
+          FROM generate_subscripts(nodes, 1) AS g(s) ORDER BY g.s));
 END
 $$;
 REVOKE EXECUTE ON FUNCTION sc_proxy_configure(text[]) FROM PUBLIC;
@@ -771,6 +752,10 @@ REVOKE EXECUTE ON FUNCTION sc_proxy_configure(text[]) FROM PUBLIC;
 -- ---------------------------------------------------------------------------------------------
 -- Counters
 
+-- sc_create, sc_drop and sc_alter_owner change the nodes through PL/Proxy as the caller, and the
+-- router's catalog once every node answered that the caller owns the counter there
+-- (src/catalog.cpp): no SQL function writes the catalog. Each refuses a transaction block (25001).
+--
 -- key_type comes after spread, which came first: a call that gives spread by position keeps
 -- working. Name it: sc_create('c', key_type => 'text').
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
@@ -778,75 +763,16 @@ CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
                           key_type text DEFAULT 'bigint')
     RETURNS text
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    wanted record;
-BEGIN
-    PERFORM slotted_counter_proxy.check_not_in_block('sc_create');
-    IF NOT EXISTS (SELECT FROM slotted_counter_proxy.nodes) THEN
-        RAISE EXCEPTION 'the router has no data nodes'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'A superuser calls sc_proxy_configure(nodes) first.';
-    ELSIF name IS NULL THEN
-        RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF if_not_exists IS NULL OR spread IS NULL THEN
-        RAISE EXCEPTION '% must not be null', CASE WHEN spread IS NULL THEN 'spread'
-                                                  ELSE 'if_not_exists' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF EXISTS (SELECT FROM slotted_counter_proxy.counters c WHERE c.name = sc_create.name) THEN
-        IF if_not_exists THEN
-            RAISE NOTICE 'counter "%" already exists, skipping', name;
-            RETURN name;
-        END IF;
-        RAISE EXCEPTION 'counter "%" already exists', name USING ERRCODE = 'duplicate_object';
-    END IF;
-    -- Every node validates and creates it (an earlier attempt cut short may have created it on
-    -- some); the router records it for its owner only; then every node must define it as asked.
-    PERFORM slotted_counter_proxy.node_create(name, durability, bucket, retain, key_type);
-    PERFORM slotted_counter_proxy.record_counter(name, 'create', spread);
-    SELECT count(DISTINCT (d.durability, d.bucket, d.retain, d.key_type)) AS kinds,
-           min(d.durability) AS durability, min(d.bucket) AS bucket, min(d.retain) AS retain,
-           min(d.key_type) AS key_type
-      INTO wanted FROM slotted_counter_proxy.node_counter(name) AS d;
-    IF wanted.kinds > 1 THEN
-        RAISE EXCEPTION 'counter "%" is defined differently on the data nodes', name
-            USING ERRCODE = 'duplicate_object',
-                  HINT = 'It was created on a node directly; drop it there or here.';
-    END IF;
-    IF wanted.durability IS DISTINCT FROM coalesce(durability, 'transactional')
-       OR wanted.bucket IS DISTINCT FROM bucket OR wanted.retain IS DISTINCT FROM retain
-       OR wanted.key_type IS DISTINCT FROM coalesce(key_type, 'bigint') THEN
-        RAISE EXCEPTION 'counter "%" already exists on the data nodes with another definition', name
-            USING ERRCODE = 'duplicate_object';
-    END IF;
-    RETURN name;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_create' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
+-- The row goes first, in the caller's transaction, then the nodes' counter: a drop cut short by a
+-- node that is down keeps the row, and can be repeated.
 CREATE FUNCTION sc_drop(counter text, if_exists boolean DEFAULT false) RETURNS void
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM slotted_counter_proxy.check_not_in_block('sc_drop');
-    IF counter IS NULL THEN
-        RAISE EXCEPTION 'counter must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF NOT EXISTS (SELECT FROM slotted_counter_proxy.counters WHERE name = counter) THEN
-        IF if_exists THEN
-            RAISE NOTICE 'counter "%" does not exist, skipping', counter;
-            RETURN;
-        END IF;
-        RAISE EXCEPTION 'counter "%" does not exist', counter USING ERRCODE = 'undefined_object';
-    END IF;
-    -- The row goes in this transaction, the nodes' counter next (each node checks the owner): a
-    -- drop cut short by a node that is down keeps the row, and can be repeated.
-    PERFORM slotted_counter_proxy.record_counter(counter, 'drop');
-    PERFORM slotted_counter_proxy.node_drop(counter);
-END
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_drop' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_alter_retention(counter text, retain interval) RETURNS void
     LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.write_cluster('sc_alter_retention()');
     SELECT FROM slotted_counter_proxy.counter_of(counter);
     SELECT FROM slotted_counter_proxy.node_alter_retention(counter, retain);
 $$;
@@ -869,26 +795,22 @@ $$;
 
 CREATE FUNCTION sc_grant(counter text, privileges text, role text) RETURNS void
     LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.write_cluster('sc_grant()');
     SELECT FROM slotted_counter_proxy.counter_of(counter);
     SELECT FROM slotted_counter_proxy.node_grant(counter, privileges, role, false);
 $$;
 
 CREATE FUNCTION sc_revoke(counter text, privileges text, role text) RETURNS void
     LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.write_cluster('sc_revoke()');
     SELECT FROM slotted_counter_proxy.counter_of(counter);
     SELECT FROM slotted_counter_proxy.node_grant(counter, privileges, role, true);
 $$;
 
+-- The nodes first (they check the giver may give it, and to whom); then the router records the
+-- owner they name. If the recording fails, calling again records it.
 CREATE FUNCTION sc_alter_owner(counter text, role text) RETURNS void
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    -- The nodes first (they check the giver may give it, and to whom); then the router records
-    -- the owner they name. If the recording fails, calling again records it.
-    PERFORM slotted_counter_proxy.check_not_in_block('sc_alter_owner');
-    PERFORM slotted_counter_proxy.node_alter_owner(counter, role);
-    PERFORM slotted_counter_proxy.record_counter(counter, 'owner', new_owner => role);
-END
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_alter_owner' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 -- ---------------------------------------------------------------------------------------------
 -- Writes: each returns what its node returns (a spread counter: that node's share).
@@ -909,6 +831,7 @@ CREATE FUNCTION sc_incr_bounded(counter text, key bigint, delta bigint, lower bi
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM slotted_counter_proxy.write_cluster('sc_incr_bounded()');
     PERFORM slotted_counter_proxy.check_bound(counter);
     RETURN slotted_counter_proxy.node_incr_bounded(counter, key, delta, lower, upper, at);
 END
@@ -918,8 +841,8 @@ CREATE FUNCTION sc_incr_once(counter text, key bigint, delta bigint, request_id 
                              at timestamptz DEFAULT NULL)
     RETURNS bigint AS $$
     CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash(counter, key, request_id);
-    SELECT sc_incr_once(counter, key, delta, request_id, at);
+    RUN ON slotted_counter_proxy.write_hash('sc_incr_once()', counter, key, request_id);
+    SELECT sc_incr_once(counter::slotted_counter, key, delta, request_id, at);
 $$ LANGUAGE plproxy;
 
 -- One round per node: each gets its keys, in the batch's order.
@@ -929,6 +852,7 @@ DECLARE
     c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
     result bigint[];
 BEGIN
+    PERFORM slotted_counter_proxy.write_cluster('sc_incr_batch()');
     PERFORM slotted_counter_proxy.check_elements('keys', keys);
     PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
     IF c.key_type = 'text' THEN
@@ -963,6 +887,7 @@ DECLARE
     hashes integer[];
     vals bigint[];
 BEGIN
+    PERFORM slotted_counter_proxy.write_cluster('sc_set()');
     IF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
     ELSIF c.key_type = 'text' THEN
@@ -1119,6 +1044,7 @@ CREATE FUNCTION sc_incr_bounded(counter text, key text, delta bigint, lower bigi
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM slotted_counter_proxy.write_cluster('sc_incr_bounded()');
     PERFORM slotted_counter_proxy.check_bound(counter);
     RETURN slotted_counter_proxy.node_incr_bounded_text(counter, key, delta, lower, upper, at);
 END
@@ -1128,8 +1054,8 @@ CREATE FUNCTION sc_incr_once(counter text, key text, delta bigint, request_id te
                              at timestamptz DEFAULT NULL)
     RETURNS bigint AS $$
     CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash_text(counter, key, request_id);
-    SELECT sc_incr_once(counter, key, delta, request_id, at);
+    RUN ON slotted_counter_proxy.write_hash_text('sc_incr_once()', counter, key, request_id);
+    SELECT sc_incr_once(counter::slotted_counter, key, delta, request_id, at);
 $$ LANGUAGE plproxy;
 
 -- As sc_incr_batch: one round per node, the new values in the batch's order. A key longer than a
@@ -1142,6 +1068,7 @@ DECLARE
     too_long integer;
     result bigint[];
 BEGIN
+    PERFORM slotted_counter_proxy.write_cluster('sc_incr_batch_text()');
     PERFORM slotted_counter_proxy.check_elements('keys', keys);
     PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
     IF c.key_type = 'bigint' THEN
@@ -1179,6 +1106,7 @@ DECLARE
     hashes integer[];
     vals bigint[];
 BEGIN
+    PERFORM slotted_counter_proxy.write_cluster('sc_set()');
     IF key IS NULL THEN
         RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
     ELSIF c.key_type = 'bigint' THEN
@@ -1292,6 +1220,7 @@ $$;
 
 CREATE FUNCTION sc_drop_buckets(counter text, before timestamptz) RETURNS bigint
     LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.write_cluster('sc_drop_buckets()');
     SELECT FROM slotted_counter_proxy.counter_of(counter);
     SELECT sum(v)::bigint FROM slotted_counter_proxy.node_drop_buckets(counter, before) AS v;
 $$;

@@ -15,8 +15,22 @@ inline constexpr const char* kServer = "slotted_counter_proxy";
 // The router's foreign server, its options and its wrapper's checked; 55000 if it is missing.
 Oid CheckedServer();
 
-// 42501 unless the current role would reach the data nodes as itself (cached per role).
+// The check at the entry of every routed call: 55000 in a session a router opened
+// (CheckNotFromRouter), then 42501 unless the current role would reach the data nodes as itself
+// (cached per role).
 void CheckCaller();
+
+// 55000 when this session was opened by a router (slotted_counter_proxy.hop): a call routed from
+// it could come back to a router, and again.
+void CheckNotFromRouter();
+
+// 25006 in a read-only transaction: a routed write runs on its node in a session of its own, which
+// is not read-only. `function` names the user's call, "sc_incr()".
+void CheckWritable(const char* function);
+
+// 25001 inside a transaction block, for `action` (sc_create, sc_drop, sc_alter_owner): they change
+// the data nodes, which commit at once, and the router's catalog, which commits with the caller.
+void CheckNotInBlock(const char* action);
 
 // Moves with every change to roles, user mappings, foreign servers or wrappers: whatever a
 // connection to a data node was made from.

@@ -6,10 +6,14 @@
 //
 // A role reaches a node as itself, as through PL/Proxy: the connection is opened as the current
 // role (user=<its name>), with the node string of the router's foreign server and the password of
-// the role's user mapping (or PUBLIC's), after checks.hpp's CheckCaller has accepted them. A
-// connection is dropped at its next use when a role, a user mapping, the server or its wrapper
-// changed (CatalogGeneration), when the node closed it (a poll of the idle socket), or when an
-// error left it in the middle of a statement.
+// the role's user mapping (or PUBLIC's), after checks.hpp's CheckCaller has accepted them. The
+// node string ends with the router's settings (nodes.cpp: search_path pinned, the hop), and every
+// statement sent names its operators, functions and types so that they resolve to pg_catalog's
+// and slotted_counter's only: nothing of the role's own on the node (its default search_path, its
+// schemas, its temporary objects) takes part, and nothing leads back to a router. A connection is
+// dropped at its next use when a role, a user mapping, the server or its wrapper changed
+// (CatalogGeneration), when the node closed it (a poll of the idle socket), or when an error left
+// it in the middle of a statement.
 //
 // Waiting is interruptible: a backend waits on the node's socket and its own latch. On a cancel
 // or termination it asks the node to cancel (PQcancel), closes the connection, then lets
@@ -23,7 +27,6 @@ extern "C" {
 #include "postgres.h"
 
 #include "common/string.h"
-#include "access/xlog.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "libpq-fe.h"
@@ -41,6 +44,7 @@ extern "C" {
 
 #include "../../src/compat.hpp"
 #include "checks.hpp"
+#include "nodes.hpp"
 #include "remote.hpp"
 
 namespace sc_proxy {
@@ -57,26 +61,29 @@ struct StatementText {
   Arg args[4];
 };
 
-// Indexed by Statement. The node resolves sc_incr and sc_sum with the role's search_path there,
-// as it does for PL/Proxy's statements.
+// Indexed by Statement. sc_incr and sc_sum resolve on the node's pinned search_path
+// (pg_catalog, slotted_counter's schema, pg_temp), and the counter is cast to slotted_counter's
+// own type, so that each call is slotted_counter's function of exactly those argument types.
 constexpr Arg T = Arg::kText;
 constexpr Arg I = Arg::kInt64;
+#define SC_COUNTER "$1::pg_catalog.text::slotted_counter"
 constexpr StatementText kStatements[] = {
-    {"sc_proxy_incr", "SELECT sc_incr($1::text, $2::bigint, $3::bigint)", 3, {T, I, I}},
-    {"sc_proxy_incr_at", "SELECT sc_incr($1::text, $2::bigint, $3::bigint, $4::timestamptz)", 4,
-     {T, I, I, I}},
-    {"sc_proxy_incr_text", "SELECT sc_incr($1::text, $2::text, $3::bigint)", 3, {T, T, I}},
-    {"sc_proxy_incr_text_at", "SELECT sc_incr($1::text, $2::text, $3::bigint, $4::timestamptz)",
+    {"sc_proxy_incr", "SELECT sc_incr(" SC_COUNTER ", $2::pg_catalog.int8, $3::pg_catalog.int8)",
+     3, {T, I, I}},
+    {"sc_proxy_incr_at",
+     "SELECT sc_incr(" SC_COUNTER ", $2::pg_catalog.int8, $3::pg_catalog.int8, "
+     "$4::pg_catalog.timestamptz)",
+     4, {T, I, I, I}},
+    {"sc_proxy_incr_text",
+     "SELECT sc_incr(" SC_COUNTER ", $2::pg_catalog.text, $3::pg_catalog.int8)", 3, {T, T, I}},
+    {"sc_proxy_incr_text_at",
+     "SELECT sc_incr(" SC_COUNTER ", $2::pg_catalog.text, $3::pg_catalog.int8, "
+     "$4::pg_catalog.timestamptz)",
      4, {T, T, I, I}},
-    {"sc_proxy_sum", "SELECT sc_sum($1::text, $2::bigint)", 2, {T, I}},
-    {"sc_proxy_sum_text", "SELECT sc_sum($1::text, $2::text)", 2, {T, T}},
+    {"sc_proxy_sum", "SELECT sc_sum(" SC_COUNTER ", $2::pg_catalog.int8)", 2, {T, I}},
+    {"sc_proxy_sum_text", "SELECT sc_sum(" SC_COUNTER ", $2::pg_catalog.text)", 2, {T, T}},
 };
-
-// Which database a node string reaches: its cluster and database, to be compared with ours.
-constexpr const char* kIdentity =
-    "SELECT system_identifier::text, (SELECT oid FROM pg_catalog.pg_database "
-    "WHERE datname = pg_catalog.current_database())::text, pg_catalog.pg_is_in_recovery() "
-    "FROM pg_catalog.pg_control_system()";
+#undef SC_COUNTER
 
 // A call's arguments as libpq takes them (a NULL value is SQL's NULL); bigints in network order
 // live in `int64s`.
@@ -90,20 +97,6 @@ constexpr int kStatementCount = sizeof(kStatements) / sizeof(kStatements[0]);
 static_assert(kStatementCount == static_cast<int>(Statement::kCount), "a statement per Statement");
 static_assert(kStatementCount <= 32, "Connection::prepared has a bit per statement");
 
-// Whether a node is this database, found out at the first connection to it.
-enum class Locality : char { kUnknown, kRemote, kLocal };
-
-// The node strings, as of catalog generation `generation`, and what is known of each node.
-struct NodeStrings {
-  bool loaded;
-  uint64 generation;
-  int count;
-  char** strings;
-  Locality* locality;
-  MemoryContext context;
-};
-NodeStrings node_strings;
-
 struct Connection {
   int node;
   Oid role;
@@ -116,53 +109,6 @@ struct Connection {
 Connection* connections;
 int connection_count;
 int connection_capacity;
-
-void LoadNodeStrings() {
-  uint64 generation = CatalogGeneration();
-  ForeignServer* server = GetForeignServer(CheckedServer());
-  if (node_strings.context == nullptr)
-    node_strings.context =
-        AllocSetContextCreate(TopMemoryContext, "slotted_counter_proxy nodes",
-                              ALLOCSET_SMALL_SIZES);
-  MemoryContextReset(node_strings.context);
-  node_strings.loaded = false;
-  int count = 0;
-  ListCell* cell;
-  foreach (cell, server->options) {
-    const char* name = lfirst_node(DefElem, cell)->defname;
-    if (name[0] == 'p' && name[1] >= '0' && name[1] <= '9') count++;
-  }
-  if (count == 0)
-    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("the router has no data nodes"),
-                    errhint("A superuser calls sc_proxy_configure(nodes) first.")));
-  char** strings =
-      static_cast<char**>(MemoryContextAllocZero(node_strings.context, sizeof(char*) * count));
-  auto* locality = static_cast<Locality*>(
-      MemoryContextAllocZero(node_strings.context, sizeof(Locality) * count));
-  static_assert(static_cast<int>(Locality::kUnknown) == 0, "zeroed means unknown");
-  foreach (cell, server->options) {
-    DefElem* def = lfirst_node(DefElem, cell);
-    if (def->defname[0] != 'p' || def->defname[1] < '0' || def->defname[1] > '9') continue;
-    char* end;
-    long node = strtol(def->defname + 1, &end, 10);
-    if (*end != '\0' || node < 0 || node >= count || strings[node] != nullptr)
-      ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                      errmsg("server \"%s\" has partitions that are not p0 to p%d", kServer,
-                             count - 1),
-                      errhint("A superuser calls sc_proxy_configure(nodes) again.")));
-    strings[node] = MemoryContextStrdup(node_strings.context, defGetString(def));
-  }
-  node_strings.strings = strings;
-  node_strings.locality = locality;
-  node_strings.count = count;
-  node_strings.generation = generation;
-  node_strings.loaded = true;
-}
-
-void EnsureNodeStrings() {
-  if (!node_strings.loaded || node_strings.generation != CatalogGeneration()) LoadNodeStrings();
-}
 
 // A cancel or termination PostgreSQL would act on now.
 bool CancelOrDiePending() {
@@ -236,36 +182,7 @@ PGresult* NextResult(Connection* c) {
   return PQgetResult(c->conn);
 }
 
-// Whether c's node is this database: the node's backend is one of this server's processes, in
-// this database, on this cluster (system identifier), and primary or standby as this server is
-// (a standby shares the first three with its primary). An answer that cannot be had (the
-// identity query refused, say) leaves the node remote, which is always correct, only slower.
-void FindLocality(Connection* c) {
-  PGPROC* proc = BackendPidGetProc(PQbackendPID(c->conn));
-  if (proc == nullptr || proc->databaseId != MyDatabaseId) {
-    node_strings.locality[c->node] = Locality::kRemote;
-    return;
-  }
-  if (PQsendQueryParams(c->conn, kIdentity, 0, nullptr, nullptr, nullptr, nullptr, 0) != 1)
-    return;
-  c->in_flight = true;
-  char* identity = nullptr;
-  PGresult* res;
-  while ((res = NextResult(c)) != nullptr) {
-    if (identity == nullptr && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-        PQnfields(res) == 3)
-      identity = psprintf("%s %s %s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-                          PQgetvalue(res, 0, 2));
-    PQclear(res);
-    if (PQstatus(c->conn) == CONNECTION_BAD) break;
-  }
-  c->in_flight = false;
-  if (identity == nullptr) return;
-  char* ours = psprintf(UINT64_FORMAT " %u %s", GetSystemIdentifier(), MyDatabaseId,
-                        RecoveryInProgress() ? "t" : "f");
-  node_strings.locality[c->node] =
-      strcmp(identity, ours) == 0 ? Locality::kLocal : Locality::kRemote;
-}
+void FindLocality(Connection* c);
 
 // Opens node `node` as role `role` into c (whose conn is nullptr).
 void Open(Connection* c, int node, Oid role) {
@@ -326,7 +243,7 @@ void Open(Connection* c, int node, Oid role) {
   AddWaitEventToSet(c->wait, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, nullptr);
   AddWaitEventToSet(c->wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, nullptr, nullptr);
   AddWaitEventToSet(c->wait, WL_SOCKET_READABLE, PQsocket(conn), nullptr, nullptr);
-  if (node_strings.locality[node] == Locality::kUnknown) FindLocality(c);
+  if (NodeLocality(node) == Locality::kUnknown) FindLocality(c);
 }
 
 // What a node answered when it did not give a bigint: its error, or the connection's.
@@ -345,25 +262,48 @@ char* CopyField(const PGresult* result, int field) {
   return value != nullptr ? pstrdup(value) : nullptr;
 }
 
-// Reads c's statement to its end. Returns its one bigint; a node's error or a lost connection
-// goes into *failure (the first failure of a call is kept).
-void Collect(Connection* c, int64* result, bool* isnull, Failure* failure) {
-  *result = 0;
-  *isnull = true;
+// What Collect keeps of a statement's one row: its bigint (nfields 0: a hot statement's one
+// binary int8), or its nfields fields (copies in the current memory context, nullptr for a NULL,
+// with their lengths; fields stays nullptr when no such row came).
+struct Reply {
+  int64 value;
+  bool isnull;
+  int nfields;
+  char** fields;
+  int* lengths;
+};
+
+// Reads c's statement to its end into *reply; a node's error or a lost connection goes into
+// *failure (the first failure of a call is kept).
+void Collect(Connection* c, Reply* reply, Failure* failure) {
+  reply->value = 0;
+  reply->isnull = true;
   bool got = false;
   Failure mine = {};
   PGresult* res;
   while ((res = NextResult(c)) != nullptr) {
     ExecStatusType status = PQresultStatus(res);
-    if (status == PGRES_TUPLES_OK && !got && PQntuples(res) == 1 && PQnfields(res) == 1) {
+    if (status == PGRES_TUPLES_OK && !got && PQntuples(res) == 1 && reply->nfields == 0 &&
+        PQnfields(res) == 1) {
       got = true;
       if (!PQgetisnull(res, 0, 0) && PQgetlength(res, 0, 0) == 8) {
         uint64 network;
         memcpy(&network, PQgetvalue(res, 0, 0), sizeof(network));
-        *result = static_cast<int64>(pg_ntoh64(network));
-        *isnull = false;
+        reply->value = static_cast<int64>(pg_ntoh64(network));
+        reply->isnull = false;
       }
-    } else if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && !mine.failed) {
+    } else if (status == PGRES_TUPLES_OK && !got && PQntuples(res) == 1 && reply->nfields > 0 &&
+               PQnfields(res) == reply->nfields) {
+      got = true;
+      reply->fields = static_cast<char**>(palloc0(sizeof(char*) * reply->nfields));
+      reply->lengths = static_cast<int*>(palloc0(sizeof(int) * reply->nfields));
+      for (int i = 0; i < reply->nfields; i++) {
+        if (PQgetisnull(res, 0, i)) continue;
+        reply->lengths[i] = PQgetlength(res, 0, i);
+        reply->fields[i] = static_cast<char*>(palloc(reply->lengths[i] + 1));
+        memcpy(reply->fields[i], PQgetvalue(res, 0, i), reply->lengths[i] + 1);
+      }
+  } else if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && !mine.failed) {
       mine.failed = true;
       mine.sqlstate = CopyField(res, PG_DIAG_SQLSTATE);
       mine.message = CopyField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -403,6 +343,30 @@ void Collect(Connection* c, int64* result, bool* isnull, Failure* failure) {
                   failure.detail != nullptr ? errdetail_internal("%s", failure.detail) : 0,
                   failure.hint != nullptr ? errhint("%s", failure.hint) : 0,
                   errcontext("data node %d (database %s)", failure.node, failure.database)));
+}
+
+// Whether c's node is this database: the node's backend is one of this server's processes, in
+// this database, and the node's identity (nodes.hpp: cluster, database, postmaster start time,
+// recovery) is this one's. The PID alone is no proof (a pooler picks what it sends; a clone in
+// another PID namespace may run a backend of the same PID): it only saves the question for a node
+// that is plainly elsewhere. An answer that cannot be had (the query refused, say) leaves the
+// node unknown, which routes as remote: always correct, only slower.
+void FindLocality(Connection* c) {
+  PGPROC* proc = BackendPidGetProc(PQbackendPID(c->conn));
+  if (proc == nullptr || proc->databaseId != MyDatabaseId) {
+    SetNodeLocality(c->node, Locality::kRemote);
+    return;
+  }
+  if (PQsendQueryParams(c->conn, kIdentityQuery, 0, nullptr, nullptr, nullptr, nullptr, 1) != 1)
+    return;
+  c->in_flight = true;
+  Reply reply = {};
+  reply.nfields = 4;
+  Failure failure = {};
+  Collect(c, &reply, &failure);
+  if (failure.failed || reply.fields == nullptr) return;
+  SetNodeLocality(c->node,
+                  IsThisDatabase(reply.fields, reply.lengths) ? Locality::kLocal : Locality::kRemote);
 }
 
 // The usable connection to `node` as the current role, opened if need be.
@@ -448,9 +412,8 @@ void Prepare(Connection* c, Statement statement) {
   }
   c->in_flight = true;
   Failure failure = {};
-  int64 ignored;
-  bool isnull;
-  Collect(c, &ignored, &isnull, &failure);
+  Reply ignored = {};
+  Collect(c, &ignored, &failure);
   if (failure.failed) Raise(failure, false);
   c->prepared |= bit;
 }
@@ -496,27 +459,54 @@ int Send(int node, const Call& call, const Params& params) {
                   errmsg("could not send a call to data node %d", node)));
 }
 
-}  // namespace
-
-int NodeCount() {
-  EnsureNodeStrings();
-  return node_strings.count;
+// Sends `question` to `node` and returns the connection's index, as Send.
+int SendQuestion(int node, const Question& question) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    Connection* c = Acquire(node);
+    if (c->conn != nullptr &&
+        PQsendQueryParams(c->conn, question.sql, question.nparams, question.types,
+                          question.values, question.lengths, question.formats, 0) == 1) {
+      c->in_flight = true;
+      return static_cast<int>(c - connections);
+    }
+    Close(c);
+  }
+  ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+                  errmsg("could not send a question to data node %d", node)));
 }
 
-const char* NodeString(int node) {
-  EnsureNodeStrings();
-  Assert(node >= 0 && node < node_strings.count);
-  return node_strings.strings[node];
+}  // namespace
+
+char*** AskEveryNode(const Question& question) {
+  int count = NodeCount();
+  int* sent = static_cast<int*>(palloc(sizeof(int) * count));
+  for (int node = 0; node < count; node++) sent[node] = SendQuestion(node, question);
+  Failure failure = {};
+  char*** answers = static_cast<char***>(palloc0(sizeof(char**) * count));
+  for (int node = 0; node < count; node++) {
+    Connection* c = &connections[sent[node]];
+    Reply reply = {};
+    reply.nfields = question.nfields;
+    Collect(c, &reply, &failure);
+    answers[node] = reply.fields;
+    // No connection of a backend to its own database is kept (its calls are in-process).
+    if (NodeLocality(node) == Locality::kLocal) Close(c);
+  }
+  pfree(sent);
+  if (failure.failed) Raise(failure, false);
+  for (int node = 0; node < count; node++) {
+    if (answers[node] == nullptr) elog(ERROR, "data node %d answered no row of %d fields", node,
+                                       question.nfields);
+  }
+  return answers;
 }
 
 bool NodeIsLocal(int node) {
-  EnsureNodeStrings();
-  Assert(node >= 0 && node < node_strings.count);
-  if (node_strings.locality[node] == Locality::kUnknown) {
+  if (NodeLocality(node) == Locality::kUnknown) {
     Connection* c = Acquire(node);  // finds it out
-    if (node_strings.locality[node] == Locality::kLocal) Close(c);
+    if (NodeLocality(node) == Locality::kLocal) Close(c);
   }
-  return node_strings.locality[node] == Locality::kLocal;
+  return NodeLocality(node) == Locality::kLocal;
 }
 
 void RunOnNodes(const Call& call, const int* nodes, int count, bool write, int64* results,
@@ -539,7 +529,11 @@ void RunOnNodes(const Call& call, const int* nodes, int count, bool write, int64
   }
   Failure failure = {};
   for (int i = 0; i < count; i++) {
-    if (!local[i]) Collect(&connections[sent[i]], &results[i], &nulls[i], &failure);
+    if (local[i]) continue;
+    Reply reply = {};
+    Collect(&connections[sent[i]], &reply, &failure);
+    results[i] = reply.value;
+    nulls[i] = reply.isnull;
   }
   pfree(sent);
   pfree(local);

@@ -1,5 +1,5 @@
 // remote.hpp: the router's own connections to its data nodes (remote.cpp), for the calls it
-// routes without PL/Proxy (routed.cpp).
+// routes without PL/Proxy (routed.cpp) and the questions its catalog asks (catalog.cpp).
 #pragma once
 
 extern "C" {
@@ -29,13 +29,6 @@ struct Call {
   bool nulls[4];
 };
 
-// The number of data nodes: the partitions p0 .. pN-1 of the router's foreign server, which
-// PL/Proxy routes over too. 55000 without a server.
-int NodeCount();
-
-// Node `node`'s string, as sc_proxy_configure was given it (without a user).
-const char* NodeString(int node);
-
 // Runs `call` on each of nodes[0 .. count) as the current role: a node that is this very database
 // (a router installed beside slotted_counter, see local.cpp) is called in-process first, then the
 // call is sent to every remote node at once, then every answer read. results[i] and nulls[i] are
@@ -47,6 +40,25 @@ void RunOnNodes(const Call& call, const int* nodes, int count, bool write, int64
 
 // Whether node `node` is this database itself (asked once per backend and configuration).
 bool NodeIsLocal(int node);
+
+// A statement for every node, with its parameters as libpq's PQsendQueryParams takes them, and
+// the number of fields of the one row it answers.
+struct Question {
+  const char* sql;
+  int nparams;
+  const Oid* types;
+  const char* const* values;
+  const int* lengths;
+  const int* formats;
+  int nfields;
+};
+
+// What `question` answers on every node (answers[node][field]: text, nullptr for NULL), asked
+// over the router's own connections as the current role, with the router's settings: over a
+// connection for a node that is this database too, never in-process, so that every answer is a
+// node session's that nothing of the role's own steers. A node's error is raised with its
+// SQLSTATE once every node has answered.
+char*** AskEveryNode(const Question& question);
 
 // The local node's slotted_counter function for `call`, called in this transaction as the current
 // role (local.cpp).

@@ -4,8 +4,9 @@
 // (sql/slotted_counter_proxy--1.0.sql); both route a key to the same node
 // (core/routing.hpp) and check the caller alike (checks.hpp).
 //
-// A call, in order (the order PL/Proxy's functions check in, so errors are the same): the caller
-// reaches the nodes as itself (42501), the counter is in the router's catalog (22004, 42704), the
+// A call, in order (the order PL/Proxy's functions check in, so errors are the same): the session
+// is not a router's own (55000), the caller reaches the nodes as itself (42501), a write is not in
+// a read-only transaction (25006), the counter is in the router's catalog (22004, 42704), the
 // key is given (22004) and of the counter's kind (42804, or 22P02/22003 for a text that is not a
 // bigint), a transactional write is outside a transaction block (25001); then the key's home node,
 // or a node at random for a spread counter's write, or every node for its read, gets one prepared
@@ -35,6 +36,7 @@ extern "C" {
 #include "../../src/compat.hpp"
 #include "checks.hpp"
 #include "core/routing.hpp"
+#include "nodes.hpp"
 #include "remote.hpp"
 
 extern "C" {
@@ -50,11 +52,14 @@ namespace {
 
 using sc_proxy::kServer;
 
-// slotted_counter_proxy.counters' columns, as the install script creates them.
+// slotted_counter_proxy.counters' and slotted_counter_proxy.nodes' columns, as the install script
+// creates them.
 constexpr AttrNumber kNameColumn = 1;
 constexpr AttrNumber kDurabilityColumn = 2;
 constexpr AttrNumber kSpreadColumn = 3;
 constexpr AttrNumber kKeyTypeColumn = 6;
+constexpr AttrNumber kNodeColumn = 1;
+constexpr AttrNumber kConnstrColumn = 2;
 
 // What routing needs of a counter.
 struct Route {
@@ -102,6 +107,32 @@ Route LookupCounter(FunctionCallInfo fcinfo) {
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("counter \"%s\" does not exist", text_to_cstring(name))));
   return route;
+}
+
+// Node `node`'s string as sc_proxy_configure was given it (slotted_counter_proxy.nodes): without
+// the router's settings, which are for the router's own connections.
+Datum GivenNodeString(int node) {
+  Oid schema = get_namespace_oid(kServer, false);
+  Relation table = table_open(get_relname_relid("nodes", schema), AccessShareLock);
+  ScanKeyData key;
+  ScanKeyInit(&key, kNodeColumn, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(node));
+  SysScanDesc scan =
+      systable_beginscan(table, get_relname_relid("nodes_pkey", schema), true,
+                         ActiveSnapshotSet() ? GetActiveSnapshot() : nullptr, 1, &key);
+  HeapTuple tuple = systable_getnext(scan);
+  Datum connstr = (Datum)0;
+  if (HeapTupleIsValid(tuple)) {
+    bool isnull;
+    connstr = PointerGetDatum(DatumGetTextPCopy(
+        heap_getattr(tuple, kConnstrColumn, RelationGetDescr(table), &isnull)));
+  }
+  systable_endscan(scan);
+  table_close(table, AccessShareLock);
+  if (connstr == (Datum)0)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("data node %d is not in slotted_counter_proxy.nodes", node),
+                    errhint("A superuser calls sc_proxy_configure(nodes) again.")));
+  return connstr;
 }
 
 // A key as it goes to the node: a bigint or a text, and its home node's RUN ON value.
@@ -159,6 +190,7 @@ sc_proxy::Call Begin(FunctionCallInfo fcinfo, const Key& key) {
 // sc_incr(counter, key, delta [, at]) on the router.
 Datum Increment(FunctionCallInfo fcinfo, bool text_arg) {
   sc_proxy::CheckCaller();
+  sc_proxy::CheckWritable("sc_incr()");
   Route route = LookupCounter(fcinfo);
   const char* counter = text_to_cstring(PG_GETARG_TEXT_PP(0));
   Key key = ReadKey(fcinfo, text_arg, route, counter);
@@ -231,7 +263,7 @@ Datum NodeOf(FunctionCallInfo fcinfo, bool text_arg) {
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "return type must be a row type");
   int node = sc_proxy::NodeOfHash(key.hash, sc_proxy::NodeCount());
-  Datum values[2] = {Int32GetDatum(node), CStringGetTextDatum(sc_proxy::NodeString(node))};
+  Datum values[2] = {Int32GetDatum(node), GivenNodeString(node)};
   bool nulls[2] = {false, false};
   PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

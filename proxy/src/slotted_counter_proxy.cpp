@@ -1,6 +1,7 @@
 // slotted_counter_proxy: the checks of the router's C++ (its own routing of sc_incr and sc_sum is
 // routed.cpp, remote.cpp and local.cpp; everything else of the router is SQL and PL/Proxy,
-// sql/slotted_counter_proxy--1.0.sql). Three jobs that need the server's C API:
+// sql/slotted_counter_proxy--1.0.sql; its catalog is catalog.cpp's). Four jobs that need the
+// server's C API:
 //
 // 1. The refusal of a transactional write inside a transaction block. PL/Proxy sends each routed
 //    call to its data node as a statement of its own, which the node commits at once: there is no
@@ -23,15 +24,18 @@
 //    roles, user mappings, foreign servers or wrappers (syscache callbacks), so a call pays a
 //    comparison.
 //
-// 3. The router's catalog (slotted_counter_proxy.counters) changes only through
-//    slotted_counter_proxy.record_counter: as the caller, it asks the data nodes whether the
-//    caller owns the counter there (PL/Proxy connects as the current role, so the answer is the
-//    nodes' own); only then it writes the row as the table's owner, under
-//    SECURITY_RESTRICTED_OPERATION, with search_path pinned, as the extension's own statement.
-//    No role has INSERT, UPDATE or DELETE on the table.
+// 3. Nothing comes back around. Every connection the router opens to a data node carries the
+//    setting slotted_counter_proxy.hop (core/node_options.hpp), which no one may change after
+//    the connection started: a router reached through such a session (a router installed in a
+//    data node's database, on a path that leads back to it) refuses every call at once (55000),
+//    instead of routing it again until the servers have no connection left.
+//
+// 4. A read-only transaction writes nothing through the router: a routed write runs on its node
+//    in a session of its own, which is not read-only, so every routed write refuses (25006) before
+//    any node is contacted, as PostgreSQL refuses nextval().
 //
 // This library is loaded only by the router's functions, never preloaded. Its state here is the
-// setting and the cached verdict; remote.cpp keeps the session's connections (all of it
+// settings and the cached verdict; remote.cpp keeps the session's connections (all of it
 // backend-local: no shared memory, no locks).
 
 extern "C" {
@@ -42,39 +46,36 @@ extern "C" {
 #include "access/reloptions.h"
 #include "access/table.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_class.h"
-#include "catalog/pg_type.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
-#include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 }
 
 // What differs between PostgreSQL versions: the extension's own header.
 #include "../../src/compat.hpp"
 #include "checks.hpp"
+#include "nodes.hpp"
 
 extern "C" {
 SC_MODULE_MAGIC("slotted_counter_proxy", SC_VERSION);
 
 void _PG_init(void);
 PG_FUNCTION_INFO_V1(sc_proxy_check_autocommit);
-PG_FUNCTION_INFO_V1(sc_proxy_check_not_in_block);
 PG_FUNCTION_INFO_V1(sc_proxy_cluster);
+PG_FUNCTION_INFO_V1(sc_proxy_write_cluster);
 PG_FUNCTION_INFO_V1(sc_proxy_check_configuration);
 PG_FUNCTION_INFO_V1(sc_proxy_check_user_mapping);
-PG_FUNCTION_INFO_V1(sc_proxy_record_counter);
 }
 
 using sc_proxy::kServer;
@@ -82,6 +83,8 @@ using sc_proxy::kServer;
 namespace {
 
 bool allow_transaction_block = false;
+// slotted_counter_proxy.hop: this session was opened by a router.
+bool from_router = false;
 
 // The role whose routed calls passed every check, as of the last change to the catalogs the
 // checks read; InvalidOid when none. catalog_generation moves with every such change, so that a
@@ -155,7 +158,8 @@ List* MappingOptions(Oid role, Oid server, bool* found) {
 // A cluster option PL/Proxy would read (the wrapper's or the server's) that connects every role
 // as one: default_user other than current_user, or a node string that names a user. PL/Proxy
 // uses a node string containing "user=" as it is, without the caller's name, and cannot add one
-// to a URI.
+// to a URI. A node string must also hold no password and end with the router's settings
+// (nodes.cpp).
 void CheckClusterOptions(List* options, const char* kind, const char* name) {
   ListCell* cell;
   foreach (cell, options) {
@@ -177,25 +181,11 @@ void CheckClusterOptions(List* options, const char* kind, const char* name) {
                          "is, so every role would reach that node as one user."),
                errhint("Give the node strings in key=value form without a user: PL/Proxy adds "
                        "the calling role's name.")));
+    } else if (strcmp(kind, "server") == 0 && def->defname[0] == 'p' && def->defname[1] >= '0' &&
+               def->defname[1] <= '9') {
+      sc_proxy::CheckNodeString(def->defname, value);
     }
   }
-}
-
-// The owner of slotted_counter_proxy.counters: the role that writes the router's catalog.
-Oid CatalogOwner() {
-  Oid table = get_relname_relid("counters", get_namespace_oid(kServer, false));
-  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(table));
-  if (!HeapTupleIsValid(tuple)) elog(ERROR, "cache lookup failed for relation %u", table);
-  Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
-  ReleaseSysCache(tuple);
-  return owner;
-}
-
-const char* TextArg(FunctionCallInfo fcinfo, int n, const char* name) {
-  if (PG_ARGISNULL(n))
-    ereport(ERROR,
-            (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", name)));
-  return text_to_cstring(PG_GETARG_TEXT_PP(n));
 }
 
 }  // namespace
@@ -216,6 +206,7 @@ Oid sc_proxy::CheckedServer() {
 
 // The check of every routed call: the current role would reach the data nodes as itself.
 void sc_proxy::CheckCaller() {
+  CheckNotFromRouter();
   Oid user = GetUserId();
   if (user == verified_user) return;
   uint64 generation = catalog_generation;
@@ -237,6 +228,30 @@ void sc_proxy::CheckCaller() {
 
 uint64 sc_proxy::CatalogGeneration() { return catalog_generation; }
 
+void sc_proxy::CheckNotFromRouter() {
+  if (!from_router) return;
+  ereport(ERROR,
+          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+           errmsg("a routed call cannot come from a router's connection"),
+           errdetail("This session was opened by a router on a data node "
+                     "(slotted_counter_proxy.hop is on): routing the call again could lead back "
+                     "to a router, and again, until the servers have no connection left."),
+           errhint("A router's node strings name databases of slotted_counter; call "
+                   "slotted_counter's own functions there.")));
+}
+
+void sc_proxy::CheckWritable(const char* function) { PreventCommandIfReadOnly(function); }
+
+void sc_proxy::CheckNotInBlock(const char* action) {
+  if (!IsTransactionBlock()) return;
+  ereport(ERROR,
+          (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+           errmsg("%s cannot run inside a transaction block through the router", action),
+           errdetail("The data nodes commit the change at once, while the router's record of the "
+                     "counter would roll back with this transaction."),
+           errhint("Call it on its own, outside BEGIN ... COMMIT.")));
+}
+
 void sc_proxy::CheckAutocommit(const char* counter) {
   if (!IsTransactionBlock() || allow_transaction_block) return;
   ereport(ERROR,
@@ -256,6 +271,12 @@ void _PG_init(void) {
       "Lets the router write transactional counters inside a transaction block.",
       "Each such write commits on its data node at once, whatever the block does later.",
       &allow_transaction_block, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  // Set by a router on each connection it opens (in its options), and fixed from then on: code
+  // that runs in such a session cannot turn it off before it calls a router.
+  DefineCustomBoolVariable("slotted_counter_proxy.hop",
+                           "Marks a session a router opened on a data node.",
+                           "A router refuses every call in such a session.", &from_router, false,
+                           PGC_BACKEND, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("slotted_counter_proxy");
   // What the verdict of CheckCaller depends on: role names, user mappings, the server's and the
   // wrapper's options.
@@ -272,27 +293,19 @@ extern "C" Datum sc_proxy_check_autocommit(PG_FUNCTION_ARGS) {
   PG_RETURN_VOID();
 }
 
-// sc_proxy_check_not_in_block(action text): raises 25001 inside a transaction block. sc_create,
-// sc_drop and sc_alter_owner change the data nodes, which commit at once, and the router's record
-// of the counter, which commits with the caller: rolled back, the two would disagree. Unlike a
-// write, no setting lets them through (as CREATE DATABASE, which cannot be undone either).
-extern "C" Datum sc_proxy_check_not_in_block(PG_FUNCTION_ARGS) {
-  if (!IsTransactionBlock()) PG_RETURN_VOID();
-  const char* action = text_to_cstring(PG_GETARG_TEXT_PP(0));
-  ereport(ERROR,
-          (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-           errmsg("%s cannot run inside a transaction block through the router", action),
-           errdetail("The data nodes commit the change at once, while the router's record of the "
-                     "counter would roll back with this transaction."),
-           errhint("Call it on its own, outside BEGIN ... COMMIT.")));
-  PG_RETURN_VOID();
-}
-
 // slotted_counter_proxy.cluster() RETURNS text: the CLUSTER of every PL/Proxy function of the
 // router, which PL/Proxy evaluates before it connects. Raises 42501 unless the current role would
 // reach the data nodes as itself; returns the server's name.
 extern "C" Datum sc_proxy_cluster(PG_FUNCTION_ARGS) {
   sc_proxy::CheckCaller();
+  PG_RETURN_TEXT_P(cstring_to_text(kServer));
+}
+
+// slotted_counter_proxy.write_cluster(function text) RETURNS text: cluster() for a routed write,
+// which also raises 25006 in a read-only transaction, naming the user's function ("sc_set()").
+extern "C" Datum sc_proxy_write_cluster(PG_FUNCTION_ARGS) {
+  sc_proxy::CheckCaller();
+  sc_proxy::CheckWritable(PG_ARGISNULL(0) ? "a routed write" : text_to_cstring(PG_GETARG_TEXT_PP(0)));
   PG_RETURN_TEXT_P(cstring_to_text(kServer));
 }
 
@@ -339,86 +352,4 @@ extern "C" Datum sc_proxy_check_user_mapping(PG_FUNCTION_ARGS) {
   List* options = MappingOptions(mapped, GetForeignServerByName(kServer, false)->serverid, &found);
   CheckMappingOptions(mapped, mapped, options);
   PG_RETURN_NULL();
-}
-
-// slotted_counter_proxy.record_counter(counter text, change text, spread boolean, new_owner
-// text): records in the router's catalog that counter was created (with spread, and the key type
-// the nodes define), is dropped, or
-// goes to new_owner. First, as the caller, slotted_counter_proxy.verified_owner asks the data
-// nodes whether the caller owns it there (42501 otherwise); then the row is written as the
-// catalog's owner.
-extern "C" Datum sc_proxy_record_counter(PG_FUNCTION_ARGS) {
-  const char* counter = TextArg(fcinfo, 0, "counter");
-  const char* change = TextArg(fcinfo, 1, "change");
-  bool create = strcmp(change, "create") == 0;
-  bool owner = strcmp(change, "owner") == 0;
-  if (!create && !owner && strcmp(change, "drop") != 0)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("unrecognized change: \"%s\"", change),
-                    errhint("Use create, drop or owner.")));
-  if (create && PG_ARGISNULL(2))
-    ereport(ERROR,
-            (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("spread must not be null")));
-  const char* new_owner = owner ? TextArg(fcinfo, 3, "new_owner") : nullptr;
-  Oid catalog_owner = CatalogOwner();
-
-  // Every statement below is the extension's own: no operator or function of a user's schema.
-  int nest_level = NewGUCNestLevel();
-  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-                          GUC_ACTION_SAVE, true, 0, false);
-  SPI_connect();
-
-  // As the caller: PL/Proxy connects to the data nodes as the current role.
-  Oid verify_types[2] = {TEXTOID, TEXTOID};
-  Datum verify_args[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
-  if (SPI_execute_with_args("SELECT durability, owner, key_type "
-                            "FROM slotted_counter_proxy.verified_owner($1, $2)",
-                            2, verify_types, verify_args, nullptr, false, 0) != SPI_OK_SELECT ||
-      SPI_processed != 1)
-    elog(ERROR, "slotted_counter_proxy.verified_owner returned no row");
-  char* durability = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-  char* node_owner = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-  char* key_type = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-
-  Oid user;
-  int security_context;
-  GetUserIdAndSecContext(&user, &security_context);
-  SetUserIdAndSecContext(catalog_owner, security_context | SECURITY_LOCAL_USERID_CHANGE |
-                                            SECURITY_RESTRICTED_OPERATION);
-  Oid types[5] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID};
-  Datum args[5] = {PG_GETARG_DATUM(0), (Datum)0, (Datum)0, (Datum)0, (Datum)0};
-  const char* sql;
-  if (create) {
-    sql = "INSERT INTO slotted_counter_proxy.counters (name, durability, spread, owner, key_type) "
-          "VALUES ($1, $2, $3, $4::regrole, $5) ON CONFLICT (name) DO NOTHING";
-    args[1] = CStringGetTextDatum(durability);
-    args[2] = PG_GETARG_DATUM(2);
-    args[3] = CStringGetTextDatum(node_owner);
-    args[4] = CStringGetTextDatum(key_type);
-  } else if (owner) {
-    // The owner the nodes name: the caller's new_owner only confirms it.
-    if (strcmp(new_owner, node_owner) != 0)
-      ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                      errmsg("counter \"%s\" is owned by \"%s\" on the data nodes, not by \"%s\"",
-                             counter, node_owner, new_owner)));
-    sql = "UPDATE slotted_counter_proxy.counters SET owner = $2::regrole WHERE name = $1";
-    args[1] = CStringGetTextDatum(node_owner);
-  } else {
-    sql = "DELETE FROM slotted_counter_proxy.counters WHERE name = $1";
-  }
-  int nargs = create ? 5 : owner ? 2 : 1;
-  if (SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0) < 0)
-    elog(ERROR, "writing slotted_counter_proxy.counters failed");
-  uint64 written = SPI_processed;
-  SetUserIdAndSecContext(user, security_context);
-
-  SPI_finish();
-  AtEOXact_GUC(true, nest_level);
-  if (written == 0 && create)
-    ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
-                    errmsg("counter \"%s\" already exists", counter)));
-  if (written == 0)
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                    errmsg("counter \"%s\" does not exist", counter)));
-  PG_RETURN_VOID();
 }

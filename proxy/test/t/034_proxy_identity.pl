@@ -8,9 +8,10 @@
 #      PUBLIC one; one left stale by a rename): every kind of routed call is refused before it
 #      reaches a node, including in a session that had called before, and the nodes are unchanged;
 #      sc_proxy_configure refuses to run while it exists, and refuses a node string with a user.
-#   3. The catalog: no role writes it directly; recording a counter it does not own on the nodes
-#      is refused; a name cannot be squatted; a second router registers a counter for its owner
-#      only. alice's own flows (create, write, read, grant, give away, drop) still work.
+#   3. The catalog: no role writes it directly, and no SQL function writes it for a role (sc_create,
+#      sc_drop and sc_alter_owner do, in C); a second router registers a counter for its owner
+#      only. alice's own flows (create, write, read, grant, give away, drop) still work. (055 plants
+#      operators and a search_path on the nodes against the same catalog.)
 
 use strict;
 use warnings;
@@ -229,21 +230,15 @@ like(outcome('mallory', q{DELETE FROM slotted_counter_proxy.counters WHERE name 
 like(outcome('mallory', q{INSERT INTO slotted_counter_proxy.nodes VALUES (9, 'host=elsewhere')}),
 	qr/^42501: permission denied for table nodes/, '... nor change the nodes');
 my $not_owner = qr/^42501: must be owner of counter "views" on every data node/;
-like(outcome('mallory', q{SELECT slotted_counter_proxy.record_counter('views', 'owner', new_owner => 'mallory')}),
-	$not_owner, 'recording another owner of alice\'s counter: 42501');
-like(outcome('mallory', q{SELECT slotted_counter_proxy.record_counter('views', 'drop')}),
-	$not_owner, 'recording the drop of alice\'s counter: 42501');
-like(outcome('mallory', q{SELECT slotted_counter_proxy.record_counter('later', 'create', true)}),
-	qr/^42501: must be owner of counter "later" on every data node/,
-	'recording a counter the nodes do not have (a squat): 42501');
+is(outcome('alice', q{SELECT sc_create('later', 'buffered')}),
+	'ok', 'alice creates a counter');
+like(outcome('mallory', q{SELECT sc_alter_owner('later', 'mallory')}),
+	qr/^42501: /, 'mallory cannot give it to herself');
+like(outcome('mallory', q{SELECT sc_drop('later')}),
+	qr/^42501: must be owner of counter "later" on every data node/, '... nor drop it');
 is( $router->safe_psql('postgres',
 		q{SELECT string_agg(name || ' ' || owner || ' ' || spread, ', ' ORDER BY name) FROM slotted_counter_proxy.counters WHERE name IN ('views', 'later')}),
-	'views alice false', '... and the catalog is unchanged');
-is(outcome('alice', q{SELECT sc_create('later', 'buffered')}),
-	'ok', 'alice creates the name mallory tried to take');
-like(outcome('alice', q{SELECT slotted_counter_proxy.record_counter('later', 'owner', new_owner => 'mallory')}),
-	qr/^42501: counter "later" is owned by "alice" on the data nodes, not by "mallory"/,
-	'the owner recorded is the one the nodes name, not one the caller makes up');
+	'later alice false, views alice false', '... and the catalog is unchanged');
 
 # A second router over the same nodes (database router2): even a role that may read the counter
 # on the nodes cannot register it there.
@@ -253,8 +248,6 @@ like(outcome('mallory', q{SELECT sc_create('views', 'buffered', spread => true)}
 	$not_owner, 'mallory cannot register alice\'s counter on a second router as spread');
 like(outcome('mallory', q{SELECT sc_create('views', 'buffered')}, 'router2'),
 	$not_owner, '... nor as it is');
-like(outcome('mallory', q{SELECT slotted_counter_proxy.record_counter('views', 'create', true)}, 'router2'),
-	$not_owner, '... nor by recording it directly');
 is($router->safe_psql('router2', q{SELECT count(*) FROM slotted_counter_proxy.counters}),
 	'0', '... so the second router routes nothing');
 is(outcome('alice', q{SELECT sc_create('views', 'buffered')}, 'router2'),
@@ -285,12 +278,13 @@ is( $router->safe_psql('postgres', q{SELECT count(*) FROM slotted_counter_proxy.
 	'0 0', '... from the router and the nodes');
 
 # Every PL/Proxy function of the router checks the caller before PL/Proxy connects: its cluster
-# is slotted_counter_proxy.cluster(), or its RUN ON function calls it.
+# is slotted_counter_proxy.cluster() (write_cluster(...) for a write), or its RUN ON function
+# calls it.
 is( $router->safe_psql('postgres', q{
 SELECT string_agg(p.proname, ', ')
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE l.lanname = 'plproxy'
-   AND p.prosrc !~ 'CLUSTER slotted_counter_proxy\.cluster\(\);'
+   AND p.prosrc !~ 'CLUSTER slotted_counter_proxy\.(cluster\(\)|write_cluster\([^;]+\));'
    AND NOT (p.prosrc ~ 'RUN ON slotted_counter_proxy\.(write_hash|read_hashes)(_text)?\('
             AND p.prosrc ~ 'CLUSTER ''slotted_counter_proxy'';')}),
 	'', 'every PL/Proxy function takes its cluster from cluster() or a RUN ON function that checks');
@@ -299,7 +293,7 @@ SELECT count(*) FROM pg_proc
  WHERE oid IN ('slotted_counter_proxy.write_hash'::regproc, 'slotted_counter_proxy.read_hashes'::regproc,
                'slotted_counter_proxy.write_hash_text'::regproc,
                'slotted_counter_proxy.read_hashes_text'::regproc)
-   AND prosrc ~ 'cluster text := slotted_counter_proxy\.cluster\(\);'}),
+   AND prosrc ~ 'cluster text := slotted_counter_proxy\.(cluster\(\)|write_cluster\(function\));'}),
 	'4', '... and write_hash, read_hashes and their text forms call it first');
 
 done_testing();
