@@ -15,11 +15,12 @@
 # its headers in a copy of the tree of its own (objects built for the normal server would not do)
 # and installed there: the cache is never written but by build_cassert.sh.
 
-# The TAP tests run against the assert-enabled server: those that read while clients write, and
-# the role commands, dumps and restores that reach the counters' guards through core's API.
+# The TAP tests run against the assert-enabled server: those that read while clients write, the
+# role commands, dumps and restores that reach the counters' guards through core's API, and the
+# tests of the fault points that only an assert-enabled build has (src/faults.hpp).
 memcheck_tap="test/t/003_small_buffer.pl test/t/005_table_lock.pl test/t/012_buckets.pl \
 test/t/016_unprivileged_load.pl test/t/029_batch_interrupted.pl test/t/043_roles.pl test/t/046_expiry.pl \
-test/t/047_rank_index.pl test/t/048_text_keys.pl test/t/051_sums.pl"
+test/t/047_rank_index.pl test/t/048_text_keys.pl test/t/051_sums.pl test/t/060_flush_fault.pl"
 # The pg_regress tests run under Valgrind (all of them would take about twice as long): every
 # test of reads (sc_top at scale, sc_sum, sc_sum_keys, buckets), of batches, and of writes that
 # go through SPI (transactional counters, bounds, sc_incr_once, privileges). Not buffer and
