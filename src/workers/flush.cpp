@@ -133,6 +133,21 @@ Round TakeRound(Oid db, DatabaseSlot* slot) {
   return ScanDirty(db, slot);
 }
 
+// The refs of a round that no step claimed go back to the ring, to be taken again (behind the
+// entries noted since, the hot keys that the settles of the last steps noted again); too many
+// for the ring, the next take scans the buffer instead. The round's memory is freed.
+void GiveBack(Round* round, DatabaseSlot* slot) {
+  if (slot != nullptr && round->next < round->count) {
+    if (round->count - round->next <= int64(slot->dirty.capacity))
+      for (int64 i = round->next; i < round->count; i++)
+        NoteDirty(slot, round->refs[i].index, round->refs[i].generation);
+    else
+      MarkDirtyUntracked(slot);
+  }
+  if (round->refs != nullptr) pfree(round->refs);
+  *round = Round{nullptr, 0, 0};
+}
+
 // The keys of the claimed items, sorted: the request ids a step takes are those of its keys.
 CounterKey* KeysOf(Oid db, const FlushItem* items, int64 n) {
   auto* keys = static_cast<CounterKey*>(palloc(sizeof(CounterKey) * (n + 1)));
@@ -301,7 +316,7 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(
   // taken before any step (core/fold_epochs.hpp).
   FoldPass fold;
   BeginFold(&fold, slot, flush_context);
-  Round backlog = TakeRound(db, slot);
+  Round backlog{nullptr, 0, 0};
   Round recent{nullptr, 0, 0};
   TimestampTz taken_at = GetCurrentTimestamp();
   bool folded = false;
@@ -309,17 +324,20 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(
   int64 rows = 0;
   PG_TRY();
   {
-    while (backlog.next < backlog.count || !folded) {
+    backlog = TakeRound(db, slot);
+    auto older_work = [&] { return backlog.next < backlog.count || !folded; };
+    while (older_work() || recent.next < recent.count) {
       // Every interval, what turned dirty since goes in the steps that alternate with the
-      // backlog's (see the top).
+      // backlog's and the fold's (see the top), and what the last take did not get to goes back
+      // behind it; nothing is taken once the backlog and the fold are done, so the flush ends.
       int interval = settings.flush_interval;
-      if (recent.next >= recent.count && interval > 0 &&
+      if (older_work() && interval > 0 &&
           TimestampDifferenceExceeds(taken_at, GetCurrentTimestamp(), interval)) {
         taken_at = GetCurrentTimestamp();
+        GiveBack(&recent, slot);
         recent = TakeRound(db, slot);
       }
-      bool take_recent = recent.next < recent.count &&
-                         (recent_turn || (backlog.next >= backlog.count && folded));
+      bool take_recent = recent.next < recent.count && (recent_turn || !older_work());
       Round& round = take_recent ? recent : backlog;
       recent_turn = !take_recent;
       int64 nrefs = Min(kStepKeys, round.count - round.next);
@@ -331,11 +349,9 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(
       rows += RunStep(db, slot, refs, nrefs, with_fold ? &fold : nullptr, &complete,
                       attachments_due);
       folded = folded || complete;
-      if (between_steps != nullptr && (backlog.next < backlog.count || !folded))
+      if (between_steps != nullptr && (older_work() || recent.next < recent.count))
         between_steps(db);
     }
-    // What the last interval's take did not get to waits for the next flush, which scans.
-    if (recent.next < recent.count && slot != nullptr) MarkDirtyUntracked(slot);
   }
   PG_CATCH();
   {
