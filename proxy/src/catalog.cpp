@@ -42,6 +42,7 @@ extern "C" {
 }
 
 #include "../../src/compat.hpp"
+#include "catalog.hpp"
 #include "checks.hpp"
 #include "nodes.hpp"
 #include "remote.hpp"
@@ -56,9 +57,6 @@ namespace {
 
 using sc_proxy::kServer;
 
-// slotted_counter_proxy.counters' columns, as the install script creates them.
-constexpr AttrNumber kNameColumn = 1;
-constexpr AttrNumber kOwnerColumn = 4;
 
 // What every node is asked, as the caller: whether it defines the counter $1, whether the caller
 // (the session's user, the role the router connected as) has its owner's privileges there (as a
@@ -174,23 +172,8 @@ Oid CountersTable() {
 
 // The owner the router records for counter, or InvalidOid when it does not route it.
 Oid RecordedOwner(text* counter) {
-  Oid schema = get_namespace_oid(kServer, false);
-  Relation table = table_open(CountersTable(), AccessShareLock);
-  ScanKeyData key;
-  ScanKeyEntryInitialize(&key, 0, kNameColumn, BTEqualStrategyNumber, InvalidOid,
-                         TupleDescAttr(RelationGetDescr(table), kNameColumn - 1)->attcollation,
-                         F_TEXTEQ, PointerGetDatum(counter));
-  SysScanDesc scan = systable_beginscan(table, get_relname_relid("counters_pkey", schema), true,
-                                        GetActiveSnapshot(), 1, &key);
-  HeapTuple tuple = systable_getnext(scan);
-  Oid owner = InvalidOid;
-  if (HeapTupleIsValid(tuple)) {
-    bool isnull;
-    owner = DatumGetObjectId(heap_getattr(tuple, kOwnerColumn, RelationGetDescr(table), &isnull));
-  }
-  systable_endscan(scan);
-  table_close(table, AccessShareLock);
-  return owner;
+  sc_proxy::CounterRow row;
+  return sc_proxy::ReadCounterRow(counter, &row) ? row.owner : InvalidOid;
 }
 
 // Runs sql (a statement of this file's, every name qualified) as the owner of the router's
@@ -369,3 +352,51 @@ extern "C" Datum sc_proxy_alter_owner(PG_FUNCTION_ARGS) {
   End(nest_level);
   PG_RETURN_VOID();
 }
+
+namespace sc_proxy {
+
+namespace {
+
+// slotted_counter_proxy.counters' columns, as the install script creates them.
+constexpr AttrNumber kNameColumn = 1;
+constexpr AttrNumber kDurabilityColumn = 2;
+constexpr AttrNumber kSpreadColumn = 3;
+constexpr AttrNumber kOwnerColumn = 4;
+constexpr AttrNumber kKeyTypeColumn = 6;
+
+bool TextEquals(const text* value, const char* literal) {
+  size_t length = strlen(literal);
+  return VARSIZE_ANY_EXHDR(value) == length && memcmp(VARDATA_ANY(value), literal, length) == 0;
+}
+
+}  // namespace
+
+bool ReadCounterRow(const text* name, CounterRow* row) {
+  Oid schema = get_namespace_oid(kServer, false);
+  Relation table = table_open(CountersTable(), AccessShareLock);
+  TupleDesc desc = RelationGetDescr(table);
+  Assert(desc->natts >= kKeyTypeColumn);
+  ScanKeyData key;
+  ScanKeyEntryInitialize(&key, 0, kNameColumn, BTEqualStrategyNumber, InvalidOid,
+                         TupleDescAttr(desc, kNameColumn - 1)->attcollation, F_TEXTEQ,
+                         PointerGetDatum(name));
+  SysScanDesc scan =
+      systable_beginscan(table, get_relname_relid("counters_pkey", schema), true,
+                         ActiveSnapshotSet() ? GetActiveSnapshot() : nullptr, 1, &key);
+  HeapTuple tuple = systable_getnext(scan);
+  bool found = HeapTupleIsValid(tuple);
+  if (found) {
+    bool isnull;
+    row->transactional = TextEquals(
+        DatumGetTextPP(heap_getattr(tuple, kDurabilityColumn, desc, &isnull)), "transactional");
+    row->spread = DatumGetBool(heap_getattr(tuple, kSpreadColumn, desc, &isnull));
+    row->text_keys =
+        TextEquals(DatumGetTextPP(heap_getattr(tuple, kKeyTypeColumn, desc, &isnull)), "text");
+    row->owner = DatumGetObjectId(heap_getattr(tuple, kOwnerColumn, desc, &isnull));
+  }
+  systable_endscan(scan);
+  table_close(table, AccessShareLock);
+  return found;
+}
+
+}  // namespace sc_proxy

@@ -37,6 +37,7 @@ extern "C" {
 #include "checks.hpp"
 #include "core/routing.hpp"
 #include "nodes.hpp"
+#include "catalog.hpp"
 #include "remote.hpp"
 
 extern "C" {
@@ -52,26 +53,11 @@ namespace {
 
 using sc_proxy::kServer;
 
-// slotted_counter_proxy.counters' and slotted_counter_proxy.nodes' columns, as the install script
-// creates them.
-constexpr AttrNumber kNameColumn = 1;
-constexpr AttrNumber kDurabilityColumn = 2;
-constexpr AttrNumber kSpreadColumn = 3;
-constexpr AttrNumber kKeyTypeColumn = 6;
+// slotted_counter_proxy.nodes' columns, as the install script creates them.
 constexpr AttrNumber kNodeColumn = 1;
 constexpr AttrNumber kConnstrColumn = 2;
 
-// What routing needs of a counter.
-struct Route {
-  bool transactional;
-  bool spread;
-  bool text_keys;
-};
-
-bool TextEquals(const text* value, const char* literal) {
-  size_t length = strlen(literal);
-  return VARSIZE_ANY_EXHDR(value) == length && memcmp(VARDATA_ANY(value), literal, length) == 0;
-}
+using Route = sc_proxy::CounterRow;
 
 // The counter's row in the router's catalog; 22004 for a NULL name, 42704 if there is none.
 Route LookupCounter(FunctionCallInfo fcinfo) {
@@ -79,31 +65,8 @@ Route LookupCounter(FunctionCallInfo fcinfo) {
     ereport(ERROR,
             (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter must not be null")));
   text* name = PG_GETARG_TEXT_PP(0);
-  Oid schema = get_namespace_oid(kServer, false);
-  Relation table = table_open(get_relname_relid("counters", schema), AccessShareLock);
-  TupleDesc desc = RelationGetDescr(table);
-  Assert(desc->natts >= kKeyTypeColumn);
-  ScanKeyData key;
-  ScanKeyEntryInitialize(&key, 0, kNameColumn, BTEqualStrategyNumber, InvalidOid,
-                         TupleDescAttr(desc, kNameColumn - 1)->attcollation, F_TEXTEQ,
-                         PointerGetDatum(name));
-  SysScanDesc scan =
-      systable_beginscan(table, get_relname_relid("counters_pkey", schema), true,
-                         ActiveSnapshotSet() ? GetActiveSnapshot() : nullptr, 1, &key);
-  HeapTuple tuple = systable_getnext(scan);
-  bool found = HeapTupleIsValid(tuple);
-  Route route = {};
-  if (found) {
-    bool isnull;
-    route.transactional = TextEquals(
-        DatumGetTextPP(heap_getattr(tuple, kDurabilityColumn, desc, &isnull)), "transactional");
-    route.spread = DatumGetBool(heap_getattr(tuple, kSpreadColumn, desc, &isnull));
-    route.text_keys =
-        TextEquals(DatumGetTextPP(heap_getattr(tuple, kKeyTypeColumn, desc, &isnull)), "text");
-  }
-  systable_endscan(scan);
-  table_close(table, AccessShareLock);
-  if (!found)
+  Route route;
+  if (!sc_proxy::ReadCounterRow(name, &route))
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("counter \"%s\" does not exist", text_to_cstring(name))));
   return route;
