@@ -47,6 +47,7 @@ OBJS = \
 	src/functions/totals.o \
 	src/workers/attach_run.o \
 	src/workers/flush.o \
+	src/workers/session.o \
 	src/workers/worker.o \
 	src/workers/write_through.o
 

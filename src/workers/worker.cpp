@@ -25,6 +25,7 @@
 #include "functions/retention.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
+#include "workers/session.hpp"
 #include "workers/write_through.hpp"
 #include "spi.hpp"
 
@@ -360,22 +361,10 @@ void slotted_counter_flusher_main(Datum arg) {
     FreeSlot();
     proc_exit(0);
   }
-  // Whatever the database's or the superuser's defaults say (ALTER DATABASE / ALTER ROLE ... SET),
-  // the flusher's transactions must write, in read committed, with every trigger of its own
-  // tables (none) firing, and wait for no one long: a read-only default made every flush fail and
-  // a clean restart lose what was buffered. A flush that meets a user's lock gives up after a
-  // second and tries again later, so that write-throughs and shutdown are never stuck behind it.
-  static const char* const kSettings[][2] = {
-      {"default_transaction_read_only", "off"},
-      {"default_transaction_isolation", "read committed"},
-      {"default_transaction_deferrable", "off"},
-      {"session_replication_role", "origin"},
-      {"statement_timeout", "0"},
-      {"idle_in_transaction_session_timeout", "0"},
-      {"search_path", "pg_catalog"},
-      {"lock_timeout", "1000"}};
-  for (const auto& setting : kSettings)
-    SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
+  // Whatever the database's and the roles' defaults say (session.hpp). A flush that meets a
+  // user's lock gives up after a second and tries again later, so that write-throughs and
+  // shutdown are never stuck behind it.
+  PinSessionSettings(1000);
   SetWorkerState(kWorkerIdle);
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
 
