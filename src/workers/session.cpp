@@ -11,10 +11,10 @@
 // the attacher runs for a table owner (a trigger, a function's SET clause) still holds for that
 // code alone: the attacher rolls its settings back after each run (attach_run.cpp).
 //
-// Not pinned, because no default reaches them: transaction_read_only and transaction_isolation
-// (a default holds for InitPostgres's own transaction only; every later transaction starts from
-// default_transaction_read_only and default_transaction_isolation), and the timeouts that only a
-// client connection arms (idle_session_timeout, transaction_timeout).
+// Not pinned: transaction_read_only and transaction_isolation, whose defaults hold for
+// InitPostgres's own transaction only (every later transaction starts from
+// default_transaction_read_only and default_transaction_isolation), and idle_session_timeout,
+// which only a client connection arms.
 #include "workers/session.hpp"
 
 namespace sc {
@@ -32,12 +32,14 @@ void PinSessionSettings(int lock_timeout_ms) {
 
   // Its transactions write (a read-only default made every flush fail and a clean restart lose
   // what was buffered), in read committed (no serialization failure, no predicate locks), with
-  // every trigger firing, and never wait long: a statement, lock or idle timeout of the
-  // database's would cut a flush short, a lock wait as long as a user's lock would stall it.
-  // synchronous_commit is "local", as autovacuum makes it when it is higher: a commit waits for
-  // no standby (a synchronous standby that is down stalled every flush, and the flusher's
-  // shutdown with it), and for its own WAL flush (a database's "off" widened what a crash
-  // loses). search_path: what the workers run names everything with its schema.
+  // every trigger firing, and wait for a lock as long as the caller says: a database's 1 ms
+  // would make flushes fail, a wait as long as a user's lock would stall them. The statement and
+  // idle-in-transaction timeouts, which PostgreSQL arms for client connections only, are pinned
+  // as autovacuum pins them. synchronous_commit is "local", as autovacuum makes it when it is
+  // higher: a commit waits for no standby (a synchronous standby that is down would stall every
+  // flush, and the flusher's shutdown with it), and for its own WAL flush (a database's "off"
+  // would widen what a crash loses). search_path: what the workers run names everything with its
+  // schema.
   char lock_timeout[32];
   snprintf(lock_timeout, sizeof(lock_timeout), "%d", lock_timeout_ms);
   static const char* const kSettings[][2] = {
@@ -52,6 +54,10 @@ void PinSessionSettings(int lock_timeout_ms) {
   for (const auto& setting : kSettings)
     SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
   SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_OVERRIDE);
+  // Unlike the statement timeout, every transaction arms transaction_timeout (17), and one that
+  // outlives it ends the worker's process: a database's 1 ms would end each flusher at its first
+  // flush.
+  PinTransactionTimeoutOff();
 }
 
 }  // namespace sc

@@ -6,11 +6,12 @@
 # every try. Each setting a default can turn against a worker (the session's role and
 # authorization, a read-only default and a read-only transaction, serializable transactions, a
 # search_path that finds nothing, 1 ms statement, lock and idle timeouts, replica
-# session_replication_role, and a synchronous_commit that waits for a synchronous standby that
-# never connects) is set on the database, then on the role the workers connect as, and the
-# flusher is started anew under them: increments are flushed to the values table, sc_rollup()
-# succeeds for the owner and for a superuser, the attacher writes the attached table, and a clean
-# restart by a flusher started under them loses no acknowledged increment.
+# session_replication_role, a synchronous_commit that waits for a synchronous standby that never
+# connects, and from PostgreSQL 17 a 1 ms transaction timeout) is set on the database, then on
+# the role the workers connect as, and the flusher is started anew under them: increments are
+# flushed to the values table, sc_rollup() succeeds for the owner and for a superuser, the
+# attacher writes the attached table, and a clean restart by a flusher started under them loses
+# no acknowledged increment.
 
 use strict;
 use warnings;
@@ -32,7 +33,8 @@ $node->safe_psql('app', q{CREATE EXTENSION slotted_counter});
 # a superuser's also its authorization and role, which the defaults would make the owner.
 my $own = '-c search_path=public -c default_transaction_read_only=off -c lock_timeout=0 '
   . '-c idle_in_transaction_session_timeout=0 -c default_transaction_isolation=read\ committed '
-  . '-c synchronous_commit=local';
+  . '-c synchronous_commit=local'
+  . ($node->pg_version >= 17 ? ' -c transaction_timeout=0' : '');
 $ENV{PGOPTIONS} .= " $own -c session_authorization=$super -c role=none";
 
 sub as_owner
@@ -61,6 +63,8 @@ my %hostile = (
 	idle_in_transaction_session_timeout => q{'1ms'},
 	session_replication_role => q{'replica'},
 	synchronous_commit => q{'remote_apply'});
+# PostgreSQL 17 arms a transaction timeout in every transaction, a worker's too.
+$hostile{transaction_timeout} = q{'1ms'} if $node->pg_version >= 17;
 
 # Sets every hostile default with `alter` (ALTER DATABASE app / ALTER ROLE ...): as the owner
 # what an owner may set, as a superuser the rest. A setting the server refuses is reported.
