@@ -50,6 +50,7 @@ OBJS = \
 	src/workers/flush_txn.o \
 	src/workers/flush_write.o \
 	src/workers/fold.o \
+	src/workers/session.o \
 	src/workers/worker.o \
 	src/workers/write_through.o
 

@@ -165,6 +165,15 @@ inline void RestrictSearchPathToCatalog() {
 #endif
 }
 
+// Turns transaction_timeout (17) off for the session, with the source of the settings a
+// background worker pins (workers/session.cpp): every transaction arms it, a worker's too, and
+// one that runs longer ends its process. Before 17 there is no such setting.
+inline void PinTransactionTimeoutOff() {
+#if PG_VERSION_NUM >= 170000
+  SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+#endif
+}
+
 // The schema of extension `extension` (16 exports get_extension_schema; 15 keeps it static).
 inline Oid ExtensionSchema(Oid extension) {
 #if PG_VERSION_NUM >= 160000

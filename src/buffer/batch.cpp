@@ -193,7 +193,10 @@ void BufferBatchAbort() {
 
 void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const int64* deltas,
                           int n, int64 bucket, int64* values) {
-  if (n == 0) return;
+  if (n == 0) {
+    HOLD_INTERRUPTS();  // as a batch that counted returns
+    return;
+  }
   CounterDef def = counter;
   Write w = WriteNow(def);
   BufferBatchAbort();  // nothing is left of an earlier batch; but if so, give it back
@@ -265,7 +268,8 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
   // nothing). A cancel, statement timeout or termination that comes while the flusher writes the
   // batch through withdraws it (the flusher gives it up before its next chunk of keys), and the
   // batch changes nothing; one that comes after the keys are in, or when no key is written
-  // through, comes too late, as one that comes while a transaction commits.
+  // through, comes too late, as one that comes while a transaction commits: interrupts stay held
+  // until the call returns (shared/late_cancel.hpp).
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     HOLD_INTERRUPTS();
@@ -283,7 +287,8 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
   }
   ThroughOutcome outcome{true, 0};
   if (!overflow && m > 0) outcome = AwaitBatchThrough(def, bucket, segment, m, w);
-  if (overflow || !outcome.done) {
+  bool counted = !overflow && outcome.done;
+  if (!counted) {
     // Takes back what was added, last first. (At the very edge of the bigint range a concurrent
     // add can make a take-back itself overflow; it is then left out.)
     for (int i = applied - 1; i >= 0; i--) {
@@ -292,32 +297,24 @@ void BufferIncrementBatch(const CounterDef& counter, const int64* keys, const in
     }
   }
   // Counted: its keys were written now (a batch that changed nothing wrote nothing).
-  if (!overflow && outcome.done)
+  if (counted)
     for (int i = 0; i < n; i++)
       if (pinned[i]) StampPinned(batch_pins[pin_of[i]], w.stamp);
   ReleaseBatch();
-  // A cancel or timeout that came too late: the batch is counted, and the call says so (a
-  // timeout that comes later in the statement still ends it). A termination goes on: the
-  // connection ends, as it would after a commit.
-  bool counted = !overflow && outcome.done;
-  if (counted && QueryCancelPending && !ProcDiePending) {
-    QueryCancelPending = false;
-    (void)get_timeout_indicator(STATEMENT_TIMEOUT, true);
-    (void)get_timeout_indicator(LOCK_TIMEOUT, true);
-  }
-  RESUME_INTERRUPTS();
 
-  if ((overflow || !outcome.done) && segment != nullptr) dsm_detach(segment);
-  // Withdrawn: the cancel, timeout or termination that did it ends the statement now.
-  if (!outcome.done && outcome.sqlerrcode == ERRCODE_QUERY_CANCELED) {
-    CHECK_FOR_INTERRUPTS();
-    ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
-                    errmsg("canceling statement due to user request")));
-  }
-  if (overflow)
-    ReportOverflow(def, keys[applied], BufferRead(def, keys[applied], bucket, false),
-                   deltas[applied]);
-  if (!outcome.done) {
+  if (!counted) {
+    // Nothing counted: the error comes now, with interrupts resumed.
+    RESUME_INTERRUPTS();
+    if (segment != nullptr) dsm_detach(segment);
+    // Withdrawn: the cancel, timeout or termination that did it ends the statement now.
+    if (!outcome.done && outcome.sqlerrcode == ERRCODE_QUERY_CANCELED) {
+      CHECK_FOR_INTERRUPTS();
+      ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                      errmsg("canceling statement due to user request")));
+    }
+    if (overflow)
+      ReportOverflow(def, keys[applied], BufferRead(def, keys[applied], bucket, false),
+                     deltas[applied]);
     if (outcome.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
       ReportValueOutOfRange(def.name, "A key written through to the table would leave the bigint "
                                       "range; nothing of the batch was counted.");

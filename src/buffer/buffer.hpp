@@ -25,6 +25,9 @@ int64 BufferIncrement(const CounterDef& def, int64 key, int64 bucket, int64 delt
 // Then, with interrupts held, it adds to the pinned entries, has the flusher write the rest in
 // one transaction (withdrawing the request if no flusher took it within 10 s), and takes its
 // adds back if that failed. Batches together pin a quarter of the buffer at most.
+// Fails having counted nothing, or returns having counted all, with interrupts still held: the
+// caller ends its call with ResumeInterruptsCounted (shared/late_cancel.hpp) once it has nothing
+// left to do but return.
 void BufferIncrementBatch(const CounterDef& def, const int64* keys, const int64* deltas, int n,
                           int64 bucket, int64* values);
 

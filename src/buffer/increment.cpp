@@ -7,6 +7,7 @@
 #include "buffer/buffer_internal.hpp"
 #include "core/checked_math.hpp"
 #include "transactions/changes.hpp"
+#include "shared/late_cancel.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
 #include "workers/write_through.hpp"
@@ -23,19 +24,33 @@ namespace {
 
 // Has the flusher add delta to the stored value of the non-resident key k. *retry: k became
 // resident meanwhile, add to the buffer instead.
+// The wait is a batch's (batch.cpp): with interrupts held, a cancel, a timeout or a termination
+// withdraws the request if no flusher took it yet, and the call fails having counted nothing
+// (a wait that ended in an error while the request stayed, to be served later, counted what it
+// said it did not); a flusher that took it answers, and once the answer says it counted, the
+// call returns its value (shared/late_cancel.hpp).
 int64 WriteThrough(const CounterDef& def, const CounterKey& k, uint32 hash, int64 delta, Write w,
                    bool* retry) {
   WriteThroughRequest* r = FreeRequest();
   *retry = !PublishForKey(r, k, hash, delta, w);
   if (*retry) return 0;
 
-  RequestAnswer answer = AwaitAnswer(r, false, 0);
-  if (answer.state == kRequestFailed) {
-    if (answer.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
-      ReportOverflow(def, k.key, BufferRead(def, k.key, k.bucket, false), delta);
-    ReportUnknownCounter(def.name);
+  HOLD_INTERRUPTS();
+  RequestAnswer answer = AwaitAnswer(r, true, 0);
+  if (answer.state != kRequestFailed) {
+    ResumeInterruptsCounted();
+    return answer.result;
   }
-  return answer.result;
+  RESUME_INTERRUPTS();
+  if (answer.sqlerrcode == ERRCODE_QUERY_CANCELED) {
+    CHECK_FOR_INTERRUPTS();
+    ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
+                    errmsg("canceling statement due to user request")));
+  }
+  if (answer.sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+    ReportOverflow(def, k.key, BufferRead(def, k.key, k.bucket, false), delta);
+  ReportUnknownCounter(def.name);
+  return 0;
 }
 
 // The hot path's steps (protocol.hpp), noting an entry that turned dirty after the lock. The

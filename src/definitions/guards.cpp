@@ -33,6 +33,7 @@ extern "C" {
 #include "commands/tablecmds.h"
 #include "nodes/makefuncs.h"
 #include "nodes/value.h"
+#include "storage/lmgr.h"
 #include "parser/parse_node.h"
 #include "utils/fmgroids.h"
 #include "utils/syscache.h"
@@ -97,6 +98,24 @@ Oid FindGuard(const char* name) {
 }
 
 void CreateGuard(const char* name, int32 id, Oid owner) {
+  // The guard of a counter of this name that an sc_drop just dropped may still be in this
+  // backend's caches: a transaction shows as committed (and so its DELETE of the counter's row
+  // let this sc_create insert its own) before it sends the invalidations of its catalog changes,
+  // and its commit purges the buffer in between. It holds its lock on the guard until after it
+  // sent them: waiting for that lock (whose taking reads them) and looking again tells a guard
+  // that is gone from one that is there. Without it, core said 42P07 ("relation ... already
+  // exists").
+  Oid existing = FindGuard(name);
+  if (OidIsValid(existing)) {
+    LockRelationOid(existing, AccessShareLock);
+    if (OidIsValid(FindGuard(name)))
+      ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+                      errmsg("the guard of counter \"%s\" already exists", name),
+                      errdetail("The sequence %s.%s, which would hold the new counter's owner and "
+                                "privileges, belongs to no counter.",
+                                kGuardSchema, quote_identifier(name)),
+                      errhint("Drop that sequence, or create the counter under another name.")));
+  }
   // As the extension, which owns the schema (no role may create in it), for `owner`.
   Oid saved_user;
   int saved_context;

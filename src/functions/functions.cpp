@@ -28,6 +28,7 @@
 #include "spi.hpp"
 #include "transactions/transactional.hpp"
 #include "shared/flusher_slots.hpp"
+#include "shared/late_cancel.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(sc_rollup);
@@ -348,14 +349,16 @@ Datum IncrBatch(PG_FUNCTION_ARGS) {
     // On an error the transaction (or subtransaction) ends, and its pending deltas with it.
     for (int i = 0; i < nkeys; i++)
       values[i] = Int64GetDatum(TransactionalIncrement(def, keys[i], bucket, deltas[i]));
-  } else {
-    // All or nothing (buffer.hpp).
-    auto* results = static_cast<int64*>(palloc(sizeof(int64) * (nkeys + 1)));
-    BufferIncrementBatch(def, keys, deltas, nkeys, bucket, results);
-    EnsureFlusher(true);
-    for (int i = 0; i < nkeys; i++) values[i] = Int64GetDatum(results[i]);
+    PG_RETURN_ARRAYTYPE_P(construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE));
   }
-  PG_RETURN_ARRAYTYPE_P(construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE));
+  // All or nothing (buffer.hpp); counted, it returns with interrupts held, until this returns.
+  auto* results = static_cast<int64*>(palloc(sizeof(int64) * (nkeys + 1)));
+  BufferIncrementBatch(def, keys, deltas, nkeys, bucket, results);
+  EnsureFlusher(true);
+  for (int i = 0; i < nkeys; i++) values[i] = Int64GetDatum(results[i]);
+  ArrayType* array = construct_array(values, nkeys, INT8OID, 8, true, TYPALIGN_DOUBLE);
+  ResumeInterruptsCounted();
+  PG_RETURN_ARRAYTYPE_P(array);
 }
 
 Datum Set(PG_FUNCTION_ARGS) {

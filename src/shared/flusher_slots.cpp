@@ -11,6 +11,8 @@
 // call in, never the reverse.
 #include "shared/flusher_slots.hpp"
 
+#include "shared/late_cancel.hpp"
+
 namespace sc {
 
 DatabaseSlot* my_flusher_slot = nullptr;
@@ -138,8 +140,14 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
 
   DatabaseSlot* slot = nullptr;
   Start result = TryEnsureFlusher(&slot);
-  // Every slot or worker process taken: idle flushers of other databases make room.
+  // Every slot or worker process taken: idle flushers of other databases make room. After a
+  // write, the wait raises no error: the write counted, and an error would say it did not. A
+  // cancel, timeout or termination ends it, and a cancel or timeout then came too late for the
+  // call (late_cancel.hpp), unless the caller holds interrupts itself and decides (a batch, a
+  // write-through's wait).
   if ((result == Start::kNoSlot || result == Start::kNoWorker) && AskIdleFlushersToLeave()) {
+    bool counted = after_write && InterruptHoldoffCount == 0;
+    if (after_write) HOLD_INTERRUPTS();
     TimestampTz since = GetCurrentTimestamp();
     do {
       (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 20,
@@ -148,7 +156,12 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
       CHECK_FOR_INTERRUPTS();
       result = TryEnsureFlusher(&slot);
     } while ((result == Start::kNoSlot || result == Start::kNoWorker) &&
-             !TimestampDifferenceExceeds(since, GetCurrentTimestamp(), kRoomForFlusherMs));
+             !TimestampDifferenceExceeds(since, GetCurrentTimestamp(), kRoomForFlusherMs) &&
+             !(after_write && (QueryCancelPending || ProcDiePending)));
+    if (counted)
+      ResumeInterruptsCounted();
+    else if (after_write)
+      RESUME_INTERRUPTS();
   }
   // After a write, fail softly: the write is done, and the next write tries again.
   int elevel = after_write ? WARNING : ERROR;

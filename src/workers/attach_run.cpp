@@ -49,6 +49,7 @@
 #include "definitions/privileges.hpp"
 #include "settings.hpp"
 #include "shared/flusher_slots.hpp"
+#include "workers/session.hpp"
 
 extern "C" {
 #include "catalog/pg_class.h"
@@ -503,12 +504,10 @@ void slotted_counter_attacher_main(Datum arg) {
   if (!ClaimAttacherRole(db)) proc_exit(0);
   before_shmem_exit(LeaveSlot, 0);
   if (DatabaseClosing(db)) proc_exit(0);
-  // What the database's or the superuser's defaults may say, the extension's own part needs
-  // these (the role's code may change them within its run; they are reset after it).
-  SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_SESSION);
-  SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_SESSION);
-  SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_SESSION);
-  SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+  // Whatever the database's and the roles' defaults say (session.hpp); the runs have their own
+  // time limit, and never wait for a lock a user's transaction holds. The owner's code may change
+  // settings within its run; they are rolled back after it.
+  PinSessionSettings(0);
   cancel_timeout = RegisterTimeout(USER_TIMEOUT, OnTimeLimit);
   kill_timeout = RegisterTimeout(USER_TIMEOUT, OnTimeLimitIgnored);
   pgstat_report_activity(STATE_RUNNING, "running attachments");

@@ -25,6 +25,7 @@
 #include "functions/retention.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
+#include "workers/session.hpp"
 #include "workers/write_through.hpp"
 #include "spi.hpp"
 
@@ -130,6 +131,15 @@ bool ExtensionInstalled() {
   return installed;
 }
 
+// After a flush or a write-through failed: if it failed because the extension was dropped under
+// it (its tables went while it waited for a lock on them), there is nothing to report and nothing
+// left to flush: the slot is freed and the flusher exits.
+void LeaveIfExtensionDropped() {
+  if (ExtensionInstalled()) return;
+  FreeSlot();
+  proc_exit(0);
+}
+
 // Whether this flusher process has maintained its database's rank indexes yet: its first
 // maintenance frees them all (a flusher that took over cannot know what the last one applied).
 bool ranks_maintained = false;
@@ -223,6 +233,7 @@ bool FlushAndRecord(Oid db) {
     }
   });
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
+  if (rows < 0) LeaveIfExtensionDropped();
   if (rows < 0)
     LogFailure(error_code, error, failures);
   else if (failures > 0)
@@ -235,7 +246,7 @@ bool FlushAndRecord(Oid db) {
 bool ServeAndRecord(Oid db) {
   MemoryContext context = CurrentMemoryContext;
   volatile int served = 0;
-  volatile bool ok = true;
+  ErrorData* volatile failure = nullptr;
   PG_TRY();
   {
     served = ServeWriteThroughs(db);
@@ -243,14 +254,20 @@ bool ServeAndRecord(Oid db) {
   PG_CATCH();
   {
     MemoryContextSwitchTo(context);
-    EmitErrorReport();
+    failure = CopyErrorData();
     FlushErrorState();
     AbortCurrentTransaction();
     AbandonTotalsWrite();
-    ok = false;
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);
+  bool ok = failure == nullptr;
+  if (!ok) {
+    LeaveIfExtensionDropped();
+    failure->elevel = WARNING;
+    ThrowErrorData(failure);
+    FreeErrorData(failure);
+  }
   if (served > 0) {
     SpinLockAcquire(&my_flusher_slot->mutex);
     my_flusher_slot->write_throughs += uint64(served);
@@ -370,22 +387,10 @@ void slotted_counter_flusher_main(Datum arg) {
     FreeSlot();
     proc_exit(0);
   }
-  // Whatever the database's or the superuser's defaults say (ALTER DATABASE / ALTER ROLE ... SET),
-  // the flusher's transactions must write, in read committed, with every trigger of its own
-  // tables (none) firing, and wait for no one long: a read-only default made every flush fail and
-  // a clean restart lose what was buffered. A flush that meets a user's lock gives up after a
-  // second and tries again later, so that write-throughs and shutdown are never stuck behind it.
-  static const char* const kSettings[][2] = {
-      {"default_transaction_read_only", "off"},
-      {"default_transaction_isolation", "read committed"},
-      {"default_transaction_deferrable", "off"},
-      {"session_replication_role", "origin"},
-      {"statement_timeout", "0"},
-      {"idle_in_transaction_session_timeout", "0"},
-      {"search_path", "pg_catalog"},
-      {"lock_timeout", "1000"}};
-  for (const auto& setting : kSettings)
-    SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
+  // Whatever the database's and the roles' defaults say (session.hpp). A flush that meets a
+  // user's lock gives up after a second and tries again later, so that write-throughs and
+  // shutdown are never stuck behind it.
+  PinSessionSettings(1000);
   SetWorkerState(kWorkerIdle);
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
 

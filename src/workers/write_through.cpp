@@ -94,11 +94,10 @@ RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_
   return answer;
 }
 
-// This backend's request, once no earlier request of it is pending. A request left by an earlier
-// call that was cancelled while it waited is still served, by its own database's flusher: this
-// waits for it. One left by a process of another database that had this process index is withdrawn
-// if no flusher has taken it: its requester is gone, and this database's flusher would never
-// serve it.
+// This backend's request, once no earlier request of it is open (a call that waited for its
+// answer leaves none: the wait ends with the answer, or with the request withdrawn). One left by
+// a process of another database that had this process index is withdrawn if no flusher has taken
+// it: its requester is gone, and this database's flusher would never serve it.
 WriteThroughRequest* FreeRequest() {
   WriteThroughRequest* r = &shared->requests[MyProcIndex()];
   (void)Requests().ForgetForeign(MyProcIndex(), MyDatabaseId);

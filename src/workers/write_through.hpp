@@ -52,7 +52,7 @@ void PublishIntern(WriteThroughRequest* r, int32 counter, int nbatch, dsm_handle
                    uint64 creator);
 
 // Waits until the flusher answered r, and frees r. held: interrupts are held (a batch's second
-// phase): no error is raised, a missing flusher only warns, and a request no flusher took within
+// phase, a single key's write-through): no error is raised, a missing flusher only warns, and a request no flusher took within
 // withdraw_after_ms (0: never) is withdrawn and answered 53400. Otherwise the wait is
 // interruptible, and a cancelled requester's request is still served. Either way a request taken
 // by a flusher that is gone goes back to the next flusher.
