@@ -4,7 +4,6 @@
 // Reads each DatabaseSlot's counters under its spinlock (copied out, then reported), and counts
 // the database's dirty entries with the partition locks SHARED, one partition at a time: a
 // monitoring read never blocks an increment.
-#include "settings.hpp"
 #include "shared/rank_indexes.hpp"
 #include "shared/shmem.hpp"
 
@@ -16,15 +15,9 @@ namespace sc {
 
 namespace {
 
-// A flush that has run this many intervals shows as lagging: a crash still loses only about two
-// intervals of buffered increments (flush.cpp), but the backlog is larger than an interval writes.
-constexpr int kLaggingIntervals = 3;
-
-const char* WorkerStateName(uint32 state, TimestampTz flush_begun_at) {
-  int interval = settings.flush_interval;
-  if (state == kWorkerFlushing && flush_begun_at != 0 && interval > 0 &&
-      TimestampDifferenceExceeds(flush_begun_at, GetCurrentTimestamp(),
-                                 kLaggingIntervals * interval))
+const char* WorkerStateName(uint32 state, TimestampTz lagging_at) {
+  // A flush that has run three of its flusher's intervals (worker.cpp).
+  if (state == kWorkerFlushing && lagging_at != 0 && GetCurrentTimestamp() >= lagging_at)
     return "lagging";
   switch (state) {
     case kWorkerStarting: return "starting";
@@ -77,8 +70,8 @@ void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
   values[11] = Int64GetDatum(int64(copy->attach_errors));
   if (pid == 0) nulls[12] = true;
   else values[12] = Int32GetDatum(pid);
-  values[13] = CStringGetTextDatum(
-      WorkerStateName(pid == 0 ? kWorkerNone : copy->tickets.worker_state, copy->flush_begun_at));
+  values[13] = CStringGetTextDatum(WorkerStateName(
+      pid == 0 ? kWorkerNone : copy->tickets.worker_state, copy->flush_lagging_at));
   values[14] = Int64GetDatum(int64(copy->flush_failures));
   if (copy->flush_error_at == 0) {
     nulls[15] = nulls[16] = true;
@@ -120,7 +113,7 @@ Datum sc_stats(PG_FUNCTION_ARGS) {
     copy.attach_errors = slot->attach_errors;
     copy.last_flush_at = slot->last_flush_at;
     copy.last_flush_ms = slot->last_flush_ms;
-    copy.flush_begun_at = slot->flush_begun_at;
+    copy.flush_lagging_at = slot->flush_lagging_at;
     copy.flush_failures = slot->flush_failures;
     copy.flush_error_at = slot->flush_error_at;
     memcpy(copy.flush_error, slot->flush_error, sizeof(copy.flush_error));

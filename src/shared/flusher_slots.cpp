@@ -37,7 +37,7 @@ void ResetSlot(DatabaseSlot& slot) {
   slot.attach_skipped = slot.attach_errors = 0;
   slot.last_flush_at = 0;
   slot.last_flush_ms = 0;
-  slot.flush_begun_at = 0;
+  slot.flush_lagging_at = 0;
   slot.totals_writers = 0;
   slot.totals_writers_since = 0;
   slot.attacher_pid = 0;

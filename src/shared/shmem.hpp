@@ -78,7 +78,7 @@ struct DatabaseSlot {
   uint64 attach_errors;          // attachment runs that failed
   TimestampTz last_flush_at;
   double last_flush_ms;
-  TimestampTz flush_begun_at;    // the flush in progress (0: none), for its state in stats
+  TimestampTz flush_lagging_at;  // when the flush in progress shows as lagging (0: none, never)
 
   // Flusher transactions that write totals (flush.cpp), and the clock before the first of them.
   int totals_writers;
