@@ -41,7 +41,7 @@ Size SharedStateSize() {
 
 void RequestSharedState() {
   RequestAddinShmemSpace(SharedStateSize());
-  RequestNamedLWLockTranche(kTranche, kPartitions + 3 + kRankLocks);
+  RequestNamedLWLockTranche(kTranche, kPartitions + 2 + kApplyLocks + kRankLocks);
 }
 
 bool CreateSharedState() {
@@ -110,12 +110,11 @@ bool CreateSharedState() {
     p += CounterTable::BytesFor(uint32(settings.max_entries));
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->request_ids = CreateRequestIdTable(p, settings.max_request_ids,
-                                          &locks[kPartitions + 1].lock,
-                                          &locks[kPartitions + 2].lock);
+                                          &locks[kPartitions + 1].lock, &locks[kPartitions + 2]);
     p += RequestIdTableSize(settings.max_request_ids);
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->rank_indexes = reinterpret_cast<RankIndexes*>(p);
-    InitRankIndexes(s->rank_indexes, &locks[kPartitions + 3]);
+    InitRankIndexes(s->rank_indexes, &locks[kPartitions + 2 + kApplyLocks]);
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;

@@ -35,8 +35,9 @@
 //     counts itself in, and only then starts its transaction, whose now() stamps the rows it
 //     writes. So every row that run cannot see is stamped at or after the watermark it keeps
 //     (attach_run.cpp).
-//   - request_ids, with its two LWLocks: the ids of buffered sc_incr_once calls
-//     until the flush that writes their increments writes them (request_ids.hpp).
+//   - request_ids, with its LWLock and the databases' apply locks: the ids of buffered
+//     sc_incr_once calls until the flush that writes their increments writes them, shared by the
+//     databases by the fair share of core/fair_share.hpp (request_ids.hpp).
 //   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
 //     their pre-commit until they have purged the buffer after the commit, guarded by the
 //     spinlock bucket_drops_mutex. The dropper holds its counter's row FOR UPDATE, so no flush of
@@ -135,7 +136,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 16;
+constexpr uint32 kLayoutVersion = 17;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always

@@ -589,16 +589,16 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due) {
   int32* ids = LockLiveCounters(&nids, &skipped, &nskipped);
   int64 n;
   // The request ids of buffered sc_incr_once calls whose increments this flush claims, and only
-  // those (request_ids.hpp: apply_lock).
+  // those (request_ids.hpp: the apply locks).
   RequestIdTable* request_ids = shared->request_ids;
   TakenRequestId* taken;
-  LWLockAcquire(request_ids->apply_lock, LW_EXCLUSIVE);
+  LWLockAcquire(ApplyLockOf(request_ids, db), LW_EXCLUSIVE);
   // In the work context: they are settled after the transaction (and SPI's memory) ended.
   MemoryContext caller = MemoryContextSwitchTo(work_context);
   int ntaken = TakePendingRequestIds(request_ids, db, ids, nids, &taken);
   MemoryContextSwitchTo(caller);
   FlushItem* items = CollectDirty(db, slot, ids, nids, &n);
-  LWLockRelease(request_ids->apply_lock);
+  LWLockRelease(ApplyLockOf(request_ids, db));
   int64 folded = 0;
   int64 with_rows = 0;
   RankUpdate* folded_updates = nullptr;
