@@ -61,7 +61,8 @@ bool CreateSharedState() {
     s->slots_lock = &locks[0].lock;
     s->partition_locks = &locks[1];
     pg_atomic_init_u64(&s->catalog_epoch, 1);
-    new (&s->write_throughs_pending) std::atomic<uint32_t>(0);
+    for (std::atomic<uint32_t>& cell : s->write_throughs_open.cells)
+      new (&cell) std::atomic<uint32_t>(0);
     pg_atomic_init_u64(&s->evictions, 0);
     pg_atomic_init_u64(&s->room_wanted_at, 0);
     InitThroughHolds(s->through_holds);

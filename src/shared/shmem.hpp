@@ -17,8 +17,8 @@
 //     slot's statistics (a few instructions, never held across anything that can fail). Waiters
 //     for a flush or a write-through sleep on the slot's condition variable `done_cv`.
 //   - one WriteThroughRequest per backend (indexed by MyProcIndex(), compat.hpp), with its spinlock `mutex`,
-//     and write_throughs_pending (how many are PENDING or TAKEN): the requests' states, their
-//     lock rule and every step of them are in core/write_through_request.hpp, run here over
+//     and write_throughs_open (how many are PENDING or TAKEN, by database): the requests' states,
+//     their lock rule and every step of them are in core/write_through_request.hpp, run here over
 //     Requests() (below).
 //   - through_holds: partitions held against loads while a batch's keys are written through or
 //     the rows of expired keys are deleted; the rule and its steps are in core/through_holds.hpp,
@@ -136,7 +136,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 17;
+constexpr uint32 kLayoutVersion = 18;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -145,7 +145,7 @@ struct SharedState {
   LWLockPadded* partition_locks;  // kPartitions of them
   PartitionReaders* partition_readers;  // kPartitions of them
   pg_atomic_uint64 catalog_epoch;
-  std::atomic<uint32_t> write_throughs_pending;  // core/write_through_request.hpp
+  OpenCounts write_throughs_open;  // core/write_through_request.hpp
   pg_atomic_uint64 evictions;
   int max_databases;
   int max_requests;
@@ -308,7 +308,7 @@ struct SharedRequests {
 
 inline WriteThroughs<SharedRequests> Requests() {
   return WriteThroughs<SharedRequests>(SharedRequests{shared->requests, shared->max_requests},
-                                       &shared->write_throughs_pending);
+                                       &shared->write_throughs_open);
 }
 
 }  // namespace sc
