@@ -10,15 +10,17 @@
 #      its share gives one up), where before they counted rows in slotted_counter.totals on every
 #      call. A rank answered by an index reads no table: pg_stat_xact_all_tables shows it.
 #   3. Request ids of buffered sc_incr_once (slotted_counter.max_request_ids = 128): one database
-#      takes every id it can while its flush cannot write (its values table is locked); another
-#      database's calls complete at once, where before they waited 10 s for the other database's
-#      flush and failed with 53400. Every id counts once in both databases afterwards.
+#      takes every id it can while its flush cannot write (its values table is locked), and its
+#      next call fails after 10 s (begun first, it waits while 1 and 2 run); another database's
+#      calls complete at once, where before they waited 10 s for the other database's flush and
+#      failed with 53400. Every id counts once in both databases afterwards.
 # The flusher runs only when asked (flush_interval = 0) and stays (idle_timeout = 0): a new
 # flusher would drop its database's indexes.
 
 use strict;
 use warnings;
 
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -71,6 +73,24 @@ SELECT cardinality(sc_incr_batch('$name', ARRAY(SELECT generate_series(1, $n)::b
 SELECT sc_rollup();});
 }
 
+# 3, begun first: its flood waits 10 s for a flush that cannot come, while 1 and 2 run. flood's
+# values table is locked: its flush cannot write, so its ids stay in shared memory. It takes all
+# it can; its next call waits for its own flush, and fails after 10 s. The keys are counted (by
+# 0) first: a key not resident would be read from the locked table.
+$node->safe_psql('flood', q{SELECT sc_create('f', 'buffered'); SELECT sc_incr('f', 1, 0)});
+$node->safe_psql('quiet', q{SELECT sc_create('q', 'buffered'); SELECT sc_incr('q', 1, 0)});
+my $locker = $node->background_psql('flood');
+$locker->query_safe('BEGIN');
+$locker->query_safe('LOCK TABLE slotted_counter.totals IN ACCESS EXCLUSIVE MODE');
+my ($flood_out, $flood_err) = ('', '');
+my $flood = IPC::Run::start(
+	[
+		'psql', '-X', '-At', '-v', 'VERBOSITY=verbose', '-c',
+		q{SELECT count(sc_incr_once('f', 1, 1, 'flood-' || g)) FROM generate_series(1, 200) g},
+		'-h', $node->host, '-p', $node->port, 'flood'
+	],
+	'>', \$flood_out, '2>', \$flood_err);
+
 # 1. Rank memory. 1 MB holds the index of 30,000 keys, or of 15,000, not both.
 counter_of('mem', 'big', 30000);
 counter_of('mem', 'mid', 15000);
@@ -120,25 +140,15 @@ SELECT count(sc_rank('h' || i, 1)) FROM generate_series(1, 32) i; SELECT sc_roll
 is(rank_reads('other', 'o', 5) . rank_reads('ranks', 'm', 1, 'meek'), '00',
 	'a role over its share takes no slot back from those within theirs');
 
-# 3. Request ids. flood's values table is locked: its flush cannot write, so its ids stay in
-# shared memory. It takes all it can; its next call waits for its own flush, which cannot come,
-# and fails after 10 s.
-# The keys are counted (by 0) first: a key not resident would be read from the locked table.
-$node->safe_psql('flood', q{SELECT sc_create('f', 'buffered'); SELECT sc_incr('f', 1, 0)});
-$node->safe_psql('quiet', q{SELECT sc_create('q', 'buffered'); SELECT sc_incr('q', 1, 0)});
-my $locker = $node->background_psql('flood');
-$locker->query_safe('BEGIN');
-$locker->query_safe('LOCK TABLE slotted_counter.totals IN ACCESS EXCLUSIVE MODE');
-my ($ret, $out, $err) = $node->psql('flood',
-	q{SELECT count(sc_incr_once('f', 1, 1, 'flood-' || g)) FROM generate_series(1, 200) g},
-	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-like($err, qr/ERROR:  53400: no room for the request id of counter "f"/,
+# 3. Request ids: the flood, begun first, ran out.
+$flood->finish;
+like($flood_err, qr/ERROR:  53400: no room for the request id of counter "f"/,
 	'the flood takes request ids until none is left for it');
 my $flooded = $node->safe_psql('flood', q{SELECT sc_sum('f', 1)});
 note "the flood applied $flooded ids before it ran out";
 
 # quiet's calls, while flood's flush still cannot write (the lock is held).
-($ret, $out, $err) = $node->psql('quiet',
+my ($ret, $out, $err) = $node->psql('quiet',
 	q{SELECT sc_incr_once('q', 1, 1, 'quiet-' || g) FROM generate_series(1, 5) g},
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 is($out, join("\n", 1 .. 5), "another database's sc_incr_once calls complete meanwhile");
