@@ -210,14 +210,14 @@ int64 BufferIncrementOnce(const CounterDef& counter, int64 key, int64 bucket, in
   int64 value = 0;
   bool overflow = false;
   // Not written through: the increment must be in the buffer, for the flush that writes it to
-  // write the id too. The add and the id's kPending are one section under apply_lock SHARED
-  // (request_ids.hpp).
+  // write the id too. The add and the id's kPending are one section under the database's apply
+  // lock SHARED (request_ids.hpp).
   UntilResident(&def, k, hash, "count into", [&] {
-    LWLockAcquire(ids->apply_lock, LW_SHARED);
+    LWLockAcquire(ApplyLockOf(ids, MyDatabaseId), LW_SHARED);
     Probe probe = AddResident(k, hash, delta, w, &value, &overflow);
     if (probe == Probe::kFound && !overflow)
       AppliedRequestId(ids, id_index, key, bucket, value, GetCurrentTimestamp());
-    LWLockRelease(ids->apply_lock);
+    LWLockRelease(ApplyLockOf(ids, MyDatabaseId));
     return probe;
   });
   if (overflow) ReportOverflow(def, key, value, delta);

@@ -4,6 +4,7 @@
 #include "core/counter_table.hpp"
 
 #include "core/checked_math.hpp"
+#include "core/fair_share.hpp"
 #include "core/cpp_only_file.hpp"
 
 namespace sc {
@@ -114,7 +115,7 @@ uint32_t ReadShares(const std::atomic<uint64_t>* occupancy, uint32_t capacity, u
     if (uint32_t(cells[c] >> 32) == db) counted = true;
   }
   if (!counted) databases++;
-  return capacity / databases;
+  return uint32_t(FairShare(capacity, ReserveOf(capacity, PoolKind::kTakesBack), databases));
 }
 
 }  // namespace
@@ -124,7 +125,7 @@ int CounterTable::OverShare(uint32_t db, uint32_t* out, int max) const noexcept 
   uint32_t share = ReadShares(occupancy_, capacity_, db, cells);
   int n = 0;
   for (uint32_t c = 0; c < kOccupancyCells && n < max; c++)
-    if (uint32_t(cells[c]) > share && uint32_t(cells[c] >> 32) != db)
+    if (AboveShare(uint32_t(cells[c]), share) && uint32_t(cells[c] >> 32) != db)
       out[n++] = uint32_t(cells[c] >> 32);
   return n;
 }
@@ -133,7 +134,7 @@ bool CounterTable::OverItsShare(uint32_t db) const noexcept {
   uint64_t cells[kOccupancyCells];
   uint32_t share = ReadShares(occupancy_, capacity_, db, cells);
   for (uint32_t c = 0; c < kOccupancyCells; c++)
-    if (uint32_t(cells[c] >> 32) == db && uint32_t(cells[c]) > share) return true;
+    if (uint32_t(cells[c] >> 32) == db && AboveShare(uint32_t(cells[c]), share)) return true;
   return false;
 }
 

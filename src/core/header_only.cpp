@@ -6,6 +6,7 @@
 #include "core/database_slot.hpp"
 #include "core/dirty_ring.hpp"
 #include "core/entry_handles.hpp"
+#include "core/fair_share.hpp"
 #include "core/fold_epochs.hpp"
 #include "core/key_cache.hpp"
 #include "core/partition_lock.hpp"

@@ -130,6 +130,16 @@ struct RankIndex {
   uint64_t Size() const noexcept { return size; }
   uint64_t Bytes() const noexcept { return bytes; }
 
+  // What Bytes() is after a Build of n distinct keys into an index of blocks of block_values_
+  // (its sort space, n * 8 bytes, is held only during the Build): the memory an index asks for
+  // before it is built (shared/rank_indexes.cpp, the fair share of rank_memory).
+  static uint64_t BuildBytes(uint64_t n, uint32_t block_values_ = kRankBlockValues) noexcept {
+    if (n == 0) return 0;
+    uint64_t blocks = (n + BuildFill(block_values_) - 1) / BuildFill(block_values_);
+    return BuildCapacity(n) * sizeof(RankSlot) + DirectoryBytes(uint32_t(blocks < 4 ? 4 : blocks)) +
+           blocks * block_values_ * sizeof(int64_t);
+  }
+
   template <typename Allocator>
   bool Find(Allocator& a, int64_t key, int64_t* value) const noexcept {
     if (key == kRankEmptyKey) {
@@ -260,8 +270,7 @@ struct RankIndex {
     if (n > (uint64_t(1) << 40)) return false;  // beyond any memory; keeps the sizes below exact
     RankIndex fresh;
     fresh.Init(block_values);
-    uint64_t cap = n / 3 * 4 + (n % 3) * 4 / 3 + 1;
-    if (cap < kMinCapacity) cap = kMinCapacity;
+    uint64_t cap = BuildCapacity(n);
     SC_ASSERT(Fits(n, cap));
     fresh.table = a.Allocate(size_t(cap) * sizeof(RankSlot));
     if (fresh.table == 0) return false;
@@ -346,6 +355,17 @@ struct RankIndex {
 
  private:
   static constexpr uint64_t kMinCapacity = 16;
+
+  // Build's sizes: the map 3/4 full for n keys, and the values a block takes (3/4 of it).
+  static uint64_t BuildCapacity(uint64_t n) noexcept {
+    uint64_t cap = n / 3 * 4 + (n % 3) * 4 / 3 + 1;
+    return cap < kMinCapacity ? kMinCapacity : cap;
+  }
+  static uint32_t BuildFill(uint32_t block_values_) noexcept {
+    uint32_t fill = block_values_ / 4 * 3;
+    if (fill < block_values_ / 2 + 1) fill = block_values_ / 2 + 1;  // small test blocks
+    return fill > block_values_ ? block_values_ : fill;
+  }
 
   // The directory's arrays, resolved for one call: first values, block handles, the Fenwick
   // tree over the counts (tree[j - 1] holds the sum of counts (j - (j & -j), j]), counts.
@@ -622,9 +642,7 @@ struct RankIndex {
     if (has_empty_key) sorted[n++] = empty_key_value;
     SC_ASSERT(n == size);
     std::sort(sorted, sorted + n);
-    uint32_t fill = block_values / 4 * 3;
-    if (fill < block_values / 2 + 1) fill = block_values / 2 + 1;  // small test blocks
-    if (fill > block_values) fill = block_values;
+    uint32_t fill = BuildFill(block_values);
     uint64_t needed = (n + fill - 1) / fill;
     bool ok = needed < (1u << 31);
     if (ok) {

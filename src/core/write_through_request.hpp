@@ -10,10 +10,12 @@
 // The lock rule (said here once): every field of a request (ThroughRequest) is read and written
 // under that request's own mutex (a spinlock, a few instructions, never held with another), with
 // two exceptions: while a request is TAKEN its flusher reads key, delta, nbatch and batch without
-// it (only Publish writes them, and only an EMPTY request is published); and `open` (the count of
-// requests PENDING or TAKEN, so that loaders skip the scan when it is 0) is an atomic, changed by
-// the step that enters or leaves those states under the request's mutex, so that a look at
-// every mutex at once sees it equal to that count.
+// it (only Publish writes them, and only an EMPTY request is published); and `open` (OpenCounts:
+// the requests PENDING or TAKEN by database, in cells of atomics, so that a loader or a flusher of
+// a database with none open skips the scan whatever other databases write through) is changed
+// by the step that enters or leaves those states under the request's mutex, in the cell of the
+// request's database, so that a look at every mutex at once sees each cell equal to the requests
+// open of its databases.
 //
 // The states, and who moves a request between them (each step asserts the state it expects):
 //
@@ -95,8 +97,23 @@ struct Look {
   int server;            // the flusher that had taken it (TAKEN), else 0
 };
 
+// The requests PENDING or TAKEN, database db's in cell db % kOpenCells (databases whose oids fall
+// in one cell share it, and scan for each other's requests).
+constexpr uint32_t kOpenCells = 16;
+struct OpenCounts {
+  std::atomic<uint32_t> cells[kOpenCells];
+
+  std::atomic<uint32_t>& Of(uint32_t db) noexcept { return cells[db % kOpenCells]; }
+  uint32_t Total() const noexcept {
+    uint32_t n = 0;
+    for (const std::atomic<uint32_t>& c : cells) n += c.load();
+    return n;
+  }
+};
+static_assert(std::is_standard_layout<OpenCounts>::value, "shared structs have a standard layout");
+
 // The steps, under the request's mutex. Each asserts the state it expects; the ones that enter
-// or leave PENDING/TAKEN move `open` with them.
+// or leave PENDING/TAKEN move `open`, the cell of the request's database, with them.
 namespace request_step {
 
 inline void EnterOpen(std::atomic<uint32_t>& open) noexcept { open.fetch_add(1); }
@@ -185,11 +202,12 @@ inline void Fail(ThroughRequest& r, std::atomic<uint32_t>& open, int sqlerrcode)
 template <typename Requests>
 class WriteThroughs {
  public:
-  WriteThroughs(Requests requests, std::atomic<uint32_t>* open) noexcept
+  WriteThroughs(Requests requests, OpenCounts* open) noexcept
       : requests_(requests), open_(*open) {}
 
   ThroughRequest& at(int i) noexcept { return requests_.at(i); }
-  std::atomic<uint32_t>& open() noexcept { return open_; }
+  // The requests open of database db (and of the databases that share its cell).
+  std::atomic<uint32_t>& open(uint32_t db) noexcept { return open_.Of(db); }
 
   // ---- the requester ----------------------------------------------------------------------------
 
@@ -239,7 +257,7 @@ class WriteThroughs {
     switch (r.state) {
       case kRequestPending:
         if (cancelled || withdraw_due) {
-          request_step::Withdraw(r, open_);
+          request_step::Withdraw(r, open_.Of(r.key.db));
           look.step = AwaitStep::kWithdrawn;
         }
         break;
@@ -277,7 +295,7 @@ class WriteThroughs {
     mutex.lock();
     ThroughRequest& r = requests_.at(i);
     bool foreign = r.state == kRequestPending && r.key.db != db;
-    if (foreign) request_step::Withdraw(r, open_);
+    if (foreign) request_step::Withdraw(r, open_.Of(r.key.db));
     mutex.unlock();
     return foreign;
   }
@@ -287,7 +305,7 @@ class WriteThroughs {
   // Whether a write-through of the single key k is open (PENDING or TAKEN): then no loader may
   // link k. Under k's partition lock EXCLUSIVE.
   bool OpenFor(const CounterKey& k) noexcept {
-    if (open_.load() == 0) return false;
+    if (open_.Of(k.db).load() == 0) return false;
     for (int i = 0; i < requests_.size(); i++) {
       auto mutex = requests_.mutex(i);
       mutex.lock();
@@ -312,7 +330,7 @@ class WriteThroughs {
       ThroughRequest& r = requests_.at(i);
       bool fail = r.state == kRequestPending && r.key.db == db &&
                   (counter == 0 || r.key.counter == counter);
-      if (fail) request_step::Fail(r, open_, sqlerrcode);
+      if (fail) request_step::Fail(r, open_.Of(r.key.db), sqlerrcode);
       mutex.unlock();
       failed += fail ? 1 : 0;
     }
@@ -324,7 +342,7 @@ class WriteThroughs {
   // Takes every PENDING request of database db for the flusher server_pid: their indexes go to
   // taken (room for size()); returns how many.
   int TakePending(uint32_t db, int server_pid, int* taken) noexcept {
-    if (open_.load() == 0) return 0;
+    if (open_.Of(db).load() == 0) return 0;
     int n = 0;
     for (int i = 0; i < requests_.size(); i++) {
       auto mutex = requests_.mutex(i);
@@ -361,7 +379,7 @@ class WriteThroughs {
     if (outcome == kRequestPending)
       request_step::GiveBack(r);
     else
-      request_step::Answer(r, open_, outcome, result, sqlerrcode);
+      request_step::Answer(r, open_.Of(r.key.db), outcome, result, sqlerrcode);
     mutex.unlock();
     return outcome == kRequestPending ? 0 : keys;
   }
@@ -380,12 +398,13 @@ class WriteThroughs {
                Write w, bool intern, uint64_t creator = 0) noexcept {
     auto mutex = requests_.mutex(i);
     mutex.lock();
-    request_step::Publish(requests_.at(i), open_, k, delta, nbatch, batch, w, intern, creator);
+    request_step::Publish(requests_.at(i), open_.Of(k.db), k, delta, nbatch, batch, w, intern,
+                          creator);
     mutex.unlock();
   }
 
   Requests requests_;
-  std::atomic<uint32_t>& open_;
+  OpenCounts& open_;
 };
 
 }  // namespace sc

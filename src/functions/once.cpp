@@ -141,13 +141,18 @@ int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
         if (TimestampDifferenceExceeds(full_since, now, kIdRoomWaitMs))
           ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
                           errmsg("no room for the request id of counter \"%s\"", def.name),
-                          errdetail("All %d request ids of buffered sc_incr_once calls stayed "
-                                    "unflushed for %d seconds.",
+                          errdetail("This database's share of the %d request ids of buffered "
+                                    "sc_incr_once calls stayed unflushed for %d seconds.",
                                     settings.max_request_ids, kIdRoomWaitMs / 1000),
-                          errhint("Raise slotted_counter.max_request_ids.")));
-        // The ids leave shared memory with the next flush: have it now.
+                          errhint("Raise slotted_counter.max_request_ids, and check that this "
+                                  "database's flushes succeed.")));
+        // No id is free for this database (none at all, or it holds its share): its own ids
+        // leave shared memory with its next flush, which it has now. The wait shows in
+        // pg_stat_activity as wait_event_type Extension.
         AskForFlush(EnsureFlusher());
-        pg_usleep(1000);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
         continue;
       case IdLookup::kOwned:

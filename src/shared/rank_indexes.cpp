@@ -1,7 +1,9 @@
 // rank_indexes.cpp: the rank indexes of sc_rank in a DSA area (the protocol: rank_indexes.hpp).
 #include "shared/rank_indexes.hpp"
 
+#include "core/fair_share.hpp"
 #include "definitions/expiry.hpp"
+#include "definitions/guards.hpp"
 #include "settings.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
@@ -17,6 +19,8 @@ constexpr int64 kIdleMs = 10 * 60 * 1000;
 
 // This process's mapping of the area.
 dsa_area* area = nullptr;
+
+uint64 LimitBytes() { return uint64(settings.rank_memory) * 1024 * 1024; }
 
 // The area, attached (or, with create, made) in this process; nullptr if there is none yet.
 dsa_area* Area(bool create) {
@@ -46,8 +50,7 @@ struct DsaAllocator {
   dsa_area* a;
 
   uint64_t Allocate(size_t bytes) {
-    uint64 limit = uint64(settings.rank_memory) * 1024 * 1024;
-    if (pg_atomic_read_u64(&shared->rank_indexes->bytes) + bytes > limit) return 0;
+    if (pg_atomic_read_u64(&shared->rank_indexes->bytes) + bytes > LimitBytes()) return 0;
     dsa_pointer p = dsa_allocate_extended(a, bytes, DSA_ALLOC_HUGE | DSA_ALLOC_NO_OOM);
     return DsaPointerIsValid(p) ? uint64_t(p) : 0;
   }
@@ -55,9 +58,9 @@ struct DsaAllocator {
   void* Resolve(uint64_t handle) { return dsa_get_address(a, dsa_pointer(handle)); }
 };
 
-// Runs change(index, alloc) on slot s (the flusher's, under its lock EXCLUSIVE), accounting for
-// the bytes it takes or gives back; marked broken meanwhile, so that an error halfway leaves it
-// unused. The area is attached before any lock is taken (Area takes the registry lock).
+// Runs change(index, alloc) on slot s (under its lock EXCLUSIVE), accounting for the bytes it
+// takes or gives back; marked broken meanwhile, so that an error halfway leaves it unused. The
+// area is attached before any lock is taken (Area takes the registry lock).
 template <typename Change>
 bool ChangeIndex(dsa_area* a, RankIndexSlot& s, Change&& change) {
   DsaAllocator alloc{a};
@@ -69,19 +72,15 @@ bool ChangeIndex(dsa_area* a, RankIndexSlot& s, Change&& change) {
     pg_atomic_fetch_add_u64(&shared->rank_indexes->bytes, uint64(grown));
   else
     pg_atomic_fetch_sub_u64(&shared->rank_indexes->bytes, uint64(-grown));
+  pg_atomic_write_u64(&s.bytes, s.index.Bytes());
   s.state = kRankReady;
   return ok;
 }
 
-// Frees slot i's index and the slot (or leaves the slot kRankRefused: over the memory limit,
-// not to be asked for again until it goes as idle). Takes both locks.
-void FreeSlot(int i, RankState next = kRankFree) {
-  RankIndexes* r = shared->rank_indexes;
-  RankIndexSlot& s = r->slots[i];
-  // An index that holds anything was built in the area: attach it, never make one to free a slot.
-  dsa_area* a = Area(false);
-  LWLockAcquire(r->lock, LW_EXCLUSIVE);
-  LWLockAcquire(s.lock, LW_EXCLUSIVE);
+// Frees slot i's index and leaves the slot `next`: kRankFree, or kRankRefused for its counter
+// (wanting `want` bytes). Under both locks, taken by the caller.
+void ClearLocked(dsa_area* a, RankIndexSlot& s, RankState next, uint64 want = 0) {
+  // An index that holds anything was built in the area, which the caller attached.
   if (a != nullptr && (s.index.Size() > 0 || s.index.Bytes() > 0)) {
     (void)ChangeIndex(a, s, [&](DsaAllocator& alloc) {
       s.index.Destroy(alloc);
@@ -89,19 +88,133 @@ void FreeSlot(int i, RankState next = kRankFree) {
     });
   }
   s.state = next;
+  s.want = want;
   if (next == kRankFree) {
     s.db = InvalidOid;
     s.counter = 0;
+    s.owner = InvalidOid;
   }
   s.built_at = GetCurrentTimestamp();
+}
+
+// Frees slot i if it is still (db, counter)'s, as ClearLocked. Takes both locks.
+void FreeSlot(int i, Oid db, int32 counter, RankState next = kRankFree, uint64 want = 0) {
+  RankIndexes* r = shared->rank_indexes;
+  RankIndexSlot& s = r->slots[i];
+  // Attach the area to free what was built in it, never make one to free a slot.
+  dsa_area* a = Area(false);
+  LWLockAcquire(r->lock, LW_EXCLUSIVE);
+  LWLockAcquire(s.lock, LW_EXCLUSIVE);
+  if (s.state != kRankFree && s.db == db && s.counter == counter) ClearLocked(a, s, next, want);
   LWLockRelease(s.lock);
   LWLockRelease(r->lock);
 }
 
+// ---- the fair shares (the protocol in rank_indexes.hpp), all under the registry lock ----
+
+// A slot that holds its place and its index's bytes (a refused one is a note, a free one none).
+bool Holds(const RankIndexSlot& s) {
+  return s.state == kRankWanted || s.state == kRankReady || s.state == kRankBroken;
+}
+
+uint64 AmountOf(RankIndexSlot& s, bool bytes) {
+  return bytes ? pg_atomic_read_u64(&s.bytes) : 1;
+}
+
+// What each database holds (roles_of InvalidOid), or each role within database roles_of: slots,
+// or bytes. Returns how many parties.
+int Holdings(bool bytes, Oid roles_of, Holding* out) {
+  RankIndexes* r = shared->rank_indexes;
+  int n = 0;
+  for (RankIndexSlot& s : r->slots) {
+    if (!Holds(s) || (roles_of != InvalidOid && s.db != roles_of)) continue;
+    uint64 party = roles_of != InvalidOid ? s.owner : s.db;
+    int j = 0;
+    while (j < n && out[j].party != party) j++;
+    if (j == n) out[n++] = Holding{party, 0};
+    out[j].held += AmountOf(s, bytes);
+  }
+  return n;
+}
+
+// The pool (slots, or bytes) as database db sees it, and as role owner within db sees db's part:
+// its share, or what it holds if more.
+struct Views {
+  ShareView db;
+  ShareView role;
+};
+Views ViewsOf(bool bytes, Oid db, Oid owner) {
+  Holding h[kRankSlots];
+  uint64 capacity = bytes ? LimitBytes() : uint64(kRankSlots);
+  Views v;
+  v.db = ViewOf(h, size_t(Holdings(bytes, InvalidOid, h)), db, capacity, PoolKind::kTakesBack);
+  v.role = ViewOf(h, size_t(Holdings(bytes, db, h)), owner, Max(v.db.share, v.db.held),
+                  PoolKind::kTakesBack);
+  return v;
+}
+
+// The slot (db, owner) may take back for `want` more (slots or bytes), other than `except`: the
+// least recently used of a database above its share, if db is within its own; else of a role of
+// db above its share, if owner is within its own; -1 if none.
+int VictimFor(bool bytes, Oid db, Oid owner, uint64 want, int except) {
+  RankIndexes* r = shared->rank_indexes;
+  Views v = ViewsOf(bytes, db, owner);
+  for (int level = 0; level < 2; level++) {
+    bool roles = level == 1;
+    if (!MayTakeBack(roles ? v.role : v.db, want)) continue;
+    uint64 share = roles ? v.role.share : v.db.share;
+    Holding h[kRankSlots];
+    int n = Holdings(bytes, roles ? db : InvalidOid, h);
+    int victim = -1;
+    uint64 oldest = 0;
+    for (int i = 0; i < kRankSlots; i++) {
+      RankIndexSlot& s = r->slots[i];
+      if (i == except || !Holds(s) || AmountOf(s, bytes) == 0 || (roles && s.db != db)) continue;
+      uint64 party = roles ? s.owner : s.db;
+      bool above = false;
+      for (int j = 0; j < n; j++)
+        if (h[j].party == party) above = AboveShare(h[j].held, share);
+      uint64 used = pg_atomic_read_u64(&s.used_at);
+      if (above && (victim < 0 || used < oldest)) {
+        victim = i;
+        oldest = used;
+      }
+    }
+    if (victim >= 0) return victim;
+  }
+  return -1;
+}
+
+// Frees indexes of parties above their share until `want` more bytes fit in rank_memory, for
+// slot `mine` of (db, owner), within its share; whether they fit. Takes the victims' locks.
+bool MakeRoomLocked(dsa_area* a, Oid db, Oid owner, uint64 want, int mine) {
+  RankIndexes* r = shared->rank_indexes;
+  while (pg_atomic_read_u64(&r->bytes) + want > LimitBytes()) {
+    // Within its share by what it holds (an index being built again holds its old contents
+    // meanwhile) and what it wants.
+    int victim = VictimFor(true, db, owner, want, mine);
+    if (victim < 0) return false;
+    RankIndexSlot& s = r->slots[victim];
+    LWLockAcquire(s.lock, LW_EXCLUSIVE);
+    ClearLocked(a, s, kRankFree);
+    LWLockRelease(s.lock);
+  }
+  return true;
+}
+
+// Whether a refused index of (db, owner) wanting `want` bytes would now fit: free, or to be made
+// room for within its share.
+bool WouldFit(Oid db, Oid owner, uint64 want) {
+  if (pg_atomic_read_u64(&shared->rank_indexes->bytes) + want <= LimitBytes()) return true;
+  Views v = ViewsOf(true, db, owner);
+  return MayTakeBack(v.db, want) || MayTakeBack(v.role, want);
+}
+
 SPIPlanPtr plan_build = nullptr;
 
-// Builds slot i's index from the stored values of its counter (in the current transaction).
-void BuildSlot(int i, int32 counter) {
+// Builds slot i's index of (db, counter) from the stored values of its counter (in the current
+// transaction), unless the slot was taken back meanwhile.
+void BuildSlot(int i, Oid db, int32 counter) {
   static const Oid type = INT4OID;
   SPIPlanPtr plan = KeptPlan(&plan_build,
                              "SELECT key, value FROM slotted_counter.totals "
@@ -120,17 +233,25 @@ void BuildSlot(int i, int32 counter) {
     keys[j] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1, &isnull));
     values[j] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 2, &isnull));
   }
-  RankIndexSlot& s = shared->rank_indexes->slots[i];
+  uint64 want = RankIndex::BuildBytes(n);
+  RankIndexes* r = shared->rank_indexes;
+  RankIndexSlot& s = r->slots[i];
   dsa_area* a = Area(true);
-  LWLockAcquire(shared->rank_indexes->lock, LW_EXCLUSIVE);
-  LWLockAcquire(s.lock, LW_EXCLUSIVE);
-  bool built = ChangeIndex(a, s, [&](DsaAllocator& alloc) {
-    return s.index.Build(alloc, keys, values, size_t(n));
-  });
-  s.built_at = GetCurrentTimestamp();
-  LWLockRelease(s.lock);
-  LWLockRelease(shared->rank_indexes->lock);
-  if (!built) FreeSlot(i, kRankRefused);
+  LWLockAcquire(r->lock, LW_EXCLUSIVE);
+  bool mine = s.db == db && s.counter == counter &&
+              (s.state == kRankWanted || s.state == kRankReady);
+  bool built = false;
+  if (mine) {
+    (void)MakeRoomLocked(a, db, s.owner, want, i);
+    LWLockAcquire(s.lock, LW_EXCLUSIVE);
+    built = ChangeIndex(a, s, [&](DsaAllocator& alloc) {
+      return s.index.Build(alloc, keys, values, size_t(n));
+    });
+    s.built_at = GetCurrentTimestamp();
+    if (!built) ClearLocked(a, s, kRankRefused, want);
+    LWLockRelease(s.lock);
+  }
+  LWLockRelease(r->lock);
   pfree(keys);
   pfree(values);
 }
@@ -144,21 +265,50 @@ int SlotOf(Oid db, int32 counter) {
   return -1;
 }
 
-// Claims a free slot for def's counter as wanted, and wakes the flusher.
-void AskForIndex(const CounterDef& def) {
+// A slot that nobody holds: a free one, or else the oldest refusal; -1 if none. Under the
+// registry lock.
+int UnheldSlot() {
   RankIndexes* r = shared->rank_indexes;
+  int found = -1;
+  for (int i = 0; i < kRankSlots; i++) {
+    const RankIndexSlot& s = r->slots[i];
+    if (s.state == kRankFree) return i;
+    if (s.state == kRankRefused && (found < 0 || s.built_at < r->slots[found].built_at)) found = i;
+  }
+  return found;
+}
+
+// Claims a slot for def's counter as wanted (an unheld one, or one taken back under the fair
+// share), and wakes the flusher. `refused`: the counter's refused slot, whose index would now
+// fit, is wanted again instead.
+void AskForIndex(const CounterDef& def, int refused = -1) {
+  RankIndexes* r = shared->rank_indexes;
+  Oid owner = GuardOwner(def.guard);
+  dsa_area* a = Area(false);  // before the registry lock: a slot taken back frees its index
   bool claimed = false;
   LWLockAcquire(r->lock, LW_EXCLUSIVE);
-  if (SlotOf(MyDatabaseId, def.id) < 0) {
-    for (int i = 0; i < kRankSlots && !claimed; i++) {
-      RankIndexSlot& s = r->slots[i];
-      if (s.state != kRankFree) continue;
-      s.db = MyDatabaseId;
-      s.counter = def.id;
-      s.state = kRankWanted;
-      pg_atomic_write_u64(&s.used_at, uint64(GetCurrentTimestamp()));
-      claimed = true;
-    }
+  int i = SlotOf(MyDatabaseId, def.id);
+  if (refused >= 0 && i == refused && r->slots[i].state == kRankRefused &&
+      WouldFit(MyDatabaseId, r->slots[i].owner, r->slots[i].want)) {
+    claimed = true;
+  } else if (i < 0) {
+    i = UnheldSlot();
+    Views v = ViewsOf(false, MyDatabaseId, owner);
+    if (i < 0 || !MayTakeFree(v.db, 1)) i = VictimFor(false, MyDatabaseId, owner, 1, -1);
+    claimed = i >= 0;
+  }
+  if (claimed) {
+    RankIndexSlot& s = r->slots[i];
+    LWLockAcquire(s.lock, LW_EXCLUSIVE);
+    if (s.state != kRankRefused || s.db != MyDatabaseId || s.counter != def.id)
+      ClearLocked(a, s, kRankFree);
+    s.db = MyDatabaseId;
+    s.counter = def.id;
+    s.owner = owner;
+    s.state = kRankWanted;
+    s.want = 0;
+    pg_atomic_write_u64(&s.used_at, uint64(GetCurrentTimestamp()));
+    LWLockRelease(s.lock);
   }
   LWLockRelease(r->lock);
   if (claimed)
@@ -172,10 +322,11 @@ bool RankFromIndex(const CounterDef& def, int64 key, int64 value, int64* above) 
   LWLockAcquire(r->lock, LW_SHARED);
   int i = SlotOf(MyDatabaseId, def.id);
   uint32 state = i >= 0 ? r->slots[i].state : kRankFree;
+  bool retry = state == kRankRefused && WouldFit(MyDatabaseId, r->slots[i].owner, r->slots[i].want);
   bool mapped = r->area != DSM_HANDLE_INVALID;
   LWLockRelease(r->lock);
-  if (i < 0) {
-    AskForIndex(def);
+  if (i < 0 || retry) {
+    AskForIndex(def, i);
     return false;
   }
   if (state != kRankReady || !mapped) return false;
@@ -230,17 +381,20 @@ void ApplyUpdates(Oid db, const RankUpdate* updates, int n) {
   RankIndexes* r = shared->rank_indexes;
   for (int first = 0; first < n;) {
     int end = first;
-    while (end < n && updates[end].counter == updates[first].counter) end++;
+    int32 counter = updates[first].counter;
+    while (end < n && updates[end].counter == counter) end++;
     LWLockAcquire(r->lock, LW_SHARED);
-    int i = SlotOf(db, updates[first].counter);
+    int i = SlotOf(db, counter);
     LWLockRelease(r->lock);
     if (i >= 0) {
       RankIndexSlot& s = r->slots[i];
       dsa_area* a = Area(true);
-      LWLockAcquire(s.lock, LW_EXCLUSIVE);
-      bool fits = true;
-      if (s.db == db && s.counter == updates[first].counter && s.state == kRankReady)
-        fits = ChangeIndex(a, s, [&](DsaAllocator& alloc) {
+      // A change over rank_memory makes room and is done again once (its updates again from the
+      // first: a Set or Remove done twice leaves what it did once).
+      for (int attempt = 0; attempt < 2; attempt++) {
+        LWLockAcquire(s.lock, LW_EXCLUSIVE);
+        bool ours = s.db == db && s.counter == counter && s.state == kRankReady;
+        bool fits = !ours || ChangeIndex(a, s, [&](DsaAllocator& alloc) {
           for (int j = first; j < end; j++) {
             if (updates[j].value == 0)
               (void)s.index.Remove(alloc, updates[j].key);
@@ -249,9 +403,24 @@ void ApplyUpdates(Oid db, const RankUpdate* updates, int n) {
           }
           return true;
         });
-      LWLockRelease(s.lock);
-      // Over the memory limit: the index goes (the tables answer).
-      if (!fits) FreeSlot(i, kRankRefused);
+        uint64 held = s.index.Bytes();
+        Oid owner = s.owner;
+        LWLockRelease(s.lock);
+        if (fits) break;
+        // Room from the parties above their share, if this one is within its own by one growth
+        // of its map more; otherwise the index goes (the tables answer), refused until that fits.
+        uint64 more = held / 2 + 2 * uint64(kRankBlockValues) * sizeof(int64);
+        bool room = false;
+        if (attempt == 0) {
+          LWLockAcquire(r->lock, LW_EXCLUSIVE);
+          room = s.db == db && s.counter == counter && MakeRoomLocked(a, db, owner, more, i);
+          LWLockRelease(r->lock);
+        }
+        if (!room) {
+          FreeSlot(i, db, counter, kRankRefused, held + more);
+          break;
+        }
+      }
     }
     first = end;
   }
@@ -283,24 +452,26 @@ void ForgetRankIndex(Oid db, int32 counter) {
   LWLockAcquire(r->lock, LW_SHARED);
   int i = SlotOf(db, counter);
   LWLockRelease(r->lock);
-  if (i >= 0) FreeSlot(i);
+  if (i >= 0) FreeSlot(i, db, counter);
 }
 
 void MaintainRankIndexes(Oid db, bool starting) {
   RankIndexes* r = shared->rank_indexes;
   TimestampTz now = GetCurrentTimestamp();
   // Counters change (dropped, given buckets or a retention) only with the catalog epoch: the
-  // ready indexes are checked against the catalog when it moved.
+  // slots of db's counters (refusals included) are checked against the catalog when it moved.
   static uint64 checked_epoch = 0;
   uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
   bool check = epoch != checked_epoch;
   int look[kRankSlots];
+  int32 counters[kRankSlots];
   bool build[kRankSlots];
   int nlook = 0;
   for (int i = 0; i < kRankSlots; i++) {
     RankIndexSlot& s = r->slots[i];
     LWLockAcquire(r->lock, LW_SHARED);
     Oid slot_db = s.db;
+    int32 counter = s.counter;
     uint32 state = s.state;
     TimestampTz used = TimestampTz(pg_atomic_read_u64(&s.used_at));
     TimestampTz built = s.built_at;
@@ -309,7 +480,7 @@ void MaintainRankIndexes(Oid db, bool starting) {
     // Any flusher frees an idle index (its database may have no flusher any more); only db's
     // flusher frees or builds the others.
     if (TimestampDifferenceExceeds(used, now, int(kIdleMs))) {
-      FreeSlot(i);
+      FreeSlot(i, slot_db, counter);
       continue;
     }
     if (slot_db != db) continue;
@@ -317,13 +488,14 @@ void MaintainRankIndexes(Oid db, bool starting) {
     // applied), and builds what was asked for.
     if ((starting && state != kRankWanted) || state == kRankBroken ||
         (state == kRankRefused && TimestampDifferenceExceeds(built, now, int(kIdleMs)))) {
-      FreeSlot(i);
+      FreeSlot(i, db, counter);
       continue;
     }
     bool due = state == kRankWanted ||
                (state == kRankReady && TimestampDifferenceExceeds(built, now, int(kIdleMs)));
-    if (due || (check && state == kRankReady)) {
+    if (due || check) {
       look[nlook] = i;
+      counters[nlook] = counter;
       build[nlook++] = due;
     }
   }
@@ -332,13 +504,11 @@ void MaintainRankIndexes(Oid db, bool starting) {
     SPI_connect();
     PushActiveSnapshot(GetTransactionSnapshot());
     for (int j = 0; j < nlook; j++) {
-      int i = look[j];
-      int32 counter = r->slots[i].counter;
-      const CounterDef* def = FindCounter(counter);
+      const CounterDef* def = FindCounter(counters[j]);
       if (def == nullptr || def->bucketed || KeysExpire(*def))
-        FreeSlot(i);
+        FreeSlot(look[j], db, counters[j]);
       else if (build[j])
-        BuildSlot(i, counter);
+        BuildSlot(look[j], db, counters[j]);
     }
     SPI_finish();
     PopActiveSnapshot();

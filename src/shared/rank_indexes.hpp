@@ -2,23 +2,37 @@
 // for one, in a dynamic shared memory area (DSA) that the first index creates.
 //
 // Protocol:
-//   - The registry (RankIndexes::lock) holds each slot's (db, counter, state) and the area's
-//     handle. A backend that ranks a key of an unbucketed counter whose keys do not expire finds
-//     its slot under the lock SHARED; if it has none it claims a free one EXCLUSIVE as kWanted,
-//     wakes its database's flusher, and answers from the tables this time.
-//   - Only the flusher of a slot's database changes the slot: it builds a wanted index from
-//     slotted_counter.totals in a transaction of its own between two flushes (the flusher is the
-//     only writer of an unbucketed counter's rows), marks it kReady, applies what each committed
-//     flush, fold and write-through stored (ApplyRankUpdates), and frees the slots of counters
-//     dropped, given buckets or a retention, or not used for 10 minutes, and every slot of its
-//     database when it starts (a flusher that took over cannot know what the last one applied).
-//     It changes an index under the slot's lock EXCLUSIVE and the slot's state under both locks.
+//   - The registry (RankIndexes::lock) holds each slot's (db, counter, owner, state, want) and
+//     the area's handle. A backend that ranks a key of an unbucketed counter whose keys do not
+//     expire finds its slot under the lock SHARED; if it has none it claims one EXCLUSIVE as
+//     kWanted (below), wakes its database's flusher, and answers from the tables this time.
+//   - The flusher of a slot's database builds a wanted index from slotted_counter.totals in a
+//     transaction of its own between two flushes (the flusher is the only writer of an unbucketed
+//     counter's rows), marks it kReady, applies what each committed flush, fold and write-through
+//     stored (ApplyRankUpdates), and frees the slots of counters dropped (their refusals too),
+//     given buckets or a retention, or not used for 10 minutes, and every slot of its database
+//     when it starts (a flusher that took over cannot know what the last one applied). Any
+//     process may take a slot back for another counter under the fair share (below). So (db,
+//     counter) of a slot may change between two looks: whoever acts on a slot checks them again
+//     under its locks. An index changes under the slot's lock EXCLUSIVE, a slot's (db, counter,
+//     owner, state) under both locks; the order is the registry's, then one slot's, never two
+//     slots' at once.
 //   - A reader ranks under the slot's lock SHARED, after checking there that the slot is still
 //     kReady for its counter. An index whose change failed halfway (an error in DSA) is marked
 //     kBroken under its lock before the change and kReady after: a reader never uses a broken
 //     one, and the flusher frees it.
-//   - Memory: slotted_counter.rank_memory (MB) for all indexes together; a build or change that
-//     would exceed it frees the index (the tables answer).
+//   - Fair shares (core/fair_share.hpp, pools whose units can be taken back): the kRankSlots
+//     slots, and the bytes of slotted_counter.rank_memory (MB, for all indexes together), are
+//     shared by the databases, and each database's part by the roles owning its counters (a
+//     slot's owner). A slot kWanted, kReady or kBroken holds a slot and its index's bytes. A claim
+//     takes a free (or refused) slot; with none, a database within its share takes back the
+//     least recently used slot of a database above its share, or else a role within its share
+//     that of a role of its database above its share (the index is freed, its counter asks again
+//     at its next sc_rank). A build or change that would exceed rank_memory first frees the
+//     indexes of parties above their share, if its own is within its share (by the bytes it
+//     asks for); if it still does not fit, it is refused: the slot is kRankRefused with the bytes
+//     it wanted, which holds nothing, and its counter asks again once they would fit (memory
+//     freed, rank_memory raised, or the counter back within its share).
 #pragma once
 
 #include "definitions/catalog.hpp"

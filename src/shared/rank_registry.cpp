@@ -15,6 +15,7 @@ void InitRankIndexes(RankIndexes* r, LWLockPadded* locks) {
     RankIndexSlot& s = r->slots[i];
     s.state = kRankFree;
     pg_atomic_init_u64(&s.used_at, 0);
+    pg_atomic_init_u64(&s.bytes, 0);
     s.lock = &locks[1 + i].lock;
     s.index.Init();
   }

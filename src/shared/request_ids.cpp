@@ -1,8 +1,10 @@
 // request_ids.cpp: the request ids of buffered sc_incr_once calls waiting for their flush (the
 // protocol: request_ids.hpp). A chained hash table of fixed capacity in shared memory; every
-// function takes request_ids_lock EXCLUSIVE for a few instructions and a look-up.
+// function takes request_ids_lock EXCLUSIVE for a few instructions and a look-up (a flush's take,
+// for a chunk of the table at a time).
 #include <algorithm>
 
+#include "core/fair_share.hpp"
 #include "shared/request_ids.hpp"
 
 namespace sc {
@@ -32,6 +34,50 @@ uint32 NBuckets(int capacity) {
   return n;
 }
 
+// How many entries a flush's take looks at under one hold of request_ids_lock.
+constexpr uint32 kTakeChunk = 1024;
+
+bool Unflushed(uint32 state) {
+  return state == kIdApplying || state == kIdPending || state == kIdTaken;
+}
+
+// db's cell in holders, or (with take) a free one made db's; nullptr if none.
+IdHolder* HolderOf(RequestIdTable* t, Oid db, bool take) {
+  IdHolder* free_cell = nullptr;
+  for (IdHolder& h : t->holders) {
+    if (h.db == db && h.unflushed > 0) return &h;
+    if (h.unflushed == 0 && free_cell == nullptr) free_cell = &h;
+  }
+  if (!take || free_cell == nullptr) return nullptr;
+  free_cell->db = db;
+  return free_cell;
+}
+
+// Every change of an entry's state: db's count of unflushed ids follows.
+void SetState(RequestIdTable* t, RequestIdEntry& e, uint32 state) {
+  bool was = Unflushed(e.state), is = Unflushed(state);
+  e.state = state;
+  if (was == is) return;
+  IdHolder* h = HolderOf(t, e.db, is);
+  if (h == nullptr) return;  // beyond the cells: not counted
+  if (is) {
+    h->unflushed++;
+  } else {
+    Assert(h->unflushed > 0);
+    h->unflushed--;
+  }
+}
+
+// Whether db may take an entry under the fair share (core/fair_share.hpp).
+bool MayTake(RequestIdTable* t, Oid db) {
+  Holding holdings[kIdHolders];
+  int n = 0;
+  for (const IdHolder& h : t->holders)
+    if (h.unflushed > 0) holdings[n++] = Holding{h.db, h.unflushed};
+  ShareView view = ViewOf(holdings, size_t(n), db, t->capacity, PoolKind::kHeldUntilDone);
+  return MayTakeFree(view, 1);
+}
+
 void Unlink(RequestIdTable* t, uint32 index) {
   RequestIdEntry* es = Entries(t);
   uint32* link = &Heads(t)[es[index].hash & (t->nbuckets - 1)];
@@ -42,15 +88,17 @@ void Unlink(RequestIdTable* t, uint32 index) {
 void Free(RequestIdTable* t, uint32 index) {
   RequestIdEntry* es = Entries(t);
   Unlink(t, index);
-  es[index].state = kIdFree;
+  SetState(t, es[index], kIdFree);
   es[index].next = t->free_head;
   t->free_head = index;
   t->used--;
 }
 
-// A free entry, or a kDurable one (its id is in the table) taken from its chain; kNoEntry if none.
-uint32 TakeEntry(RequestIdTable* t) {
+// A free entry, or a kDurable one (its id is in the table) taken from its chain, for database db;
+// kNoEntry if none, or none that db may take.
+uint32 TakeEntry(RequestIdTable* t, Oid db) {
   RequestIdEntry* es = Entries(t);
+  if (!MayTake(t, db)) return kNoEntry;
   if (t->free_head != kNoEntry) {
     uint32 index = t->free_head;
     t->free_head = es[index].next;
@@ -78,10 +126,12 @@ Size RequestIdTableSize(int capacity) {
   return add_size(size, mul_size(sizeof(RequestIdEntry), capacity));
 }
 
-RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLock* lock, LWLock* apply_lock) {
+RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLock* lock,
+                                     LWLockPadded* apply_locks) {
   auto* t = static_cast<RequestIdTable*>(mem);
   t->lock = lock;
-  t->apply_lock = apply_lock;
+  for (int i = 0; i < kApplyLocks; i++) t->apply_locks[i] = &apply_locks[i].lock;
+  for (IdHolder& h : t->holders) h = IdHolder{InvalidOid, 0};
   t->capacity = uint32(capacity);
   t->nbuckets = NBuckets(capacity);
   t->clock = 0;
@@ -122,12 +172,13 @@ IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* i
     outcome = IdLookup::kKnown;
   } else {
     // Not known, or known too long ago: this call applies it.
-    uint32 e = found != kNoEntry ? found : TakeEntry(t);
+    uint32 e = found != kNoEntry ? found : TakeEntry(t, db);
     if (e == kNoEntry) {
       outcome = IdLookup::kFull;
     } else {
       if (found == kNoEntry) {
         es[e].hash = hash;
+        es[e].state = kIdFree;  // counted as db's below, whatever it held before
         es[e].db = db;
         es[e].counter = counter;
         es[e].len = uint16(len);
@@ -137,7 +188,7 @@ IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* i
         es[e].next = *head;
         *head = e;
       }
-      es[e].state = kIdApplying;
+      SetState(t, es[e], kIdApplying);
       es[e].owner_pid = MyProcPid;
       *index = e;
     }
@@ -151,7 +202,7 @@ void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz a
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   e.result = result;
   e.applied_at = applied_at;
-  e.state = kIdDurable;
+  SetState(t, e, kIdDurable);
   t->durable_possible = true;
   LWLockRelease(t->lock);
 }
@@ -164,7 +215,7 @@ void AppliedRequestId(RequestIdTable* t, uint32 index, int64 key, int64 bucket, 
   e.bucket = bucket;
   e.result = result;
   e.applied_at = at;
-  e.state = kIdPending;
+  SetState(t, e, kIdPending);
   LWLockRelease(t->lock);
 }
 
@@ -176,37 +227,75 @@ void AbandonRequestId(RequestIdTable* t, uint32 index) {
 }
 
 int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int nkeys,
-                          TakenRequestId** out) {
+                          bool (*settled)(const CounterKey& key), TakenRequestId** out) {
   RequestIdEntry* es = Entries(t);
-  auto wanted = [&](const RequestIdEntry& e) {
-    CounterKey k{uint32(db), e.counter, e.key, e.bucket};
-    return e.state == kIdPending && e.db == db &&
-           std::binary_search(keys, keys + nkeys, k, KeyBefore);
+  auto pending = [&](const RequestIdEntry& e) { return e.state == kIdPending && e.db == db; };
+  auto key_of = [&](const RequestIdEntry& e) {
+    return CounterKey{uint32(db), e.counter, e.key, e.bucket};
   };
-  // Counted, allocated, then marked and copied: nothing that can fail runs under the lock, and
-  // no id is marked without its copy. No id of these keys turns kPending meanwhile (the caller
-  // holds apply_lock EXCLUSIVE); one may go (a drop): fewer are marked than counted.
-  int n = 0;
-  LWLockAcquire(t->lock, LW_EXCLUSIVE);
-  for (uint32 i = 0; i < t->capacity; i++)
-    if (wanted(es[i])) n++;
-  LWLockRelease(t->lock);
+  auto claimed = [&](const RequestIdEntry& e) {
+    return std::binary_search(keys, keys + nkeys, key_of(e), KeyBefore);
+  };
+  // Counted, allocated, then marked and copied: nothing that can fail runs under the lock, and no
+  // id is marked without its copy. The lock is let go between chunks, so that other databases'
+  // look-ups need not wait for the whole table. No id of db turns kPending meanwhile (the caller
+  // holds db's apply lock); one may go (a drop): fewer are then marked than counted.
+  int nclaimed = 0, nothers = 0;
+  for (uint32 first = 0; first < t->capacity; first += kTakeChunk) {
+    uint32 end = Min(t->capacity, first + kTakeChunk);
+    LWLockAcquire(t->lock, LW_EXCLUSIVE);
+    for (uint32 i = first; i < end; i++)
+      if (pending(es[i])) (claimed(es[i]) ? nclaimed : nothers)++;
+    LWLockRelease(t->lock);
+  }
   *out = nullptr;
-  if (n == 0) return 0;
+  if (nclaimed + nothers == 0) return 0;
+  int n = nclaimed + nothers;
   auto* taken = static_cast<TakenRequestId*>(palloc(sizeof(TakenRequestId) * n));
   char* ids = static_cast<char*>(palloc(size_t(n) * (kMaxRequestIdLen + 1)));
-  int copied = 0;
-  LWLockAcquire(t->lock, LW_EXCLUSIVE);
-  for (uint32 i = 0; i < t->capacity && copied < n; i++) {
-    RequestIdEntry& e = es[i];
-    if (!wanted(e)) continue;
-    e.state = kIdTaken;
-    e.owner_pid = MyProcPid;
-    char* copy = ids + size_t(copied) * (kMaxRequestIdLen + 1);
-    memcpy(copy, e.id, e.len + 1);
-    taken[copied++] = TakenRequestId{i, e.counter, e.key, e.bucket, e.result, e.applied_at, copy};
+  // The ids on keys this step did not claim, in index order: taken only if their keys hold
+  // nothing unflushed, asked with no lock of the table held (the buffer's partition locks come
+  // after the apply lock, as in a call).
+  struct Other {
+    uint32 index;
+    bool settled;
+  };
+  auto* others = static_cast<Other*>(palloc(sizeof(Other) * (nothers + 1)));
+  auto* other_keys = static_cast<CounterKey*>(palloc(sizeof(CounterKey) * (nothers + 1)));
+  int nfound = 0;
+  for (uint32 first = 0; first < t->capacity && nfound < nothers; first += kTakeChunk) {
+    uint32 end = Min(t->capacity, first + kTakeChunk);
+    LWLockAcquire(t->lock, LW_EXCLUSIVE);
+    for (uint32 i = first; i < end && nfound < nothers; i++)
+      if (pending(es[i]) && !claimed(es[i])) {
+        other_keys[nfound] = key_of(es[i]);
+        others[nfound++] = Other{i, false};
+      }
+    LWLockRelease(t->lock);
   }
-  LWLockRelease(t->lock);
+  for (int j = 0; j < nfound; j++) others[j].settled = settled(other_keys[j]);
+  auto settled_other = [&](uint32 i) {
+    const Other* o = std::lower_bound(others, others + nfound, i,
+                                      [](const Other& x, uint32 index) { return x.index < index; });
+    return o != others + nfound && o->index == i && o->settled;
+  };
+  int copied = 0;
+  for (uint32 first = 0; first < t->capacity && copied < n; first += kTakeChunk) {
+    uint32 end = Min(t->capacity, first + kTakeChunk);
+    LWLockAcquire(t->lock, LW_EXCLUSIVE);
+    for (uint32 i = first; i < end && copied < n; i++) {
+      RequestIdEntry& e = es[i];
+      if (!pending(e) || !(claimed(e) || settled_other(i))) continue;
+      e.state = kIdTaken;  // unflushed still: db's count stays
+      e.owner_pid = MyProcPid;
+      char* copy = ids + size_t(copied) * (kMaxRequestIdLen + 1);
+      memcpy(copy, e.id, e.len + 1);
+      taken[copied++] = TakenRequestId{i, e.counter, e.key, e.bucket, e.result, e.applied_at, copy};
+    }
+    LWLockRelease(t->lock);
+  }
+  pfree(others);
+  pfree(other_keys);
   *out = taken;
   return copied;
 }
@@ -216,7 +305,7 @@ void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, boo
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   for (int i = 0; i < n; i++)
     if (es[taken[i].index].state == kIdTaken)
-      es[taken[i].index].state = committed ? kIdDurable : kIdPending;
+      SetState(t, es[taken[i].index], committed ? kIdDurable : kIdPending);
   if (committed && n > 0) t->durable_possible = true;
   LWLockRelease(t->lock);
 }
@@ -233,15 +322,26 @@ bool RestoreRequestId(RequestIdTable* t, const RequestIdEntry& saved) {
   Assert(saved.state == kIdPending || saved.state == kIdTaken);
   RequestIdEntry* es = Entries(t);
   if (t->free_head == kNoEntry) return false;
-  uint32 e = TakeEntry(t);
+  uint32 e = t->free_head;  // the start's restore: every saved id goes back, shares or not
+  t->free_head = es[e].next;
+  t->used++;
   es[e] = saved;
   es[e].hash = HashOf(saved.db, saved.counter, saved.id, saved.len);
-  es[e].state = kIdPending;
+  es[e].state = kIdFree;
+  SetState(t, es[e], kIdPending);
   es[e].owner_pid = 0;
   uint32* head = &Heads(t)[es[e].hash & (t->nbuckets - 1)];
   es[e].next = *head;
   *head = e;
   return true;
+}
+
+uint32 UnflushedRequestIds(RequestIdTable* t, Oid db) {
+  LWLockAcquire(t->lock, LW_EXCLUSIVE);
+  IdHolder* h = HolderOf(t, db, false);
+  uint32 n = h != nullptr ? h->unflushed : 0;
+  LWLockRelease(t->lock);
+  return n;
 }
 
 void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter) {

@@ -6,22 +6,36 @@
 // after it counts once. So the id waits in shared memory, beside the increment, until the flush
 // that writes the increment writes the id too.
 //
-// The lock protocol (the table's two LWLocks, `lock` and `apply_lock`):
+// The lock protocol (the table's LWLock `lock`, and the apply locks, one per database):
 //   - lock (request_ids_lock, EXCLUSIVE for every look-up and change) guards the table: the
-//     entries, their states and the hash chains. Nothing that can fail runs under it.
-//   - apply_lock (LWLock): a call holds it SHARED from just before its add to the buffer until its
-//     id is marked kPending (it takes `lock` inside, never the other way round); a flush
-//     holds it EXCLUSIVE while it takes the pending ids of its database (kPending -> kTaken) and
-//     claims the buffer's dirty entries. So every id it takes had its increment added before the
-//     claims (the flush writes both), and every increment it claims whose id it did not take was
-//     added after the take... which cannot be: the add and the mark are one SHARED section. The
-//     ids a flush writes are exactly those whose increments it writes.
+//     entries, their states, the hash chains and the count of each database's unflushed ids.
+//     Nothing that can fail runs under it, and nothing long: a flush's take of its ids lets it go
+//     every kTakeChunk entries.
+//   - the apply lock of a database (ApplyLockOf: one of kApplyLocks LWLocks, by the database's
+//     oid, so that databases whose oids fall on the same one share it): a call holds it SHARED
+//     from just before its add to the buffer until its id is marked kPending (it takes `lock`
+//     inside, never the other way round); a flush holds its database's EXCLUSIVE while it takes
+//     the pending ids of its database (kPending -> kTaken) and claims the buffer's dirty entries.
+//     So every id it takes had its increment added before the claims (the flush writes both), and
+//     every increment it claims whose id it did not take was added after the take... which cannot
+//     be: the add and the mark are one SHARED section. The ids a flush writes are exactly those
+//     whose increments it writes. Another database's flush never holds up a call: its apply lock
+//     is another (but for a shared one).
+//   - The fair share (core/fair_share.hpp, a pool whose units come back only at their flush):
+//     an id is unflushed from its kApplying to its kDurable (or its removal), and each database's
+//     unflushed ids are counted in `holders` (kIdHolders cells of database and count, under
+//     `lock`; a database beyond them is not counted, and neither limited nor protected). A call
+//     takes an entry only as the rule allows its database (a sixteenth of the table is kept for a
+//     database that holds none; one above its share takes none of what those below it lack);
+//     otherwise it finds the table full for it, and waits for its own database's flush.
 //   - An id's states: kApplying (a call owns it: it is looking in the table or adding; others with
 //     the same id wait), kPending (added to the buffer, result known), kTaken (a flush is writing
 //     it), kDurable (committed to slotted_counter.requests: the entry may be reused). A call that
 //     fails before its add removes its kApplying entry (also on a FATAL exit); a flush that fails
 //     puts its kTaken ids back to kPending.
 #pragma once
+
+#include <type_traits>
 
 #include "core/counter_table.hpp"
 #include "pg.hpp"
@@ -48,9 +62,19 @@ struct RequestIdEntry {
   char id[kMaxRequestIdLen + 1];
 };
 
+// How many apply locks the databases share (ApplyLockOf), and how many databases' unflushed ids
+// are counted.
+constexpr int kApplyLocks = 16;
+constexpr int kIdHolders = 64;
+
+struct IdHolder {
+  Oid db;                  // InvalidOid: a free cell (its count is 0)
+  uint32 unflushed;        // kApplying, kPending and kTaken ids of db
+};
+
 struct RequestIdTable {
   LWLock* lock;            // request_ids_lock
-  LWLock* apply_lock;
+  LWLock* apply_locks[kApplyLocks];
   uint32 capacity;         // slotted_counter.max_request_ids
   uint32 nbuckets;         // a power of two
   uint32 free_head;
@@ -59,24 +83,36 @@ struct RequestIdTable {
   // False once a search found no kDurable entry, until an entry becomes kDurable again: while
   // the table is full of unflushed ids, waiting calls do not scan it again and again.
   bool durable_possible;
+  IdHolder holders[kIdHolders];
   // followed by nbuckets heads (uint32), then capacity entries
 };
 
+static_assert(std::is_standard_layout<RequestIdTable>::value &&
+                  std::is_standard_layout<RequestIdEntry>::value &&
+                  std::is_standard_layout<IdHolder>::value,
+              "shared structs have a standard layout");
+
 Size RequestIdTableSize(int capacity);
-RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLock* lock, LWLock* apply_lock);
+// apply_locks: kApplyLocks of them.
+RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLock* lock,
+                                     LWLockPadded* apply_locks);
+
+// The apply lock of database db (see the protocol above).
+inline LWLock* ApplyLockOf(RequestIdTable* t, Oid db) { return t->apply_locks[db % kApplyLocks]; }
 
 // What a buffered call found for its id.
 enum class IdLookup { kOwned, kKnown, kBusy, kFull };
 
 // Under request_ids_lock: the id of (db, counter) with its result if a call applied it within the
-// window (kKnown, *result), kBusy if a call is applying it now, kFull if there is no entry to
-// take; otherwise a new kApplying entry owned by this backend (kOwned, *index).
+// window (kKnown, *result), kBusy if a call is applying it now, kFull if there is no entry that
+// db may take (none free, or db at its fair share); otherwise a new kApplying entry owned by this
+// backend (kOwned, *index).
 IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len, TimestampTz now,
                          int64 window_us, int64* result, uint32* index);
 // The call found the id in slotted_counter.requests: the entry becomes kDurable with its result
 // and time.
 void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz applied_at);
-// Under apply_lock SHARED, right after the add: kPending with the result.
+// Under the database's apply lock SHARED, right after the add: kPending with the result.
 void AppliedRequestId(RequestIdTable* t, uint32 index, int64 key, int64 bucket, int64 result,
                       TimestampTz at);
 // The call failed before its add: its kApplying entry goes.
@@ -100,17 +136,23 @@ inline bool KeyBefore(const CounterKey& a, const CounterKey& b) {
   return a.bucket < b.bucket;
 }
 
-// Under apply_lock EXCLUSIVE (a flush's step, while it claims the entries of `keys`, sorted by
-// KeyBefore): the kPending ids of database db made on those keys become kTaken; returns them,
-// palloc'd (allocated before any is marked), and how many.
+// Under db's apply lock EXCLUSIVE (a flush's step, while it claims the entries of `keys`, sorted
+// by KeyBefore): the kPending ids of database db made on those keys become kTaken, and so do
+// those made on keys whose entries hold nothing unflushed (settled(key): an increment of 0, or
+// one a flush wrote already: the id may be written now); those made on other keys wait for the
+// step that claims their entries. Returns them, palloc'd (allocated before any is marked), and
+// how many.
 int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int nkeys,
-                          TakenRequestId** out);
+                          bool (*settled)(const CounterKey& key), TakenRequestId** out);
 // After the flush's transaction ended: kDurable if it committed, else kPending again.
 void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, bool committed);
 // A dropped counter (counter 0: every counter of db) takes its ids with it.
 void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter);
 
 // ---- across a clean restart (saved_values.cpp), with no other process running: no locks ----
+
+// How many ids of database db are unflushed (monitoring; under request_ids_lock).
+uint32 UnflushedRequestIds(RequestIdTable* t, Oid db);
 
 // Copies into out (room for t->capacity) every id whose increment is not flushed yet (kPending,
 // or kTaken by a flush that failed and was not settled); returns how many.

@@ -41,7 +41,7 @@ Size SharedStateSize() {
 
 void RequestSharedState() {
   RequestAddinShmemSpace(SharedStateSize());
-  RequestNamedLWLockTranche(kTranche, kPartitions + 3 + kRankLocks);
+  RequestNamedLWLockTranche(kTranche, kPartitions + 2 + kApplyLocks + kRankLocks);
 }
 
 bool CreateSharedState() {
@@ -61,7 +61,8 @@ bool CreateSharedState() {
     s->slots_lock = &locks[0].lock;
     s->partition_locks = &locks[1];
     pg_atomic_init_u64(&s->catalog_epoch, 1);
-    new (&s->write_throughs_pending) std::atomic<uint32_t>(0);
+    for (std::atomic<uint32_t>& cell : s->write_throughs_open.cells)
+      new (&cell) std::atomic<uint32_t>(0);
     pg_atomic_init_u64(&s->evictions, 0);
     pg_atomic_init_u64(&s->room_wanted_at, 0);
     InitThroughHolds(s->through_holds);
@@ -110,12 +111,11 @@ bool CreateSharedState() {
     p += CounterTable::BytesFor(uint32(settings.max_entries));
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->request_ids = CreateRequestIdTable(p, settings.max_request_ids,
-                                          &locks[kPartitions + 1].lock,
-                                          &locks[kPartitions + 2].lock);
+                                          &locks[kPartitions + 1].lock, &locks[kPartitions + 2]);
     p += RequestIdTableSize(settings.max_request_ids);
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->rank_indexes = reinterpret_cast<RankIndexes*>(p);
-    InitRankIndexes(s->rank_indexes, &locks[kPartitions + 3]);
+    InitRankIndexes(s->rank_indexes, &locks[kPartitions + 2 + kApplyLocks]);
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;

@@ -17,8 +17,8 @@
 //     slot's statistics (a few instructions, never held across anything that can fail). Waiters
 //     for a flush or a write-through sleep on the slot's condition variable `done_cv`.
 //   - one WriteThroughRequest per backend (indexed by MyProcIndex(), compat.hpp), with its spinlock `mutex`,
-//     and write_throughs_pending (how many are PENDING or TAKEN): the requests' states, their
-//     lock rule and every step of them are in core/write_through_request.hpp, run here over
+//     and write_throughs_open (how many are PENDING or TAKEN, by database): the requests' states,
+//     their lock rule and every step of them are in core/write_through_request.hpp, run here over
 //     Requests() (below).
 //   - through_holds: partitions held against loads while a batch's keys are written through or
 //     the rows of expired keys are deleted; the rule and its steps are in core/through_holds.hpp,
@@ -35,8 +35,9 @@
 //     counts itself in, and only then starts its transaction, whose now() stamps the rows it
 //     writes. So every row that run cannot see is stamped at or after the watermark it keeps
 //     (attach_run.cpp).
-//   - request_ids, with its two LWLocks: the ids of buffered sc_incr_once calls
-//     until the flush that writes their increments writes them (request_ids.hpp).
+//   - request_ids, with its LWLock and the databases' apply locks: the ids of buffered
+//     sc_incr_once calls until the flush that writes their increments writes them, shared by the
+//     databases by the fair share of core/fair_share.hpp (request_ids.hpp).
 //   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
 //     their pre-commit until they have purged the buffer after the commit, guarded by the
 //     spinlock bucket_drops_mutex. The dropper holds its counter's row FOR UPDATE, so no flush of
@@ -136,7 +137,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 17;
+constexpr uint32 kLayoutVersion = 19;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -145,7 +146,7 @@ struct SharedState {
   LWLockPadded* partition_locks;  // kPartitions of them
   PartitionReaders* partition_readers;  // kPartitions of them
   pg_atomic_uint64 catalog_epoch;
-  std::atomic<uint32_t> write_throughs_pending;  // core/write_through_request.hpp
+  OpenCounts write_throughs_open;  // core/write_through_request.hpp
   pg_atomic_uint64 evictions;
   int max_databases;
   int max_requests;
@@ -308,7 +309,7 @@ struct SharedRequests {
 
 inline WriteThroughs<SharedRequests> Requests() {
   return WriteThroughs<SharedRequests>(SharedRequests{shared->requests, shared->max_requests},
-                                       &shared->write_throughs_pending);
+                                       &shared->write_throughs_open);
 }
 
 }  // namespace sc

@@ -187,6 +187,17 @@ int SettleItems(DatabaseSlot* slot, Oid db, const FlushItem* items, int64 n, boo
   return nupdates;
 }
 
+// Whether key's entry holds nothing unflushed: not resident (it was clean when evicted), or
+// clean and claimed by no flush. Then the request id of an increment made on it may be written
+// now: the increment is in the table already (or was 0).
+bool KeySettled(const CounterKey& key) {
+  bool settled = true;
+  Table().WithResident(key, HashCounterKey(key), [&](uint32, const Entry& e) {
+    settled = CounterTable::Clean(e) && e.in_flush.load(std::memory_order_acquire) == 0;
+  });
+  return settled;
+}
+
 // What one step claimed and took, and how far its end got: read by its error path.
 struct Step {
   FlushItem* items;
@@ -201,7 +212,7 @@ struct Step {
 };
 
 // Claims the entries the refs name that this step may write, and the request ids of buffered
-// sc_incr_once calls on them (request_ids.hpp: apply_lock), in step_context.
+// sc_incr_once calls on them (request_ids.hpp: the apply locks), in step_context.
 void ClaimStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int64 nrefs,
                const FlushScope& scope, Step* step) {
   RequestIdTable* request_ids = shared->request_ids;
@@ -215,16 +226,15 @@ void ClaimStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int64 nrefs,
   auto left = [&](uint32 index, uint32 generation) {
     if (slot != nullptr) NoteDirty(slot, index, generation);
   };
-  LWLockAcquire(request_ids->apply_lock, LW_EXCLUSIVE);
+  LWLockAcquire(ApplyLockOf(request_ids, db), LW_EXCLUSIVE);
   Table().ClaimNoted(db, refs, int(nrefs), scope, taken, left);
   step->items = items;
   step->n = n;
-  // Taken while the claims are made, under the same lock: the ids this step writes are exactly
-  // those whose increments it writes. (Allocation happens after the marks, outside the table's
-  // own lock; an error there leaves them taken, settled by the step's error path.)
+  // Taken while the claims are made, under the same lock: the ids this step writes are those whose
+  // increments it writes, and those whose increments are in the table already.
   CounterKey* keys = n > 0 ? KeysOf(db, items, n) : nullptr;
-  step->ntaken = n > 0 ? TakePendingRequestIds(request_ids, db, keys, int(n), &step->taken) : 0;
-  LWLockRelease(request_ids->apply_lock);
+  step->ntaken = TakePendingRequestIds(request_ids, db, keys, int(n), KeySettled, &step->taken);
+  LWLockRelease(ApplyLockOf(request_ids, db));
   if (n > 0 && AnyRankIndex(db))
     step->updates = static_cast<RankUpdate*>(palloc(sizeof(RankUpdate) * (n + 1)));
   MemoryContextSwitchTo(caller);

@@ -272,7 +272,7 @@ bool InternTexts(int i) {
 
 int ServeWriteThroughs(Oid db) {
   auto requests = Requests();
-  if (requests.open().load() == 0) return 0;
+  if (requests.open(db).load() == 0) return 0;
   MemoryContext caller = MemoryContextSwitchTo(WorkContext());
   auto* mine = static_cast<int*>(palloc(sizeof(int) * shared->max_requests));
   int n = requests.TakePending(db, MyProcPid, mine);

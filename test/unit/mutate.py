@@ -32,6 +32,7 @@ TH = "core/through_holds.hpp"
 DR = "core/dirty_ring.hpp"
 RI = "core/rank_index.hpp"
 CW = "core/commit_window.hpp"
+FS = "core/fair_share.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -485,7 +486,7 @@ MUTATIONS = [
      "        if (cancelled || withdraw_due) {", "        if (withdraw_due) {", False),
     ("request: a taken request is withdrawn", WTR,
      "      case kRequestTaken:\n        look.server = r.server_pid;\n        if (cancelled) request_step::Cancel(r);\n        break;",
-     "      case kRequestTaken:\n        look.server = r.server_pid;\n        if (cancelled) request_step::Cancel(r);\n        if (withdraw_due) {\n          request_step::Withdraw(r, open_);\n          look.step = AwaitStep::kWithdrawn;\n        }\n        break;", False),
+     "      case kRequestTaken:\n        look.server = r.server_pid;\n        if (cancelled) request_step::Cancel(r);\n        if (withdraw_due) {\n          request_step::Withdraw(r, open_.Of(r.key.db));\n          look.step = AwaitStep::kWithdrawn;\n        }\n        break;", False),
     ("request: a cancel is not passed to the flusher", WTR,
      "        if (cancelled) request_step::Cancel(r);\n", "", False),
     ("request: the requester does not learn its server", WTR,
@@ -506,8 +507,8 @@ MUTATIONS = [
      "r.state == kRequestTaken) && r.nbatch == 0 &&\n                   r.key == k;",
      "r.state == kRequestTaken) &&\n                   r.key == k;", False),
     ("request: loaders always skip the scan", WTR,
-     "    if (open_.load() == 0) return false;\n    for (int i = 0; i < requests_.size(); i++) {\n      auto mutex = requests_.mutex(i);\n      mutex.lock();\n      const ThroughRequest& r = requests_.at(i);\n      bool match",
-     "    if (open_.load() <= 1) return false;\n    for (int i = 0; i < requests_.size(); i++) {\n      auto mutex = requests_.mutex(i);\n      mutex.lock();\n      const ThroughRequest& r = requests_.at(i);\n      bool match", False),
+     "    if (open_.Of(k.db).load() == 0) return false;\n    for (int i = 0; i < requests_.size(); i++) {\n      auto mutex = requests_.mutex(i);\n      mutex.lock();\n      const ThroughRequest& r = requests_.at(i);\n      bool match",
+     "    if (open_.Of(k.db).load() <= 1) return false;\n    for (int i = 0; i < requests_.size(); i++) {\n      auto mutex = requests_.mutex(i);\n      mutex.lock();\n      const ThroughRequest& r = requests_.at(i);\n      bool match", False),
     ("request: a drop fails every counter of the database", WTR,
      "                  (counter == 0 || r.key.counter == counter);", "                  true;", False),
     ("request: a drop fails taken requests", WTR,
@@ -609,7 +610,31 @@ MUTATIONS = [
     ("rank: a failed Build leaks what it built", RI,
      "      fresh.Destroy(a);\n      return false;", "      return false;", False),
     ("rank: Build fills the blocks full", RI,
-     "    uint32_t fill = block_values / 4 * 3;", "    uint32_t fill = block_values;", False),
+     "    uint32_t fill = block_values_ / 4 * 3;", "    uint32_t fill = block_values_;", False),
+    ("rank: BuildBytes leaves the directory out", RI,
+     "    return BuildCapacity(n) * sizeof(RankSlot) + DirectoryBytes(uint32_t(blocks < 4 ? 4 : blocks)) +",
+     "    return BuildCapacity(n) * sizeof(RankSlot) +", False),
+    # the fair share
+    ("fair: a party above its share takes free units whatever others lack", FS,
+     "  return v.free - want >= v.reserve + v.lacking;", "  return true;", False),
+    ("fair: no reserve for a party that holds none", FS,
+     "  return kind == PoolKind::kHeldUntilDone ? capacity / kReserveDivisor : 0;", "  return 0;", False),
+    ("fair: the asker is not counted among the parties", FS,
+     "  if (!counted) parties++;", "", False),
+    ("fair: a party takes back beyond its share", FS,
+     "  return v.kind == PoolKind::kTakesBack && v.held + want <= v.share;",
+     "  return v.kind == PoolKind::kTakesBack;", False),
+    ("fair: a party at its share counts as above it", FS,
+     "inline bool AboveShare(uint64_t held, uint64_t share) noexcept { return held > share; }",
+     "inline bool AboveShare(uint64_t held, uint64_t share) noexcept { return held >= share; }", False),
+    ("fair: a party above its share counts as lacking", FS,
+     "    if (holdings[i].party != asker && holdings[i].held > 0 && holdings[i].held < v.share)",
+     "    if (holdings[i].party != asker && holdings[i].held > 0)", False),
+    ("request: every database's requests counted in one cell", WTR,
+     "  std::atomic<uint32_t>& Of(uint32_t db) noexcept { return cells[db % kOpenCells]; }",
+     "  std::atomic<uint32_t>& Of(uint32_t) noexcept { return cells[0]; }", False),
+    ("request: a flusher skips its scan by another database's count", WTR,
+     "    if (open_.Of(db).load() == 0) return 0;", "    if (open_.Of(db + 1).load() == 0) return 0;", False),
     ("rank: Destroy leaks the blocks", RI,
      "      for (uint32_t i = 0; i < blocks; i++) a.Free(d.handle[i]);\n", "", False),
     ("rank: a replacement removes the old value before it has memory for the new", RI,

@@ -697,6 +697,24 @@ TEST(RankIndex, BuildAllocatesEachBlockOnce) {
   ExpectSame(f, m);
 }
 
+// BuildBytes says, before a Build, what the built index holds (the fair share of rank_memory
+// asks for it before the build).
+TEST(RankIndex, BuildBytesIsWhatABuildHolds) {
+  for (size_t n : {1u, 3u, 17u, 384u, 385u, 10000u, 100003u}) {
+    for (uint32_t block_values : {4u, sc::kRankBlockValues}) {
+      Fixture f(block_values);
+      std::vector<int64_t> keys(n), values(n);
+      for (size_t i = 0; i < n; i++) {
+        keys[i] = int64_t(i) * 3 + 1;
+        values[i] = int64_t(i % 101);
+      }
+      ASSERT_TRUE(f.ix.Build(f.a, keys.data(), values.data(), n));
+      EXPECT_EQ(RankIndex::BuildBytes(n, block_values), f.ix.Bytes()) << n << " " << block_values;
+    }
+  }
+  EXPECT_EQ(RankIndex::BuildBytes(0), 0u);
+}
+
 // Every Nth allocation refused: a Set that fails changes not one byte (root and allocations),
 // the model says the same as before, and a Set that succeeds had no allocation refused.
 TEST(RankIndex, AFailedSetChangesNotOneByte) {

@@ -252,15 +252,18 @@ class StdRequests {
   int locks() const { return s_->taken.load(); }
   // Every request's mutex at once, in order (no step holds two), and the requests PENDING or
   // TAKEN then: the steps keep the open count equal to it.
-  uint32_t CountOpenLocked(const std::atomic<uint32_t>& open, uint32_t* counted) {
+  // With every request's mutex held: how many cells of `open` differ from the requests PENDING
+  // or TAKEN of their databases.
+  int OpenDriftLocked(const sc::OpenCounts& open) {
     for (std::mutex& m : s_->m) m.lock();
-    uint32_t n = 0;
+    uint32_t n[sc::kOpenCells] = {};
     for (const ThroughRequest& r : s_->r)
-      if (r.state == sc::kRequestPending || r.state == sc::kRequestTaken) n++;
-    uint32_t seen = open.load();
+      if (r.state == sc::kRequestPending || r.state == sc::kRequestTaken)
+        n[r.key.db % sc::kOpenCells]++;
+    int drift = 0;
+    for (uint32_t c = 0; c < sc::kOpenCells; c++) drift += open.cells[c].load() != n[c] ? 1 : 0;
     for (std::mutex& m : s_->m) m.unlock();
-    *counted = n;
-    return seen;
+    return drift;
   }
 
  private:

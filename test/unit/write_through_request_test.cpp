@@ -23,7 +23,7 @@ class RequestTest : public ::testing::Test {
  protected:
   RequestTest()
       : requests_(4),
-        open_(0),
+        open_(),
         w_(requests_, &open_),
         mem_(16),
         p_(mem_.get(), RecordingLocks(&log_)) {}
@@ -56,11 +56,9 @@ class RequestTest : public ::testing::Test {
   Look LookAt(int i, bool cancelled = false, bool due = false) {
     return w_.LookAt(i, cancelled, due);
   }
-  // The open count is the number of requests PENDING or TAKEN.
+  // Each cell of the open counts is the number of its databases' requests PENDING or TAKEN.
   void CheckOpen() {
-    uint32_t counted = 0;
-    uint32_t seen = requests_.CountOpenLocked(open_, &counted);
-    EXPECT_EQ(seen, counted) << "the open count drifted from the requests' states";
+    EXPECT_EQ(requests_.OpenDriftLocked(open_), 0) << "the open count drifted from the requests' states";
   }
   void TearDown() override {
     CheckOpen();
@@ -69,7 +67,7 @@ class RequestTest : public ::testing::Test {
   }
 
   StdRequests requests_;
-  std::atomic<uint32_t> open_;
+  sc::OpenCounts open_;
   sc::WriteThroughs<StdRequests> w_;
   LockLog log_;
   TableMemory mem_;
@@ -82,7 +80,7 @@ TEST_F(RequestTest, ASingleKeyIsPublishedTakenAnsweredAndCollected) {
   CounterKey k = Key(1);
   ASSERT_TRUE(Publish(0, k, 5));
   EXPECT_EQ(State(0), sc::kRequestPending);
-  EXPECT_EQ(open_.load(), 1u);
+  EXPECT_EQ(open_.Total(), 1u);
   EXPECT_EQ(r(0).key, k);
   EXPECT_EQ(r(0).delta, 5);
   EXPECT_EQ(r(0).nbatch, 0);
@@ -93,7 +91,7 @@ TEST_F(RequestTest, ASingleKeyIsPublishedTakenAnsweredAndCollected) {
   ASSERT_EQ(taken, std::vector<int>{0});
   EXPECT_EQ(State(0), sc::kRequestTaken);
   EXPECT_EQ(r(0).server_pid, kPid);
-  EXPECT_EQ(open_.load(), 1u) << "a taken request is still open";
+  EXPECT_EQ(open_.Total(), 1u) << "a taken request is still open";
   Look look = LookAt(0);
   EXPECT_EQ(look.step, AwaitStep::kOpen);
   EXPECT_EQ(look.server, kPid) << "the requester learns who serves it";
@@ -101,7 +99,7 @@ TEST_F(RequestTest, ASingleKeyIsPublishedTakenAnsweredAndCollected) {
 
   EXPECT_EQ(w_.Finish(0, sc::kRequestDone, 15, 0), 1);
   EXPECT_EQ(State(0), sc::kRequestDone);
-  EXPECT_EQ(open_.load(), 0u);
+  EXPECT_EQ(open_.Total(), 0u);
   EXPECT_TRUE(Take().empty()) << "an answered request is not taken again";
   look = LookAt(0);
   EXPECT_EQ(look.step, AwaitStep::kAnswered);
@@ -118,7 +116,7 @@ TEST_F(RequestTest, ABatchIsAnsweredForAllItsKeys) {
   EXPECT_EQ(State(2), sc::kRequestPending);
   EXPECT_EQ(r(2).nbatch, 40);
   EXPECT_EQ(r(2).batch, 77u);
-  EXPECT_EQ(open_.load(), 1u);
+  EXPECT_EQ(open_.Total(), 1u);
   ASSERT_EQ(Take(), std::vector<int>{2});
   EXPECT_EQ(w_.Finish(2, sc::kRequestDone, 0, 0), 40) << "a batch answers its keys";
   EXPECT_EQ(LookAt(2).answer.state, sc::kRequestDone);
@@ -148,7 +146,7 @@ TEST_F(RequestTest, ADropFailsAPendingInternRequest) {
   sc::RequestAnswer answer = LookAt(0).answer;
   EXPECT_EQ(answer.state, sc::kRequestFailed);
   EXPECT_EQ(answer.sqlerrcode, kDropped);
-  EXPECT_EQ(open_.load(), 0u);
+  EXPECT_EQ(open_.Total(), 0u);
 }
 
 TEST_F(RequestTest, ANewRequestStartsAfresh) {
@@ -175,7 +173,7 @@ TEST_F(RequestTest, ASingleKeyIsPublishedUnderItsPartitionLockExclusive) {
   log_.on_acquire = [&](char, uint32_t) { at_acquire = State(0); };
   log_.on_release = [&](uint32_t) {
     at_release = State(0);
-    open_at_release = open_.load();
+    open_at_release = open_.Total();
   };
   ASSERT_TRUE(Publish(0, k, 5));
   EXPECT_EQ(log_.Ops(), "XR");
@@ -196,7 +194,7 @@ TEST_F(RequestTest, AResidentKeyIsNotPublished) {
   p_.LinkSum(sum, k, H(k));
   EXPECT_FALSE(Publish(0, k, 5));
   EXPECT_EQ(State(0), sc::kRequestEmpty);
-  EXPECT_EQ(open_.load(), 0u);
+  EXPECT_EQ(open_.Total(), 0u);
 }
 
 // A resident key without its sum entry (core/protocol.hpp: sums) cannot be written in the buffer,
@@ -250,6 +248,22 @@ TEST_F(RequestTest, WithNothingOpenTheScansTakeNoLock) {
   EXPECT_EQ(requests_.locks(), before) << "loaders and flushers skip the scan when nothing is open";
 }
 
+// One database's open requests cost the loaders and the flusher of another nothing: each counts
+// its own (but for databases whose oids share a cell).
+TEST_F(RequestTest, AnotherDatabasesOpenRequestsTakeNoLockEither) {
+  ASSERT_TRUE(Publish(0, Key(1), 5));  // database 7
+  EXPECT_EQ(open_.Of(7).load(), 1u);
+  int before = requests_.locks();
+  EXPECT_FALSE(w_.OpenFor(Key(1, 8)));
+  EXPECT_TRUE(Take(8).empty());
+  EXPECT_EQ(requests_.locks(), before) << "database 8 has none open: no scan";
+  EXPECT_FALSE(w_.OpenFor(Key(1, 7 + sc::kOpenCells)));
+  EXPECT_GT(requests_.locks(), before) << "a database sharing 7's cell scans";
+  ASSERT_EQ(Take().size(), 1u);
+  EXPECT_EQ(w_.Finish(0, sc::kRequestDone, 5, 0), 1);
+  EXPECT_EQ(open_.Total(), 0u);
+}
+
 // ---- the requester's withdraw and cancel --------------------------------------------------------
 
 TEST_F(RequestTest, APendingRequestIsWithdrawnWhenCancelledOrDue) {
@@ -259,7 +273,7 @@ TEST_F(RequestTest, APendingRequestIsWithdrawnWhenCancelledOrDue) {
     Look look = how == 0 ? LookAt(0, true, false) : LookAt(0, false, true);
     EXPECT_EQ(look.step, AwaitStep::kWithdrawn) << how;
     EXPECT_EQ(State(0), sc::kRequestEmpty);
-    EXPECT_EQ(open_.load(), 0u);
+    EXPECT_EQ(open_.Total(), 0u);
     EXPECT_TRUE(Take().empty()) << "a withdrawn request is never written";
     EXPECT_FALSE(w_.OpenFor(Key(1)));
   }
@@ -308,7 +322,7 @@ TEST_F(RequestTest, AFlusherTakesOnlyItsDatabasesPendingRequests) {
   EXPECT_EQ(Take(7), (std::vector<int>{0, 2}));
   EXPECT_TRUE(Take(7, kOtherPid).empty()) << "an overlapping flusher takes none of them again";
   EXPECT_EQ(Take(8, kOtherPid), std::vector<int>{1});
-  EXPECT_EQ(open_.load(), 3u);
+  EXPECT_EQ(open_.Total(), 3u);
   EXPECT_EQ(w_.Finish(0, sc::kRequestDone, 1, 0) + w_.Finish(2, sc::kRequestDone, 1, 0) +
                 w_.Finish(1, sc::kRequestDone, 1, 0),
             3);
@@ -322,7 +336,7 @@ TEST_F(RequestTest, AFailedTurnGivesItsRequestsBackForTheNext) {
   EXPECT_EQ(w_.Finish(1, sc::kRequestPending, 0, 0), 0);     // or one asks to retry
   EXPECT_EQ(State(0), sc::kRequestPending);
   EXPECT_EQ(State(1), sc::kRequestPending);
-  EXPECT_EQ(open_.load(), 2u) << "given back, still open";
+  EXPECT_EQ(open_.Total(), 2u) << "given back, still open";
   EXPECT_EQ(LookAt(0).step, AwaitStep::kOpen) << "not answered";
   EXPECT_EQ(Take(7, kOtherPid), (std::vector<int>{0, 1}));
   EXPECT_EQ(r(0).server_pid, kOtherPid);
@@ -339,7 +353,7 @@ TEST_F(RequestTest, ARequestWhoseFlusherIsGoneGoesBackOnce) {
   EXPECT_EQ(State(0), sc::kRequestTaken);
   EXPECT_TRUE(w_.GiveBackFromGone(0, kPid));
   EXPECT_EQ(State(0), sc::kRequestPending);
-  EXPECT_EQ(open_.load(), 1u);
+  EXPECT_EQ(open_.Total(), 1u);
   ASSERT_EQ(Take(7, kOtherPid).size(), 1u);
   EXPECT_FALSE(w_.GiveBackFromGone(0, kPid)) << "the requester's look was older than the new take";
   EXPECT_EQ(r(0).server_pid, kOtherPid);
@@ -362,7 +376,7 @@ TEST_F(RequestTest, ADropFailsTheCountersPendingRequestsOnly) {
   EXPECT_EQ(State(0), sc::kRequestTaken) << "its flusher answers a taken one";
   EXPECT_EQ(State(1), sc::kRequestPending) << "another counter";
   EXPECT_EQ(State(2), sc::kRequestPending) << "another database";
-  EXPECT_EQ(open_.load(), 3u);
+  EXPECT_EQ(open_.Total(), 3u);
   Look look = LookAt(3);
   EXPECT_EQ(look.answer.state, sc::kRequestFailed);
   EXPECT_EQ(look.answer.sqlerrcode, kDropped);
@@ -378,7 +392,7 @@ TEST_F(RequestTest, ABackendForgetsAnotherDatabasesPendingRequestInItsSlot) {
   EXPECT_FALSE(w_.ForgetForeign(0, 8)) << "its own database's request is waited for";
   EXPECT_TRUE(w_.ForgetForeign(0, 7));
   EXPECT_EQ(State(0), sc::kRequestEmpty);
-  EXPECT_EQ(open_.load(), 0u);
+  EXPECT_EQ(open_.Total(), 0u);
   ASSERT_TRUE(Publish(0, Key(1, 8), 1));
   ASSERT_EQ(Take(8).size(), 1u);
   EXPECT_FALSE(w_.ForgetForeign(0, 7)) << "a taken one is answered by its flusher: wait for it";
