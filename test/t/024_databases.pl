@@ -17,8 +17,11 @@ use SlottedCounterTest;
 
 # Flushes only when asked (or when the flusher leaves): a copy holds buffered values only if the
 # flusher flushed them for it. Four slots: without freeing them, the fifth database would fail.
+# A flusher leaves only when another database asks for its slot, never for being idle (the
+# default leaves after 2 s without a client: on a busy machine, between two of the steps below).
 my $node = preloaded_node('databases',
-	"slotted_counter.flush_interval = 0\nslotted_counter.max_databases = 4\n");
+	"slotted_counter.flush_interval = 0\nslotted_counter.max_databases = 4\n"
+	  . "slotted_counter.idle_timeout = 0\n");
 
 # Counts in database $db: a buffered and a transactional counter, $n increments each.
 sub count_in
