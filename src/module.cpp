@@ -108,7 +108,8 @@ void DefineSettings() {
       "slotted_counter.fault_point",
       "The named point where the extension fails as if out of memory (assert-enabled builds, "
       "for the tests of error paths).",
-      nullptr, &fault_point, "", PGC_SUSET, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+      nullptr, &fault_point, "", PGC_SUSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr,
+      nullptr);
 #endif
   MarkGUCPrefixReserved("slotted_counter");
 }
