@@ -2,10 +2,17 @@
 # Builds and runs the unit tests of the pure C++ core (src/core/, every file of it):
 #   1. a normal build in test/unit/build/normal, run with ctest;
 #   2. the threaded tests again, built with -fsanitize=thread in test/unit/build/tsan.
+# With --quick as the first argument (test/quick.sh), step 1 alone, its two test programs run
+# directly (one process each, where ctest starts one per test), and no ThreadSanitizer.
 # Exits non-zero on any failure. Extra arguments are passed to cmake at configure time (e.g.
 # -DSC_SRC_DIR=/some/copy/of/src to test another version of the core; the default is reset on
 # every run, since the build directories keep their cache).
 set -euo pipefail
+quick=0
+if [ "${1:-}" = --quick ]; then
+  quick=1
+  shift
+fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="$here/build"
@@ -15,6 +22,14 @@ echo "== normal build =="
 src_default=(-DSC_SRC_DIR="$(cd "$here/../../src" && pwd)")
 cmake -S "$here" -B "$build/normal" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${src_default[@]}" "$@" >/dev/null
 cmake --build "$build/normal" -j "$jobs"
+if [ "$quick" -eq 1 ]; then
+  echo "== unit tests =="
+  "$build/normal/sc_unit_tests" --gtest_brief=1
+  echo "== threaded tests =="
+  "$build/normal/sc_thread_tests" --gtest_brief=1
+  echo "== all unit tests passed (without ThreadSanitizer) =="
+  exit 0
+fi
 echo "== ctest =="
 # Serial: the threaded tests already use every core.
 (cd "$build/normal" && ctest --output-on-failure)
