@@ -154,13 +154,13 @@ printf '  %-34s %22s %22s\n' "final count (row's n / sc_sum)" "$(group "$row_n")
 printf '  %-34s %22s %22s\n' "count = transactions?" "$(verdict "$row_n" "$upd_tx")" "$(verdict "$sc_sum" "$inc_tx")"
 printf '\n  sc_incr ran %s times the UPDATE throughput, without a row lock.\n' "$speedup"
 
-# The lagged values: sc_rollup() flushes the buffer to slotted_counter.totals now (the
+# The lagged values: sc_rollup() flushes the buffer to slotted_counter.key_values now (the
 # background worker does the same every slotted_counter.flush_interval).
-say "SELECT sc_rollup(); then the lagged value in slotted_counter.totals and the buffer's stats"
+say "SELECT sc_rollup(); then the lagged value in slotted_counter.key_values and the buffer's stats"
 "${PSQL[@]}" -d "$DB" <<'SQL'
 SELECT sc_rollup() AS rows_written;
 SELECT c.name, t.key, t.value, t.updated_at
-  FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+  FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
  WHERE c.name = 'hits';
 \x on
 SELECT * FROM slotted_counter.stats WHERE datname = current_database();

@@ -46,33 +46,34 @@ CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_coun
 -- changed since their last run by it); written_at is the time of the key's last write (a
 -- buffered write's, a transactional commit's): a key of a counter with a retention expires
 -- `retain` after it.
-CREATE SEQUENCE slotted_counter.totals_id_seq AS bigint;
-CREATE TABLE slotted_counter.totals (
+CREATE SEQUENCE slotted_counter.key_values_id_seq AS bigint;
+CREATE TABLE slotted_counter.key_values (
     counter    integer     NOT NULL,
     key        bigint      NOT NULL,
     bucket     timestamptz,
     value      bigint      NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now(),
-    id         bigint      NOT NULL DEFAULT nextval('slotted_counter.totals_id_seq'),
+    id         bigint      NOT NULL DEFAULT nextval('slotted_counter.key_values_id_seq'),
     written_at timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT totals_pkey PRIMARY KEY (id),
-    CONSTRAINT totals_counter_key_bucket UNIQUE NULLS NOT DISTINCT (counter, key, bucket)
+    CONSTRAINT key_values_pkey PRIMARY KEY (id),
+    CONSTRAINT key_values_counter_key_bucket UNIQUE NULLS NOT DISTINCT (counter, key, bucket)
 ) WITH (fillfactor = 50);
-ALTER SEQUENCE slotted_counter.totals_id_seq OWNED BY slotted_counter.totals.id;
+ALTER SEQUENCE slotted_counter.key_values_id_seq OWNED BY slotted_counter.key_values.id;
 -- A range of buckets is read by its starts: bucket >= since AND bucket < until.
-CREATE INDEX totals_counter_bucket ON slotted_counter.totals (counter, bucket)
+CREATE INDEX key_values_counter_bucket ON slotted_counter.key_values (counter, bucket)
     WHERE bucket IS NOT NULL;
 
--- Committed increments of transactional counters not yet folded into totals: one row per
+-- Committed increments of transactional counters not yet folded into key_values: one row per
 -- counter, key and bucket per committing transaction, inserted by that transaction as it commits
 -- (append-only: concurrent committers never lock each other's rows). The flusher folds the rows
--- into totals and deletes them. A counter's durable value is its totals row plus its deltas.
+-- into key_values and deletes them. A counter's durable value is its key_values row plus its
+-- deltas.
 CREATE TABLE slotted_counter.deltas (
     counter    integer     NOT NULL,
     key        bigint      NOT NULL,
     bucket     timestamptz,
     delta      bigint      NOT NULL,
-    written_at timestamptz NOT NULL DEFAULT now()  -- the commit's time: totals.written_at once folded
+    written_at timestamptz NOT NULL DEFAULT now()  -- the commit's time: key_values.written_at later
 ) USING heap;
 -- Rows are inserted (by committers, as a heap insert with no default to fill) and deleted (by
 -- the fold), never updated: a publication replicates the deletes by the whole row. This costs
@@ -111,8 +112,8 @@ CREATE TABLE slotted_counter.requests (
 CREATE INDEX requests_applied_at ON slotted_counter.requests (applied_at);
 
 -- The keys of the counters keyed by text: each distinct text of a counter has an id, which
--- stands for it everywhere else (the buffer, totals, deltas, requests), so that everything below
--- the SQL functions stays bigint and no two texts ever share a value. Inserted by the flusher
+-- stands for it everywhere else (the buffer, key_values, deltas, requests), so that everything
+-- below the SQL functions stays bigint and no two texts ever share a value. Inserted by the flusher
 -- only (the first write of a new key asks it, and waits for its commit), so an id is committed
 -- before any value that uses it, and a rolled-back write never leaves a value without its text;
 -- deleted with the counter (sc_drop). Compared by their bytes (COLLATE "C"), as a key must be.
@@ -134,38 +135,38 @@ CREATE TABLE slotted_counter.key_creators (
     creator xid8    NOT NULL
 );
 
--- The sum of each (counter, bucket) over every key's row of slotted_counter.totals (a bucket of
+-- The sum of each (counter, bucket) over every key's row of slotted_counter.key_values (a bucket of
 -- NULL: unbucketed), kept by the triggers below in the transaction of every statement that
--- changes totals, so that sc_total reads a row per bucket instead of a row per key. numeric: a
--- sum of bigints need not be one. Not dumped: restoring totals fills it, through the same
+-- changes key_values, so that sc_total reads a row per bucket instead of a row per key. numeric: a
+-- sum of bigints need not be one. Not dumped: restoring key_values fills it, through the same
 -- triggers. No primary key (bucket is nullable): a publication replicates it by the whole row.
-CREATE TABLE slotted_counter.sums (
+CREATE TABLE slotted_counter.counter_totals (
     counter integer     NOT NULL,
     bucket  timestamptz,
     value   numeric     NOT NULL,
-    CONSTRAINT sums_counter_bucket UNIQUE NULLS NOT DISTINCT (counter, bucket)
+    CONSTRAINT counter_totals_counter_bucket UNIQUE NULLS NOT DISTINCT (counter, bucket)
 ) WITH (fillfactor = 50);
-ALTER TABLE slotted_counter.sums REPLICA IDENTITY FULL;
-CREATE FUNCTION slotted_counter.totals_changed() RETURNS trigger
-    AS 'MODULE_PATHNAME', 'sc_totals_changed' LANGUAGE C;
-REVOKE ALL ON FUNCTION slotted_counter.totals_changed() FROM PUBLIC;
-CREATE TRIGGER sums_insert AFTER INSERT ON slotted_counter.totals
+ALTER TABLE slotted_counter.counter_totals REPLICA IDENTITY FULL;
+CREATE FUNCTION slotted_counter.key_values_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'sc_key_values_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION slotted_counter.key_values_changed() FROM PUBLIC;
+CREATE TRIGGER counter_totals_insert AFTER INSERT ON slotted_counter.key_values
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
-    EXECUTE FUNCTION slotted_counter.totals_changed();
-CREATE TRIGGER sums_update AFTER UPDATE ON slotted_counter.totals
+    EXECUTE FUNCTION slotted_counter.key_values_changed();
+CREATE TRIGGER counter_totals_update AFTER UPDATE ON slotted_counter.key_values
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT
-    EXECUTE FUNCTION slotted_counter.totals_changed();
-CREATE TRIGGER sums_delete AFTER DELETE ON slotted_counter.totals
+    EXECUTE FUNCTION slotted_counter.key_values_changed();
+CREATE TRIGGER counter_totals_delete AFTER DELETE ON slotted_counter.key_values
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
-    EXECUTE FUNCTION slotted_counter.totals_changed();
-CREATE TRIGGER sums_truncate AFTER TRUNCATE ON slotted_counter.totals
-    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.totals_changed();
+    EXECUTE FUNCTION slotted_counter.key_values_changed();
+CREATE TRIGGER counter_totals_truncate AFTER TRUNCATE ON slotted_counter.key_values
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.key_values_changed();
 
 -- A dump carries the counters, their values and everything that goes with them.
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals', '');
-SELECT pg_catalog.pg_extension_config_dump('slotted_counter.totals_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_values', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_values_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.requests', '');
@@ -177,16 +178,16 @@ CREATE FUNCTION slotted_counter.may_read(counter integer) RETURNS boolean
     AS 'MODULE_PATHNAME', 'sc_may_read' LANGUAGE C STRICT STABLE PARALLEL RESTRICTED;
 
 ALTER TABLE slotted_counter.counters ENABLE ROW LEVEL SECURITY;
-ALTER TABLE slotted_counter.totals ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.key_values ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.deltas ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.attachments ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.requests ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.key_creators ENABLE ROW LEVEL SECURITY;
-ALTER TABLE slotted_counter.sums ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.counter_totals ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable ON slotted_counter.counters FOR SELECT
     USING (slotted_counter.may_read(id));
-CREATE POLICY readable ON slotted_counter.totals FOR SELECT
+CREATE POLICY readable ON slotted_counter.key_values FOR SELECT
     USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.deltas FOR SELECT
     USING (slotted_counter.may_read(counter));
@@ -196,7 +197,7 @@ CREATE POLICY readable ON slotted_counter.requests FOR SELECT
     USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.keys FOR SELECT
     USING (slotted_counter.may_read(counter));
-GRANT SELECT ON slotted_counter.counters, slotted_counter.totals, slotted_counter.deltas,
+GRANT SELECT ON slotted_counter.counters, slotted_counter.key_values, slotted_counter.deltas,
     slotted_counter.attachments, slotted_counter.requests, slotted_counter.keys TO PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ CREATE OPERATOR CLASS slotted_counter_hash_ops DEFAULT FOR TYPE slotted_counter 
 CREATE CAST (text AS slotted_counter) WITH INOUT AS IMPLICIT;
 CREATE CAST (varchar AS slotted_counter) WITH INOUT AS IMPLICIT;
 CREATE CAST (name AS slotted_counter) WITH INOUT AS IMPLICIT;
--- To and from the ids that slotted_counter.totals and .deltas store: a look-up (42704 if none,
+-- To and from the ids that slotted_counter.key_values and .deltas store: a look-up (42704 if none,
 -- and for a counter the role holds no privilege on).
 CREATE FUNCTION slotted_counter_of_id(integer) RETURNS slotted_counter
     AS 'MODULE_PATHNAME', 'slotted_counter_of_id' LANGUAGE C STRICT STABLE PARALLEL RESTRICTED;
@@ -464,7 +465,7 @@ CREATE VIEW slotted_counter.lagged WITH (security_invoker = true) AS
            t.bucket, t.value, t.updated_at, t.written_at,
            CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'bigint' THEN t.key::text
                 ELSE k.key END AS key_text
-    FROM slotted_counter.totals t JOIN slotted_counter.counters c
+    FROM slotted_counter.key_values t JOIN slotted_counter.counters c
       ON c.id OPERATOR(pg_catalog.=) t.counter
     LEFT JOIN slotted_counter.keys k
       ON k.counter OPERATOR(pg_catalog.=) t.counter AND k.id OPERATOR(pg_catalog.=) t.key
@@ -479,22 +480,22 @@ GRANT SELECT ON slotted_counter.lagged TO PUBLIC;
 
 CREATE FUNCTION sc_rollup() RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_rollup' LANGUAGE C STRICT VOLATILE;
--- Makes slotted_counter.sums again from the rows, for a restore that bypassed the triggers that
--- keep it (pg_restore --data-only --disable-triggers); flushes wait for it (SHARE lock).
--- Superusers only, unless granted.
-CREATE FUNCTION sc_rebuild_sums() RETURNS bigint LANGUAGE sql VOLATILE
+-- Makes slotted_counter.counter_totals again from the rows, for a restore that bypassed the
+-- triggers that keep it (pg_restore --data-only --disable-triggers); flushes wait for it (SHARE
+-- lock). Superusers only, unless granted.
+CREATE FUNCTION sc_rebuild_counter_totals() RETURNS bigint LANGUAGE sql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
-    LOCK TABLE slotted_counter.totals IN SHARE MODE;
-    DELETE FROM slotted_counter.sums;
+    LOCK TABLE slotted_counter.key_values IN SHARE MODE;
+    DELETE FROM slotted_counter.counter_totals;
     WITH made AS (
-        INSERT INTO slotted_counter.sums (counter, bucket, value)
-        SELECT counter, bucket, sum(value) FROM slotted_counter.totals
+        INSERT INTO slotted_counter.counter_totals (counter, bucket, value)
+        SELECT counter, bucket, sum(value) FROM slotted_counter.key_values
         GROUP BY counter, bucket HAVING sum(value) <> 0
         RETURNING 1)
     SELECT count(*) FROM made;
 $$;
-REVOKE ALL ON FUNCTION sc_rebuild_sums() FROM PUBLIC;
+REVOKE ALL ON FUNCTION sc_rebuild_counter_totals() FROM PUBLIC;
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every interval DEFAULT '1 minute') RETURNS void
     AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -565,9 +566,9 @@ COMMENT ON FUNCTION slotted_counter_hash(slotted_counter) IS
 COMMENT ON FUNCTION slotted_counter_hash_extended(slotted_counter, bigint) IS
     'hashes a counter name with a seed';
 COMMENT ON FUNCTION slotted_counter_of_id(integer) IS
-    'the counter with an id (of slotted_counter.totals): integer::slotted_counter';
+    'the counter with an id (of slotted_counter.key_values): integer::slotted_counter';
 COMMENT ON FUNCTION slotted_counter_id(slotted_counter) IS
-    'the id of a counter, as slotted_counter.totals stores it: slotted_counter::integer';
+    'the id of a counter, as slotted_counter.key_values stores it: slotted_counter::integer';
 COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean, text) IS
     'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever, keyed by bigint or text) owned by the current role';
 COMMENT ON FUNCTION sc_create(text, text, text, text, boolean, text) IS
@@ -638,10 +639,10 @@ COMMENT ON FUNCTION sc_top_text(slotted_counter, bigint, timestamptz, timestampt
     'sc_top with the keys as text, for a counter keyed by text or bigint (SELECT)';
 COMMENT ON FUNCTION slotted_counter.top_ids(slotted_counter, bigint, timestamptz, timestamptz) IS
     'sc_top of a counter of either kind, a text key as its id in slotted_counter.keys: what sc_top_text reads (SELECT)';
-COMMENT ON FUNCTION sc_rebuild_sums() IS
-    'makes slotted_counter.sums again from slotted_counter.totals (after a restore without triggers); returns the rows made';
+COMMENT ON FUNCTION sc_rebuild_counter_totals() IS
+    'makes slotted_counter.counter_totals again from slotted_counter.key_values (after a restore without triggers); returns the rows made';
 COMMENT ON FUNCTION sc_rollup() IS
-    'flushes this database''s buffered values to slotted_counter.totals now; returns the rows written';
+    'flushes this database''s buffered values to slotted_counter.key_values now; returns the rows written';
 COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, interval) IS
     'writes the counter''s lagged values into a column of a table the role owns, at most every interval (owner)';
 COMMENT ON FUNCTION sc_attach(slotted_counter, regclass, name, name, text) IS
@@ -667,28 +668,28 @@ COMMENT ON TABLE slotted_counter.counters IS
 COMMENT ON COLUMN slotted_counter.counters.retain IS
     'how long values are kept: buckets that ended, or keys not written, more than this ago are dropped; NULL: forever';
 COMMENT ON COLUMN slotted_counter.counters.key_type IS
-    'bigint, or text: each text key has an id in slotted_counter.keys, which totals, deltas and requests hold';
+    'bigint, or text: each text key has an id in slotted_counter.keys, which key_values, deltas and requests hold';
 COMMENT ON TABLE slotted_counter.keys IS
     'the text keys of the counters keyed by text, with their ids; written by the flusher, kept until the counter is dropped';
 COMMENT ON TABLE slotted_counter.key_creators IS
     'counters given text keys while their creating transaction was open: its abort deletes their keys';
-COMMENT ON TABLE slotted_counter.sums IS
-    'the sum of each counter''s and bucket''s rows of slotted_counter.totals, kept by triggers on it';
-COMMENT ON FUNCTION slotted_counter.totals_changed() IS
-    'the trigger that keeps slotted_counter.sums the sum of slotted_counter.totals';
+COMMENT ON TABLE slotted_counter.counter_totals IS
+    'the sum of each counter''s and bucket''s rows of slotted_counter.key_values, kept by triggers on it';
+COMMENT ON FUNCTION slotted_counter.key_values_changed() IS
+    'the trigger that keeps slotted_counter.counter_totals the sum of slotted_counter.key_values';
 COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS
     'the ids of text keys';
-COMMENT ON TABLE slotted_counter.totals IS
+COMMENT ON TABLE slotted_counter.key_values IS
     'each value as of its last flush (lagged); written by the flusher';
-COMMENT ON SEQUENCE slotted_counter.totals_id_seq IS
-    'the ids of the rows of slotted_counter.totals, their identity for logical replication';
+COMMENT ON SEQUENCE slotted_counter.key_values_id_seq IS
+    'the ids of the rows of slotted_counter.key_values, their identity for logical replication';
 COMMENT ON TABLE slotted_counter.deltas IS
-    'committed increments of transactional counters not yet folded into totals';
+    'committed increments of transactional counters not yet folded into key_values';
 COMMENT ON TABLE slotted_counter.attachments IS
     'sc_attach''s lagged columns in users'' tables, and how their runs went';
 COMMENT ON TABLE slotted_counter.requests IS
     'the request ids sc_incr_once applied within slotted_counter.dedupe_window, with the first call''s value';
 COMMENT ON VIEW slotted_counter.lagged IS
-    'slotted_counter.totals with each counter by name: the values as of their last flush';
+    'slotted_counter.key_values with each counter by name: the values as of their last flush';
 COMMENT ON VIEW slotted_counter.stats IS
     'the buffer, the flusher and the attachments of each database that uses counters';

@@ -31,7 +31,7 @@ void FinishSpi(const SpiSession& session);
 // The plan of `sql`, prepared once per backend and kept in *plan. custom_plans: planned again at
 // every execution with its parameters' values, for statements over arrays of many rows, whose
 // generic plan would assume 10 rows per array and keep the table sizes of the day it was made
-// (a nested loop over all of slotted_counter.totals per row, once the table had grown).
+// (a nested loop over all of slotted_counter.key_values per row, once the table had grown).
 SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types,
                     bool custom_plans = false);
 

@@ -10,7 +10,7 @@ namespace sc {
 // Whether reads of the stored values of keys that are not resident (of a transactional
 // counter) must add their unfolded rows of slotted_counter.deltas: on a standby, which folds
 // nothing, and while this database's slot says so (shmem.hpp: fold epochs). Otherwise such a
-// key has none: an entry leaves the buffer only after its deltas were folded into totals.
+// key has none: an entry leaves the buffer only after its deltas were folded into key_values.
 bool StoredReadsNeedDeltas();
 
 // Adds delta to the value of (counter, key, bucket) of this database and returns the new value.

@@ -53,13 +53,13 @@ SPIPlanPtr plan_stored_many[2] = {nullptr, nullptr};
 const char* const kStoredManySql[2] = {
     "SELECT k.key, CASE WHEN x.w OPERATOR(pg_catalog.>) $3 THEN x.v ELSE 0 END "
     "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) "
-    "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.totals t "
+    "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.key_values t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
     "AND t.bucket IS NULL) x ON true ORDER BY k.n",
     "SELECT k.key, CASE WHEN GREATEST(x.w, y.w) OPERATOR(pg_catalog.>) $3 "
     "THEN (COALESCE(x.v, 0) OPERATOR(pg_catalog.+) COALESCE(y.v, 0))::pg_catalog.int8 ELSE 0 END "
     "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) "
-    "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.totals t "
+    "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.key_values t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
     "AND t.bucket IS NULL) x ON true "
     "CROSS JOIN LATERAL (SELECT pg_catalog.sum(d.delta) AS v, pg_catalog.max(d.written_at) AS w "
@@ -99,7 +99,7 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
   if (rc != SPI_OK_SELECT || SPI_processed != uint64(nmissing))
-    elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+    elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
   for (int j = 0; j < nmissing; j++) {
     bool isnull;
     values[slot_of[j]] =
@@ -113,11 +113,11 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
 // of resident keys are left out afterwards (a key's stored value is stale while it is resident).
 SPIPlanPtr plan_top_stored[2] = {nullptr, nullptr};
 const char* const kTopStoredSql[2] = {
-    "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "SELECT key, value FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
     "AND bucket IS NULL AND value OPERATOR(pg_catalog.<>) 0 "
     "AND written_at OPERATOR(pg_catalog.>) $3 ORDER BY value DESC, key LIMIT $2",
     "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 AS value FROM ("
-    "SELECT key, value AS v, written_at AS w FROM slotted_counter.totals "
+    "SELECT key, value AS v, written_at AS w FROM slotted_counter.key_values "
     "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL UNION ALL "
     "SELECT key, delta, written_at FROM slotted_counter.deltas "
     "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) s "
@@ -178,7 +178,7 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
                    TimestampTzGetDatum(cutoff)};
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
   int64 nstored = int64(SPI_processed);
   // The result outlives the session: in the caller's context (SPI_finish frees SPI's).
   auto* all = static_cast<KeyValue*>(MemoryContextAllocHuge(
@@ -207,13 +207,14 @@ int64 BufferTopCandidates(const CounterDef& def, int64 n, int64 extra, KeyValue*
 // and not expired for the cutoff $3.
 SPIPlanPtr plan_total_stored[2] = {nullptr, nullptr};
 const char* const kTotalStoredSql[2] = {
-    "SELECT COALESCE(pg_catalog.sum(t.value), 0)::pg_catalog.int8 FROM slotted_counter.totals t "
+    "SELECT COALESCE(pg_catalog.sum(t.value), 0)::pg_catalog.int8 "
+    "FROM slotted_counter.key_values t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.bucket IS NULL "
     "AND t.written_at OPERATOR(pg_catalog.>) $3 AND NOT EXISTS (SELECT FROM "
     "pg_catalog.unnest($2::pg_catalog.int8[]) AS r(key) WHERE r.key OPERATOR(pg_catalog.=) t.key)",
     "SELECT COALESCE(pg_catalog.sum(s.v), 0)::pg_catalog.int8 FROM (SELECT key, "
     "pg_catalog.sum(v) AS v, pg_catalog.max(w) AS w FROM (SELECT key, value AS v, written_at AS w "
-    "FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
+    "FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
     "UNION ALL SELECT key, delta, written_at FROM slotted_counter.deltas "
     "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) u GROUP BY key) s "
     "WHERE s.w OPERATOR(pg_catalog.>) $3 AND NOT EXISTS (SELECT FROM "
@@ -245,7 +246,7 @@ int128 BufferTotal(const CounterDef& def) {
                                 false, 1);
   PlannerSettingsBack(nest_level);
   if (rc != SPI_OK_SELECT || SPI_processed != 1)
-    elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+    elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
   bool isnull;
   int64 stored = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
                                              &isnull));

@@ -1,4 +1,4 @@
-// stored.cpp: the stored value of a key that is not in the buffer: one probe of totals' unique
+// stored.cpp: the stored value of a key that is not in the buffer: one probe of key_values' unique
 // index (the load of a key not seen before), or a query where deltas must be added or the index
 // is not as the install script made it. Touches no shared state but the slot's fold flag.
 #include "buffer/buffer.hpp"
@@ -18,14 +18,14 @@ namespace {
 SPIPlanPtr plan_stored[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
 
 #define SC_TOTALS_OF(column, bucket_match)                                                        \
-  "(SELECT " column " FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "       \
+  "(SELECT " column " FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "   \
   "AND key OPERATOR(pg_catalog.=) $2 AND " bucket_match ")"
 #define SC_DELTAS_OF(bucket_match)                                                                \
   "(SELECT pg_catalog.sum(delta) AS s, pg_catalog.max(written_at) AS w "                          \
   "FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "                          \
   "AND key OPERATOR(pg_catalog.=) $2 AND " bucket_match ") d"
-// A transactional value is its totals row plus its committed, not yet folded deltas, read in one
-// snapshot (a fold moves rows from one to the other in one transaction); its last write is the
+// A transactional value is its key_values row plus its committed, not yet folded deltas, read in
+// one snapshot (a fold moves rows from one to the other in one transaction); its last write is the
 // later of the row's and the deltas'.
 #define SC_STORED_WITH_DELTAS(bucket_match)                                                       \
   "SELECT (COALESCE(" SC_TOTALS_OF("value", bucket_match) ", 0) OPERATOR(pg_catalog.+) "          \
@@ -33,25 +33,27 @@ SPIPlanPtr plan_stored[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
   SC_TOTALS_OF("written_at", bucket_match) ", d.w) FROM " SC_DELTAS_OF(bucket_match)
 
 const char* const kStoredSql[2][2] = {
-    {"SELECT value, written_at FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+    {"SELECT value, written_at FROM slotted_counter.key_values "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 "
      "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL",
-     "SELECT value, written_at FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+     "SELECT value, written_at FROM slotted_counter.key_values "
+     "WHERE counter OPERATOR(pg_catalog.=) $1 "
      "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3"},
     {SC_STORED_WITH_DELTAS("bucket IS NULL"),
      SC_STORED_WITH_DELTAS("bucket OPERATOR(pg_catalog.=) $3")}};
 
-// The value and written_at columns of k's row in slotted_counter.totals (0 and kNoWrite if it has
-// none), read in `snapshot` through the table's unique index (counter, key, bucket) without a
+// The value and written_at columns of k's row in slotted_counter.key_values (0 and kNoWrite if it
+// has none), read in `snapshot` through the table's unique index (counter, key, bucket) without a
 // query: the load of a key not seen before is this one index probe. It reads what the superuser's query would (no privilege check, no row
 // security). False when the index is not as the scripts made it (dropped, invalid, rebuilt on
 // other columns): the caller runs the query instead.
 bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* stamp) {
-  Oid relid = ExtensionRelation("totals");
+  Oid relid = ExtensionRelation("key_values");
   if (!OidIsValid(relid)) return false;
   Relation rel = table_open(relid, AccessShareLock);
   // Looked up under the table's lock (which a DROP INDEX waits for), in the table's schema; and
   // opened only if it still exists (DROP INDEX CONCURRENTLY does not wait for that lock).
-  Oid indexid = get_relname_relid("totals_counter_key_bucket", RelationGetNamespace(rel));
+  Oid indexid = get_relname_relid("key_values_counter_key_bucket", RelationGetNamespace(rel));
   Relation index = OidIsValid(indexid) ? try_relation_open(indexid, AccessShareLock) : nullptr;
   if (index == nullptr || index->rd_rel->relkind != RELKIND_INDEX) {
     if (index != nullptr) relation_close(index, NoLock);
@@ -129,7 +131,7 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
                                kStoredSql[transactional][bucketed], bucketed ? 3 : 2, types);
     Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
     int rc = SPI_execute_snapshot(plan, args, nullptr, snapshot, InvalidSnapshot, true, false, 1);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
     if (SPI_processed == 1) {
       bool isnull;
       value = DatumGetInt64(

@@ -5,11 +5,11 @@
 // (shared/shmem.hpp), a database in cell db % kCommitWindowCells; the unit tests drive the same
 // steps from threads.
 //
-// A total is what the tables hold (slotted_counter.sums, kept by the triggers on totals in the
-// flush's own transaction) plus what the buffer holds beyond them (value - flushed of each
-// resident entry). A flush moves its claimed deltas from the second part to the first in two
-// steps that no lock joins: its commit makes them visible in the tables, and its settle then adds
-// them to each entry's flushed. A reader between the two would count them twice. So:
+// A total is what the tables hold (slotted_counter.counter_totals, kept by the triggers on
+// key_values in the flush's own transaction) plus what the buffer holds beyond them (value -
+// flushed of each resident entry). A flush moves its claimed deltas from the second part to the
+// first in two steps that no lock joins: its commit makes them visible in the tables, and its
+// settle then adds them to each entry's flushed. A reader in between would count them twice. So:
 //   - A flusher opens the window (OpenWindow) before its commit and closes it (CloseWindow) after
 //     its settle, committed or not. Two flushers of one database overlap during a hand-over:
 //     `open` counts them, and every open and close moves `generation`.

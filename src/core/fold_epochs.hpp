@@ -1,5 +1,5 @@
 // fold_epochs.hpp: when the deltas a transaction committed into a counter's entry are in
-// slotted_counter.totals, so that the entry may leave the buffer and loads need not read
+// slotted_counter.key_values, so that the entry may leave the buffer and loads need not read
 // slotted_counter.deltas.
 //
 // Pure C++ (no PostgreSQL header): the server runs these steps on each DatabaseSlot's FoldEpochs
@@ -13,7 +13,7 @@
 //     locked; those of the counters it had to skip (locked by a transaction dropping them or their
 //     buckets) stay.
 //   - Once the fold committed (PublishFold): if it skipped none, folded_epoch becomes v (every
-//     delta tagged v or less is in totals); if it skipped at most kMaxUnfolded, evictable_epoch
+//     delta tagged v or less is in key_values); if it skipped at most kMaxUnfolded, evictable_epoch
 //     becomes v and `unfolded` the counters it skipped, both together under the mutex (more skipped
 //     leave both as they were). A fold that ends after a newer one (two flushers overlap during a
 //     hand-over) moves neither back.
@@ -47,7 +47,7 @@ constexpr int kMaxUnfolded = 16;
 // One database's fold epochs, in its slot of shared memory.
 struct FoldEpochs {
   std::atomic<uint32_t> fold_epoch;       // the epoch commits tag now; the next fold takes it
-  std::atomic<uint32_t> folded_epoch;     // every delta tagged this or less is in totals
+  std::atomic<uint32_t> folded_epoch;     // every delta tagged this or less is in key_values
   std::atomic<uint32_t> deltas_until;     // loads read deltas while folded_epoch is below this
   std::atomic<uint32_t> evictable_epoch;  // the mutex; with unfolded_count and unfolded
   int32_t unfolded_count;                 // the mutex
@@ -135,7 +135,7 @@ void PublishFold(FoldEpochs& f, Mutex& mutex, uint32_t epoch, const int32_t* ski
   mutex.unlock();
 }
 
-// Whether every delta committed into an entry of `counter` tagged `epoch` is in totals.
+// Whether every delta committed into an entry of `counter` tagged `epoch` is in key_values.
 template <typename Mutex>
 bool Folded(const FoldEpochs& f, Mutex& mutex, int32_t counter, uint32_t epoch) noexcept {
   mutex.lock();

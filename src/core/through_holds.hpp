@@ -1,6 +1,6 @@
 // through_holds.hpp: partitions of the counter table held against loads, while a batch's keys are
-// written through to slotted_counter.totals by the flusher, or while the flusher deletes the rows
-// of expired keys.
+// written through to slotted_counter.key_values by the flusher, or while the flusher deletes the
+// rows of expired keys.
 //
 // Pure C++ (no PostgreSQL header). The server runs these steps with the table's protocol
 // (core/protocol.hpp, over its partition locks) on SharedState::through_holds (shared/shmem.hpp);

@@ -1,6 +1,6 @@
 // write_through_request.hpp: the handshake of a write-through request between the backend that
 // asks (an increment the buffer has no room for) and the flusher of its database, who adds the
-// delta to slotted_counter.totals in its own transaction and answers.
+// delta to slotted_counter.key_values in its own transaction and answers.
 //
 // Pure C++ (no PostgreSQL header). The server runs these steps over its shared requests
 // (shared/shmem.hpp: WriteThroughRequest, one per backend, each with a spinlock) and the glue in

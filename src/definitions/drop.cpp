@@ -25,8 +25,8 @@ bool DropCounter(const CounterDef& def, bool with_guard, DropBehavior behavior) 
   bool deleted = SPI_processed == 1;
   if (deleted) {
     static const char* const deletes[] = {
-        "DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1",
-        "DELETE FROM slotted_counter.sums WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.counter_totals WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.keys WHERE counter OPERATOR(pg_catalog.=) $1"};

@@ -1,9 +1,9 @@
 // expiry.hpp: when a key of a counter with a retention expires, exact on read, as a Redis TTL.
 //
 // A key of an unbucketed counter with `retain` has expired once its last write (Entry::last_write,
-// totals.updated_at) is at or before the cutoff: the start of the reading statement minus retain
-// (on the UTC calendar, as the flusher's retention pass computes it). It then reads 0, and a write
-// counts from 0, whether or not the flusher has deleted its row (retention.cpp). A buffered
+// key_values.updated_at) is at or before the cutoff: the start of the reading statement minus
+// retain (on the UTC calendar, as the flusher's retention pass computes it). It then reads 0, and a
+// write counts from 0, whether or not the flusher has deleted its row (retention.cpp). A buffered
 // write's time is the clock when it adds, a transactional write's the clock at its commit.
 // Bucketed counters expire by bucket (bucketed.hpp: RetainedRange): their keys never do.
 #pragma once

@@ -1,8 +1,9 @@
-// sums.cpp: slotted_counter.sums, the sum of each (counter, bucket) of slotted_counter.totals.
+// sums.cpp: slotted_counter.counter_totals, the sum of each (counter, bucket) of
+// slotted_counter.key_values.
 //
-// One trigger function behind the four statement triggers on totals (the install script): each
+// One trigger function behind the four statement triggers on key_values (the install script): each
 // statement's rows, as its transition tables give them, are summed per (counter, bucket), and the
-// sums move by that much in the same transaction. So whatever writes totals (a flush, a fold, a
+// sums move by that much in the same transaction. So whatever writes key_values (a flush, a fold, a
 // write-through, the retention pass, sc_drop_buckets, sc_drop, a restore's COPY) leaves every sum
 // equal to its rows, committed or rolled back with them, and a crash cannot part them. The rows
 // move in (counter, bucket) order: two transactions lock the sums they share in the same order.
@@ -19,10 +20,10 @@ namespace {
 
 // The change of each (counter, bucket), from the rows of $rows (" UNION ALL " ...).
 #define SC_ADD_TO_SUMS(rows)                                                                     \
-  "INSERT INTO slotted_counter.sums AS s (counter, bucket, value) "                             \
+  "INSERT INTO slotted_counter.counter_totals AS s (counter, bucket, value) "                    \
   "SELECT counter, bucket, pg_catalog.sum(v) FROM (" rows ") c GROUP BY counter, bucket "       \
   "HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY counter, bucket "                \
-  "ON CONFLICT ON CONSTRAINT sums_counter_bucket DO UPDATE "                                    \
+  "ON CONFLICT ON CONSTRAINT counter_totals_counter_bucket DO UPDATE "                          \
   "SET value = s.value OPERATOR(pg_catalog.+) excluded.value"
 #define SC_NEW_ROWS "SELECT counter, bucket, value::pg_catalog.numeric AS v FROM new_rows"
 #define SC_OLD_ROWS \
@@ -33,15 +34,15 @@ const char* const kUpdatedSql = SC_ADD_TO_SUMS(SC_NEW_ROWS " UNION ALL " SC_OLD_
 const char* const kDeletedSql = SC_ADD_TO_SUMS(SC_OLD_ROWS);
 // After a delete, the sums of its counters that came to 0 go: a dropped bucket leaves no row.
 const char* const kZeroSql =
-    "DELETE FROM slotted_counter.sums s WHERE s.counter OPERATOR(pg_catalog.=) ANY "
+    "DELETE FROM slotted_counter.counter_totals s WHERE s.counter OPERATOR(pg_catalog.=) ANY "
     "(SELECT DISTINCT counter FROM old_rows) AND s.value OPERATOR(pg_catalog.=) 0";
-const char* const kTruncatedSql = "DELETE FROM slotted_counter.sums";
+const char* const kTruncatedSql = "DELETE FROM slotted_counter.counter_totals";
 
-// Runs sql with the latest snapshot, as the statements that write totals in a user's transaction
-// do (sc_drop_buckets, sc_drop: functions/key_arrays.hpp): under REPEATABLE READ, a sum a flush
-// changed after the transaction's snapshot is the one to change, not a serialization failure.
-// (They lock the counter first: no flush writes its sums meanwhile.) Planned at each call: the
-// transition tables are this call's.
+// Runs sql with the latest snapshot, as the statements that write key_values in a user's
+// transaction do (sc_drop_buckets, sc_drop: functions/key_arrays.hpp): under REPEATABLE READ, a sum
+// a flush changed after the transaction's snapshot is the one to change, not a serialization
+// failure. (They lock the counter first: no flush writes its sums meanwhile.) Planned at each call:
+// the transition tables are this call's.
 int ExecuteLatest(const char* sql) {
   SPIPlanPtr plan = SPI_prepare(sql, 0, nullptr);
   if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -54,20 +55,20 @@ int ExecuteLatest(const char* sql) {
 Datum TotalsChanged(PG_FUNCTION_ARGS) {
   if (!CALLED_AS_TRIGGER(fcinfo))
     ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                    errmsg("slotted_counter.totals_changed() is called only as a trigger")));
+                    errmsg("slotted_counter.key_values_changed() is called only as a trigger")));
   auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
   TriggerEvent event = trigger->tg_event;
   Assert(TRIGGER_FIRED_FOR_STATEMENT(event) && TRIGGER_FIRED_AFTER(event));
   SpiSession spi = ConnectSpi();
   if (SPI_register_trigger_data(trigger) != SPI_OK_TD_REGISTER)
-    elog(ERROR, "registering the transition tables of slotted_counter.totals failed");
+    elog(ERROR, "registering the transition tables of slotted_counter.key_values failed");
   const char* sql = TRIGGER_FIRED_BY_INSERT(event)   ? kInsertedSql
                     : TRIGGER_FIRED_BY_UPDATE(event) ? kUpdatedSql
                     : TRIGGER_FIRED_BY_DELETE(event) ? kDeletedSql
                                                      : kTruncatedSql;
   int rc = ExecuteLatest(sql);
   if (rc != SPI_OK_INSERT && rc != SPI_OK_DELETE)
-    elog(ERROR, "keeping slotted_counter.sums failed: %d", rc);
+    elog(ERROR, "keeping slotted_counter.counter_totals failed: %d", rc);
   if (TRIGGER_FIRED_BY_DELETE(event)) {
     rc = ExecuteLatest(kZeroSql);
     if (rc != SPI_OK_DELETE) elog(ERROR, "deleting the sums of 0 failed: %d", rc);
@@ -80,4 +81,4 @@ Datum TotalsChanged(PG_FUNCTION_ARGS) {
 
 }  // namespace sc
 
-SC_ENTRY_POINT(sc_totals_changed, sc::TotalsChanged)
+SC_ENTRY_POINT(sc_key_values_changed, sc::TotalsChanged)

@@ -1,7 +1,7 @@
 // text_keys.hpp: the keys of a counter keyed by text (sc_create(..., key_type => 'text')).
 //
 // Each distinct text of such a counter has an id in slotted_counter.keys, and the id is its key
-// everywhere below the SQL functions: in the buffer, totals, deltas and requests, so that the
+// everywhere below the SQL functions: in the buffer, key_values, deltas and requests, so that the
 // counting engine, its protocols and its cost stay those of bigint keys, and two texts never
 // share a value (no hash stands for a text). An id is given by the flusher, the only writer of
 // the table (workers/write_through.hpp: an intern request), and committed before any value uses

@@ -143,7 +143,7 @@ Datum Attach(PG_FUNCTION_ARGS) {
   if (def.bucketed)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("counter \"%s\" is bucketed and cannot be attached", def.name),
-                    errhint("Attach an unbucketed counter, or join slotted_counter.totals, "
+                    errhint("Attach an unbucketed counter, or join slotted_counter.key_values, "
                             "which holds one row per key and bucket.")));
   CheckTarget(relid);
   if (!OwnsRelation(GetUserId(), relid))

@@ -1,7 +1,7 @@
 // bucketed.cpp: counters with time buckets (the arithmetic: time_bucket.hpp).
 //
 // Each (key, bucket) of a bucketed counter is a value of its own: an entry of the buffer and a
-// row of slotted_counter.totals, like the one value of an unbucketed key. All buckets of a key
+// row of slotted_counter.key_values, like the one value of an unbucketed key. All buckets of a key
 // share its buffer partition, so the resident ones are found with one partition scan.
 //
 // A read over a range of buckets takes the resident values from the buffer and every other
@@ -34,7 +34,7 @@ enum class Read { kSum, kSeries, kTop };
 // [read][with the unfolded deltas][some keys (or all)]
 SPIPlanPtr plans[3][2][2];
 
-// The stored (key, bucket, v) rows of the counter in range that are not resident: from totals,
+// The stored (key, bucket, v) rows of the counter in range that are not resident: from key_values,
 // and for a transactional counter its committed deltas too.
 char* StoredRows(bool transactional, bool some_keys) {
   const char* const kRows =
@@ -46,7 +46,7 @@ char* StoredRows(bool transactional, bool some_keys) {
       "WHERE r.key OPERATOR(pg_catalog.=) s.key AND r.bucket OPERATOR(pg_catalog.=) s.bucket)";
   const char* keys = some_keys ? "AND s.key OPERATOR(pg_catalog.=) ANY ($4::pg_catalog.int8[])"
                                : "";
-  char* rows = psprintf(kRows, "value", "totals", keys);
+  char* rows = psprintf(kRows, "value", "key_values", keys);
   if (transactional) rows = psprintf("%s UNION ALL %s", rows, psprintf(kRows, "delta", "deltas", keys));
   // The resident values and the pending deltas.
   return psprintf(
@@ -158,7 +158,7 @@ SpiSession RunRead(Read read, const CounterDef& def, const int64* keys, int nkey
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 0);
   if (keys == nullptr) PlannerSettingsBack(nest_level);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
   return spi;
 }
 
@@ -272,7 +272,7 @@ int64 DropBuckets(const CounterDef& def, TimestampTz before) {
   Oid types[4] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID};
   Datum args[4] = {id, TimestampTzGetDatum(before), Int8Array(keys, n), TimestampArray(buckets, n)};
   rc = ExecuteWithLatestSnapshot(
-      "WITH t AS (DELETE FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "WITH t AS (DELETE FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket), "
       "d AS (DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket) "

@@ -48,7 +48,7 @@ Datum slotted_counter_of_id(PG_FUNCTION_ARGS) {
 }
 
 // slotted_counter::integer: the id of the counter (42704 if none), to join
-// slotted_counter.totals and .deltas, which store ids.
+// slotted_counter.key_values and .deltas, which store ids.
 Datum slotted_counter_id(PG_FUNCTION_ARGS) {
   RequireShared();
   PG_RETURN_INT32(CounterArgument(fcinfo, 0, 0)->id);

@@ -48,7 +48,7 @@ void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* coun
 int ExecuteWithLatestSnapshot(const char* sql, int nargs, Oid* types, Datum* args) {
   SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
   if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-  // Firing the AFTER triggers at its end: those of totals keep slotted_counter.sums.
+  // Firing the AFTER triggers at its end: those of key_values keep slotted_counter.counter_totals.
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, false,
                                 true, 0);
   SPI_freeplan(plan);

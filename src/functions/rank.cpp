@@ -12,12 +12,12 @@ namespace {
 // [bucketed]
 SPIPlanPtr plan_above[2] = {nullptr, nullptr};
 const char* const kAboveSql[2] = {
-    "SELECT pg_catalog.count(*) FROM slotted_counter.totals "
+    "SELECT pg_catalog.count(*) FROM slotted_counter.key_values "
     "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
     "AND value OPERATOR(pg_catalog.>) $2 AND value OPERATOR(pg_catalog.<>) 0 "
     "AND key OPERATOR(pg_catalog.<>) $3 AND written_at OPERATOR(pg_catalog.>) $4",
     "SELECT pg_catalog.count(*) FROM (SELECT key, pg_catalog.sum(value) AS s "
-    "FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
     "AND bucket OPERATOR(pg_catalog.>=) $4 AND bucket OPERATOR(pg_catalog.<) $5 GROUP BY key) x "
     "WHERE s OPERATOR(pg_catalog.>) $2 AND s OPERATOR(pg_catalog.<>) 0 "
     "AND key OPERATOR(pg_catalog.<>) $3"};
@@ -39,7 +39,7 @@ int64 StoredKeysAbove(const CounterDef& def, int64 key, int64 value, BucketRange
   int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
                                 false, 1);
   if (rc != SPI_OK_SELECT || SPI_processed != 1)
-    elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+    elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
   bool isnull;
   int64 above = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
                                             &isnull));

@@ -8,10 +8,10 @@
 
 namespace sc {
 
-// How many keys of the counter other than `key` held, as of the last flush (slotted_counter.totals
-// in the latest snapshot), a value larger than `value` and other than 0: over their buckets in
-// range for a bucketed counter, leaving out the expired ones. One pass over the counter's stored
-// rows: O(keys).
+// How many keys of the counter other than `key` held, as of the last flush
+// (slotted_counter.key_values in the latest snapshot), a value larger than `value` and other than
+// 0: over their buckets in range for a bucketed counter, leaving out the expired ones. One pass
+// over the counter's stored rows: O(keys).
 int64 StoredKeysAbove(const CounterDef& def, int64 key, int64 value, BucketRange range);
 
 }  // namespace sc

@@ -8,12 +8,12 @@
 //     and its purge of the buffer at commit). Reads leave them out from the moment they expire
 //     (RetainedRange), gone or not.
 //   - Unbucketed: a key expires when its last write is `retain` ago or more (written_at in
-//     slotted_counter.totals, Entry::last_write in the buffer: definitions/expiry.hpp). Every read
-//     leaves it out from that moment on, and a write counts from 0 (protocol.hpp: expiry); this
-//     pass only deletes the rows, when they have no unfolded deltas. A row must neither outlive
-//     its entry nor be loaded while it goes: per partition, under the partition lock EXCLUSIVE,
-//     the flusher removes the clean entries of its candidates (an entry written since its last
-//     flush keeps its key: it was written lately) and holds the partition against loads
+//     slotted_counter.key_values, Entry::last_write in the buffer: definitions/expiry.hpp). Every
+//     read leaves it out from that moment on, and a write counts from 0 (protocol.hpp: expiry);
+//     this pass only deletes the rows, when they have no unfolded deltas. A row must neither
+//     outlive its entry nor be loaded while it goes: per partition, under the partition lock
+//     EXCLUSIVE, the flusher removes the clean entries of its candidates (an entry written since
+//     its last flush keeps its key: it was written lately) and holds the partition against loads
 //     (core/through_holds.hpp); for a batch (whole partitions, at most 16 of the 128 and about
 //     1,000 keys) it deletes the rows whose written_at is still old, commits, and drops the
 //     holds. A write that comes meanwhile waits for the hold, then loads the key anew: from 0 if
@@ -103,13 +103,14 @@ bool StoredBefore(int32 id, TimestampTz before) {
   static const Oid types[2] = {INT4OID, TIMESTAMPTZOID};
   SPIPlanPtr plan = KeptPlan(
       &plan_stored_before,
-      "SELECT EXISTS (SELECT FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "SELECT EXISTS (SELECT FROM slotted_counter.key_values "
+      "WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.<) $2) OR EXISTS (SELECT FROM slotted_counter.deltas "
       "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket OPERATOR(pg_catalog.<) $2)",
       2, types);
   Datum args[2] = {Int32GetDatum(id), TimestampTzGetDatum(before)};
   if (SPI_execute_plan(plan, args, nullptr, true, 1) != SPI_OK_SELECT)
-    elog(ERROR, "reading slotted_counter.totals failed");
+    elog(ERROR, "reading slotted_counter.key_values failed");
   bool isnull;
   return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
@@ -142,13 +143,13 @@ int Candidates(const CounterDef& def, TimestampTz before, Candidate** out) {
   static const Oid types[3] = {INT4OID, TIMESTAMPTZOID, INT4OID};
   SPIPlanPtr plan = KeptPlan(
       &plan_candidates,
-      "SELECT key FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "SELECT key FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket IS NULL AND written_at OPERATOR(pg_catalog.<) $2 LIMIT $3",
       3, types);
   Datum args[3] = {Int32GetDatum(def.id), TimestampTzGetDatum(before),
                    Int32GetDatum(kKeysPerPass)};
   if (SPI_execute_plan(plan, args, nullptr, true, 0) != SPI_OK_SELECT)
-    elog(ERROR, "reading slotted_counter.totals failed");
+    elog(ERROR, "reading slotted_counter.key_values failed");
   int n = int(SPI_processed);
   auto* candidates =
       static_cast<Candidate*>(MemoryContextAlloc(pass_context, sizeof(Candidate) * (n + 1)));
@@ -186,12 +187,12 @@ int64 DeleteExpired(const CounterDef& def, TimestampTz before, const int64* keys
   SPIPlanPtr plan = KeptPlan(
       &plan_expire[with_deltas],
       with_deltas
-          ? "DELETE FROM slotted_counter.totals t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
+          ? "DELETE FROM slotted_counter.key_values t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
             "AND t.bucket IS NULL AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
             "AND t.written_at OPERATOR(pg_catalog.<) $2 AND t.key NOT IN (SELECT d.key FROM "
             "slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
             "AND d.bucket IS NULL)"
-          : "DELETE FROM slotted_counter.totals t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
+          : "DELETE FROM slotted_counter.key_values t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
             "AND t.bucket IS NULL AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
             "AND t.written_at OPERATOR(pg_catalog.<) $2",
       3, types);

@@ -1,7 +1,7 @@
-// totals.cpp: a counter's total over every key, from slotted_counter.sums.
+// totals.cpp: a counter's total over every key, from slotted_counter.counter_totals.
 //
-// A total is three parts: the sums of the rows (slotted_counter.sums, one row per bucket, kept
-// equal to the rows by the triggers of definitions/sums.cpp), the committed deltas not yet
+// A total is three parts: the sums of the rows (slotted_counter.counter_totals, one row per bucket,
+// kept equal to the rows by the triggers of definitions/sums.cpp), the committed deltas not yet
 // folded into rows (a transactional counter's), and what the buffer holds beyond the rows:
 // value - flushed of each resident entry. A transactional commit is counted once: by its delta
 // row, as its settle leaves value = flushed. A flush is counted once: readers read all three
@@ -30,7 +30,7 @@ SPIPlanPtr PlanFor(bool series, bool bucketed, bool with_deltas) {
                                     "AND s.bucket OPERATOR(pg_catalog.<) $3"
                                   : "s.bucket IS NULL";
   char* rows = psprintf(
-      "SELECT s.bucket, s.value AS v FROM slotted_counter.sums s "
+      "SELECT s.bucket, s.value AS v FROM slotted_counter.counter_totals s "
       "WHERE s.counter OPERATOR(pg_catalog.=) $1 AND %s",
       in_range);
   if (with_deltas)
@@ -128,7 +128,7 @@ SpiSession ReadTotal(const CounterDef& def, BucketRange range, bool series) {
     SPIPlanPtr plan = PlanFor(series, def.bucketed, transactional);
     int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot,
                                   true, false, 0);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.sums failed: %d", rc);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.counter_totals failed: %d", rc);
     if (ReadValid(window, generation)) return spi;
     FinishSpi(spi);
   }

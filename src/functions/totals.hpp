@@ -14,8 +14,8 @@ inline bool TotalFromSums(const CounterDef& def) { return def.bucketed || !def.r
 
 // The sum over every key of the buckets in range (an unbucketed counter: its one value per key),
 // exact in real time, with this transaction's own pending deltas. Reads a row of
-// slotted_counter.sums per bucket, the deltas not yet folded (a transactional counter) and the
-// buffer's entries that differ from their rows. 22003 if it leaves bigint.
+// slotted_counter.counter_totals per bucket, the deltas not yet folded (a transactional counter)
+// and the buffer's entries that differ from their rows. 22003 if it leaves bigint.
 int64 SumsTotal(const CounterDef& def, BucketRange range);
 
 // The same per bucket of a bucketed counter: the non-zero ones, in order, in palloc'd arrays;

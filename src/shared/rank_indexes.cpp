@@ -217,13 +217,13 @@ SPIPlanPtr plan_build = nullptr;
 void BuildSlot(int i, Oid db, int32 counter) {
   static const Oid type = INT4OID;
   SPIPlanPtr plan = KeptPlan(&plan_build,
-                             "SELECT key, value FROM slotted_counter.totals "
+                             "SELECT key, value FROM slotted_counter.key_values "
                              "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
                              "AND value OPERATOR(pg_catalog.<>) 0",
                              1, &type);
   Datum arg = Int32GetDatum(counter);
   if (SPI_execute_plan(plan, &arg, nullptr, true, 0) != SPI_OK_SELECT)
-    elog(ERROR, "reading slotted_counter.totals failed");
+    elog(ERROR, "reading slotted_counter.key_values failed");
   uint64 n = SPI_processed;
   auto* keys = static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * (n + 1)));
   auto* values = static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * (n + 1)));

@@ -6,7 +6,7 @@
 //     the area's handle. A backend that ranks a key of an unbucketed counter whose keys do not
 //     expire finds its slot under the lock SHARED; if it has none it claims one EXCLUSIVE as
 //     kWanted (below), wakes its database's flusher, and answers from the tables this time.
-//   - The flusher of a slot's database builds a wanted index from slotted_counter.totals in a
+//   - The flusher of a slot's database builds a wanted index from slotted_counter.key_values in a
 //     transaction of its own between two flushes (the flusher is the only writer of an unbucketed
 //     counter's rows), marks it kReady, applies what each committed flush, fold and write-through
 //     stored (ApplyRankUpdates), and frees the slots of counters dropped (their refusals too),

@@ -30,8 +30,8 @@
 //   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database;
 //     the flusher registers it, it claims attacher_pid itself and clears it as it exits, noting a
 //     run its exit cut short), and the count of open flusher transactions that write
-//     slotted_counter.totals with the time the first of them opened. An attachment run reads that
-//     (clock first, then the count) before it takes its snapshot; a flusher reads the clock,
+//     slotted_counter.key_values with the time the first of them opened. An attachment run reads
+//     that (clock first, then the count) before it takes its snapshot; a flusher reads the clock,
 //     counts itself in, and only then starts its transaction, whose now() stamps the rows it
 //     writes. So every row that run cannot see is stamped at or after the watermark it keeps
 //     (attach_run.cpp).
@@ -81,7 +81,7 @@ struct DatabaseSlot {
   double last_flush_ms;
   TimestampTz flush_lagging_at;  // when the flush in progress shows as lagging (0: none, never)
 
-  // Flusher transactions that write totals (flush.cpp), and the clock before the first of them.
+  // Flusher transactions that write key_values (flush.cpp), and the clock before the first of them.
   int totals_writers;
   TimestampTz totals_writers_since;
 
@@ -165,7 +165,7 @@ struct SharedState {
   // request_ids.hpp).
   RequestIdTable* request_ids;
   RankIndexes* rank_indexes;      // shared/rank_indexes.hpp
-  // Each flush's commit and settle, as readers of totals see them (core/commit_window.hpp);
+  // Each flush's commit and settle, as readers of key_values see them (core/commit_window.hpp);
   // database db's in cell db % kCommitWindowCells.
   CommitWindow commit_windows[kCommitWindowCells];
 };
@@ -210,11 +210,11 @@ void NoteDirty(DatabaseSlot* slot, uint32 index, uint32 generation);
 // The next flush of the slot's database scans the whole buffer.
 void MarkDirtyUntracked(DatabaseSlot* slot);
 
-// A flusher transaction that writes slotted_counter.totals opens (before it starts) and closes
+// A flusher transaction that writes slotted_counter.key_values opens (before it starts) and closes
 // (after it ended); see the protocol at the top.
 void OpenTotalsWrite(DatabaseSlot* slot);
 void CloseTotalsWrite(DatabaseSlot* slot);
-// The time from which on rows of totals that a snapshot taken after this call cannot see may
+// The time from which on rows of key_values that a snapshot taken after this call cannot see may
 // be stamped (updated_at).
 TimestampTz TotalsWatermark(DatabaseSlot* slot);
 

@@ -32,9 +32,9 @@
 // another transaction holds in a mode that excludes an UPDATE (a DROP TABLE, an ALTER TABLE, a
 // LOCK TABLE), is skipped and stays due: the attacher never waits for a user's transaction.
 //
-// Which keys changed: the flusher stamps every totals row it writes with its transaction's start
-// (updated_at), and a run records as its watermark the time from which on rows its snapshot
-// could not see may be stamped (shmem.hpp: the totals writers). The next run reads the keys
+// Which keys changed: the flusher stamps every key_values row it writes with its transaction's
+// start (updated_at), and a run records as its watermark the time from which on rows its snapshot
+// could not see may be stamped (shmem.hpp: the key_values writers). The next run reads the keys
 // stamped at or after it, so a flush that commits during a run is written by the next one.
 //
 // A failed run (its table, column or role gone, a lost privilege, its time limit, an error in a
@@ -168,7 +168,7 @@ void CountRun(int64 skipped, bool failed) {
 // script created them), before anything else: attachments before counters was a deadlock with a
 // DROP EXTENSION that held counters and waited for attachments.
 void LockInDropOrder() {
-  static const char* const kTables[] = {"counters", "totals", "attachments"};
+  static const char* const kTables[] = {"counters", "key_values", "attachments"};
   for (const char* table : kTables) {
     Oid relid = ExtensionRelation(table);
     if (OidIsValid(relid)) LockRelationOid(relid, AccessShareLock);
@@ -246,11 +246,11 @@ int ChangedValues(const DueAttachment& a, Datum* args) {
   Datum params[2] = {Int32GetDatum(a.counter), TimestampTzGetDatum(a.last_run)};
   char nulls[2] = {' ', a.has_last_run ? ' ' : 'n'};
   int rc = SPI_execute_with_args(
-      "SELECT key, value FROM slotted_counter.totals WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "SELECT key, value FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket IS NULL AND ($2::pg_catalog.timestamptz IS NULL "
       "OR updated_at OPERATOR(pg_catalog.>=) $2)",
       2, types, params, nulls, true, 0);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.totals failed: %d", rc);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
   int n = int(SPI_processed);
   auto* keys = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
   auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));

@@ -1,4 +1,4 @@
-// flush.cpp: a flush, what the flusher writes to slotted_counter.totals, in steps that are
+// flush.cpp: a flush, what the flusher writes to slotted_counter.key_values, in steps that are
 // transactions of their own.
 //
 // What a flush writes: every entry of its database that was dirty when it began (its backlog),
@@ -29,7 +29,7 @@
 // before it. Should an error come there anyway (slotted_counter.fault_point injects one in the
 // tests), the step decides from its transaction's status in the commit log, not from where the
 // error came, whether to settle the claims and ids as committed, and closes the commit window it
-// opened (core/commit_window.hpp: readers of totals wait from the commit to the end of the
+// opened (core/commit_window.hpp: readers of key_values wait from the commit to the end of the
 // settle).
 #include <algorithm>
 
@@ -284,7 +284,8 @@ pg_noinline int64 RunStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int6
       if (complete) *attachments_due = AttachmentsDue();
     }
     s->xid = GetTopTransactionIdIfAny();
-    // From the commit to the end of the settle, readers of totals wait (core/commit_window.hpp).
+    // From the commit to the end of the settle, readers of key_values wait
+    // (core/commit_window.hpp).
     if (s->n > 0) {
       s->window_open = true;
       OpenWindow(CommitWindowOf(db));

@@ -1,4 +1,4 @@
-// flush.hpp: what the flusher writes to slotted_counter.totals.
+// flush.hpp: what the flusher writes to slotted_counter.key_values.
 #pragma once
 
 #include "core/counter_table.hpp"
@@ -14,22 +14,22 @@ namespace sc {
 // (ereport), having settled every step it began.
 int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(Oid db));
 
-// Analyzes totals once this flusher has added half as many rows as it had when last analyzed
+// Analyzes key_values once this flusher has added half as many rows as it had when last analyzed
 // (and at least 1,000): the plans of the flush's statements (and of reads) rely on its size, and a
 // table that grew from a few rows to thousands in seconds, faster than autovacuum analyzes it,
 // made a flush join every row of it to every key of a batch. In the flusher, after a flush was
 // answered, outside a transaction; an error is logged.
 void AnalyzeIfGrown();
 
-// After a flusher transaction failed (and was aborted): it no longer writes totals.
+// After a flusher transaction failed (and was aborted): it no longer writes key_values.
 void AbandonTotalsWrite();
 
 // Set by the flusher before its last flush: that flush scans the whole buffer (flush.cpp).
 extern bool full_scan_next;
 
-// A flusher transaction that writes totals (flush.cpp, write_through.cpp; flush_txn.cpp): BeginWork
-// counts this process among the writers of db's totals (shmem.hpp: OpenTotalsWrite), starts a
-// transaction, connects SPI and pushes a snapshot; EndWork commits and counts it out.
+// A flusher transaction that writes key_values (flush.cpp, write_through.cpp; flush_txn.cpp):
+// BeginWork counts this process among the writers of db's key_values (shmem.hpp: OpenTotalsWrite),
+// starts a transaction, connects SPI and pushes a snapshot; EndWork commits and counts it out.
 void BeginWork(Oid db);
 void EndWork();
 // The write-throughs' memory that outlives their transactions, reset (for each round).

@@ -45,7 +45,7 @@ struct FlushScope {
 // When the first attachment of this database is due; DT_NOEND if there is none. Inside SPI.
 TimestampTz AttachmentsDue();
 
-// Rows this flusher added to totals (for AnalyzeIfGrown).
+// Rows this flusher added to key_values (for AnalyzeIfGrown).
 void NoteRowsAdded(int64 rows);
 
 // ---- flush_write.cpp ----
@@ -62,9 +62,9 @@ void WriteRequestIds(const TakenRequestId* taken, int n);
 
 struct RankUpdate;
 
-// A pass of the fold of transactional deltas (slotted_counter.deltas) into totals: the pages the
-// deltas it must fold can lie in, walked a bounded number at a time, each step in a transaction of
-// the flush's.
+// A pass of the fold of transactional deltas (slotted_counter.deltas) into key_values: the pages
+// the deltas it must fold can lie in, walked a bounded number at a time, each step in a transaction
+// of the flush's.
 struct FoldPass {
   uint32 epoch;             // the fold epoch the pass took (core/fold_epochs.hpp)
   bool started;             // the first step read `end`
@@ -74,7 +74,7 @@ struct FoldPass {
   int32* skipped;           // counters a step could not lock (sorted, each once)
   int nskipped;
   int capacity;
-  int64 rows;               // totals rows written
+  int64 rows;               // key_values rows written
 };
 
 // Begins a pass whose memory is in `context`: takes the fold epoch of the slot (none without one).

@@ -1,9 +1,9 @@
-// flush_txn.cpp: a flusher transaction that writes slotted_counter.totals (a step of a flush, a
+// flush_txn.cpp: a flusher transaction that writes slotted_counter.key_values (a step of a flush, a
 // write-through), and what each step reads first: the counters it may write, the bucket drops in
 // progress, when the attachments are due; and the flusher's ANALYZE of the grown table.
 //
-// A flusher transaction counts itself among the writers of its database's totals before it starts
-// (shmem.hpp: OpenTotalsWrite), so that its now(), the stamp of the rows it writes, is not
+// A flusher transaction counts itself among the writers of its database's key_values before it
+// starts (shmem.hpp: OpenTotalsWrite), so that its now(), the stamp of the rows it writes, is not
 // before the watermark an attachment run reads (attach_run.cpp).
 #include <algorithm>
 
@@ -16,13 +16,13 @@ namespace sc {
 
 namespace {
 
-// The slot whose totals writers this process counts itself among (shmem.hpp), while it does.
+// The slot whose key_values writers this process counts itself among (shmem.hpp), while it does.
 DatabaseSlot* totals_write_slot = nullptr;
 
 // Outlives the flusher's transactions (SPI_finish frees what was allocated inside them).
 MemoryContext work_context = nullptr;
 
-// Rows this flusher added to totals since it last analyzed the table (at most: a folded row may
+// Rows this flusher added to key_values since it last analyzed the table (at most: a folded row may
 // have had its row already), and how many rows the table had then.
 int64 rows_added_since_analyze = 0;
 double rows_at_analyze = 0;
@@ -135,10 +135,10 @@ void AnalyzeIfGrown() {
     StartTransactionCommand();
     SPI_connect();
     PushActiveSnapshot(GetTransactionSnapshot());
-    if (SPI_execute("ANALYZE slotted_counter.totals", false, 0) != SPI_OK_UTILITY)
-      elog(ERROR, "ANALYZE slotted_counter.totals failed");
+    if (SPI_execute("ANALYZE slotted_counter.key_values", false, 0) != SPI_OK_UTILITY)
+      elog(ERROR, "ANALYZE slotted_counter.key_values failed");
     if (SPI_execute("SELECT reltuples FROM pg_catalog.pg_class WHERE oid OPERATOR(pg_catalog.=) "
-                    "'slotted_counter.totals'::pg_catalog.regclass",
+                    "'slotted_counter.key_values'::pg_catalog.regclass",
                     true, 1) == SPI_OK_SELECT &&
         SPI_processed == 1) {
       bool isnull;
@@ -152,7 +152,7 @@ void AnalyzeIfGrown() {
   }
   PG_CATCH();
   {
-    AbortAndLog(context, "analyze slotted_counter.totals");
+    AbortAndLog(context, "analyze slotted_counter.key_values");
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);

@@ -1,5 +1,5 @@
 // flush_write.cpp: the statements that write a flush step's claimed entries to
-// slotted_counter.totals (flush_internal.hpp: WriteItems), and the request ids taken with them.
+// slotted_counter.key_values (flush_internal.hpp: WriteItems), and the request ids taken with them.
 //
 // Keys flushed before, which mostly have their row, are written with UPDATEs, keys never flushed,
 // which mostly have none, with plain INSERTs, in statements of at most kBatch keys; each kind in
@@ -33,21 +33,21 @@ SPIPlanPtr plan_update_bucketed[2] = {nullptr, nullptr};
   "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])"
 #define SC_FLUSH_ROWS5 SC_FLUSH_ROWS4 ", pg_catalog.unnest($5::pg_catalog.timestamptz[])"
 #define SC_UPSERT                                                                                 \
-  " ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "                              \
+  " ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                           \
   "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "   \
   "written_at = GREATEST(t.written_at, excluded.written_at)"
 
 const char* const kFlushSql[2] = {
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value) " SC_FLUSH_ROWS4
+    "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value) " SC_FLUSH_ROWS4
         SC_UPSERT,
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "
     SC_FLUSH_ROWS5 SC_UPSERT};
 
 // Rows of fresh keys: a plain INSERT skips the upsert's speculative insertion (an index probe
 // before the insert, a confirmation after it), about 40% of a new row's cost.
 const char* const kInsertSql[2] = {
-    "INSERT INTO slotted_counter.totals (counter, key, bucket, value) " SC_FLUSH_ROWS4,
-    "INSERT INTO slotted_counter.totals (counter, key, bucket, value, written_at) "
+    "INSERT INTO slotted_counter.key_values (counter, key, bucket, value) " SC_FLUSH_ROWS4,
+    "INSERT INTO slotted_counter.key_values (counter, key, bucket, value, written_at) "
     SC_FLUSH_ROWS5};
 
 // Rows of keys flushed before, which mostly have their row: an UPDATE joined on the unique index
@@ -55,7 +55,7 @@ const char* const kInsertSql[2] = {
 // its tuple lock, a second WAL record per row. An unbucketed key's bucket is NULL, which `=`
 // never matches and `IS NOT DISTINCT FROM` cannot find through the index: two statements.
 #define SC_FLUSH_UPDATE(bucket_rows, bucket_match, written, stamp_rows)                          \
-  "UPDATE slotted_counter.totals t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
+  "UPDATE slotted_counter.key_values t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
   "updated_at = pg_catalog.now(), written_at = GREATEST(t.written_at, " written ") "           \
   "FROM (SELECT pg_catalog.unnest($1::pg_catalog.int4[]) AS c, "                                 \
   "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, " bucket_rows stamp_rows                       \
@@ -116,14 +116,14 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
   // The items are distinct keys, so each row the UPDATE found is one item's.
   if (write == Statement::kUpdate && int64(SPI_processed) != n)
     ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
-                    errmsg("a key flushed before has no row in slotted_counter.totals")));
+                    errmsg("a key flushed before has no row in slotted_counter.key_values")));
 }
 
 // Writes the deltas of items (n of them) in batches of at most kBatch. An UPDATE's batch holds
 // either unbucketed or bucketed keys (its statement differs). Each batch's arrays are freed
 // before the next: memory the process already has, not a million keys' worth touched anew.
 void WriteBatches(const FlushItem* items, int64 n, Statement write) {
-  // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of totals
+  // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of key_values
   // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
   // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
   // tiny would scan it whole. Set as a function's SET clause sets them, for these statements

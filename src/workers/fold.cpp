@@ -1,15 +1,16 @@
-// fold.cpp: the fold of transactional deltas (slotted_counter.deltas) into totals, in steps.
+// fold.cpp: the fold of transactional deltas (slotted_counter.deltas) into key_values, in steps.
 //
-// Each commit of transactional increments inserts its deltas; a flush moves them into totals,
-// which bounds their storage. A value read from the tables is totals plus deltas in one snapshot,
-// so a fold changes no value. A pass takes the slot's fold epoch first (core/fold_epochs.hpp):
-// every commit tagged with that epoch or an earlier one is visible to its first step's snapshot,
-// so its deltas lie in the pages the table had then. The pass walks those pages in steps of at
-// most kFoldPages, each step one statement (DELETE ... RETURNING, grouped into an upsert of
-// totals) in a transaction of the flush's, so that no step's transaction grows with the table and
-// a long fold never keeps the buffered values of other steps waiting (flush.cpp). Once the last
-// step committed, the entries committed up to the epoch may leave the buffer (EndFold), but those
-// of the counters a step had to skip (locked by a transaction dropping them or their buckets).
+// Each commit of transactional increments inserts its deltas; a flush moves them into key_values,
+// which bounds their storage. A value read from the tables is key_values plus deltas in one
+// snapshot, so a fold changes no value. A pass takes the slot's fold epoch first
+// (core/fold_epochs.hpp): every commit tagged with that epoch or an earlier one is visible to its
+// first step's snapshot, so its deltas lie in the pages the table had then. The pass walks those
+// pages in steps of at most kFoldPages, each step one statement (DELETE ... RETURNING, grouped into
+// an upsert of key_values) in a transaction of the flush's, so that no step's transaction grows
+// with the table and a long fold never keeps the buffered values of other steps waiting
+// (flush.cpp). Once the last step committed, the entries committed up to the epoch may leave the
+// buffer (EndFold), but those of the counters a step had to skip (locked by a transaction dropping
+// them or their buckets).
 #include <algorithm>
 
 #include "shared/rank_indexes.hpp"
@@ -30,10 +31,10 @@ constexpr BlockNumber kFoldPages = 512;
   "WHERE counter OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int4[]) "                         \
   "AND ctid OPERATOR(pg_catalog.>=) $2 AND ctid OPERATOR(pg_catalog.<) $3 "                   \
   "RETURNING counter, key, bucket, delta, written_at) "                                       \
-  "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "          \
+  "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "    \
   "SELECT counter, key, bucket, pg_catalog.sum(delta)::pg_catalog.int8, "                     \
   "pg_catalog.max(written_at) FROM folded GROUP BY counter, key, bucket "                     \
-  "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "                            \
+  "ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                            \
   "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), " \
   "written_at = GREATEST(t.written_at, excluded.written_at)"
 SPIPlanPtr plan_fold = nullptr;

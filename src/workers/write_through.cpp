@@ -1,4 +1,4 @@
-// write_through.cpp: increments written through to slotted_counter.totals by the flusher, when
+// write_through.cpp: increments written through to slotted_counter.key_values by the flusher, when
 // the buffer has no room (write_through.hpp; the requests' states and lock rule are in
 // core/write_through_request.hpp).
 //
@@ -119,7 +119,7 @@ SPIPlanPtr plan_write_through = nullptr;
 // $5 is the write's stamp, $6 its counter's cutoff: a row last written at or before it holds an
 // expired value, which the delta replaces (definitions/expiry.hpp).
 #define SC_THROUGH_CONFLICT                                                                       \
-  "ON CONFLICT ON CONSTRAINT totals_counter_key_bucket DO UPDATE "                               \
+  "ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                            \
   "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "           \
   "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, updated_at = pg_catalog.now(), "      \
   "written_at = GREATEST(t.written_at, excluded.written_at) "
@@ -127,14 +127,14 @@ SPIPlanPtr plan_write_through = nullptr;
 const char* const kWriteThroughSql =
     "WITH live AS (SELECT id FROM slotted_counter.counters "
     "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "
     "SELECT $1, $2, $3, $4, $5 FROM live " SC_THROUGH_CONFLICT "RETURNING value";
 
 // A batch written through (WriteThroughRequest::nbatch): one counter, one bucket, distinct keys.
 const char* const kBatchThroughSql =
     "WITH live AS (SELECT id FROM slotted_counter.counters "
     "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE) "
-    "INSERT INTO slotted_counter.totals AS t (counter, key, bucket, value, written_at) "
+    "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "
     "SELECT $1, k.key, $3, k.delta, $5 FROM live, ROWS FROM "
     "(pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
     "AS k(key, delta) " SC_THROUGH_CONFLICT "RETURNING key, value";

@@ -1,4 +1,4 @@
-// write_through.hpp: an increment the buffer has no room for, written to slotted_counter.totals
+// write_through.hpp: an increment the buffer has no room for, written to slotted_counter.key_values
 // by the flusher: the request (its states, steps and lock rule: core/write_through_request.hpp),
 // where the requester waits for the answer, and where the flusher serves it.
 #pragma once

@@ -60,7 +60,7 @@ ALL_WORKLOADS=(
     "txincr_uniform_text|transactional sc_incr, 10,000 text keys uniform (/p/1 .. /p/10000)|sc_incr_transactional_uniform_text.sql||1|SELECT sc_sum_keys_text('uniform_text_tx', ARRAY(SELECT concat('/p/', generate_series(1, 10000))))"
     "incr_uniform_untyped|buffered sc_incr, 10,000 keys uniform, the key an untyped placeholder|sc_incr_buffered_uniform_untyped.sql||1|SELECT sc_sum_keys('uniform_untyped', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "incr_zipf|buffered sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_buffered_zipf.sql||1|SELECT sc_sum_keys('zipf', ARRAY(SELECT generate_series(1, 1000000)::bigint))"
-    "txincr_zipf|transactional sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_transactional_zipf.sql||1|SELECT (SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = 'zipf_tx'::slotted_counter::integer) + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = 'zipf_tx'::slotted_counter::integer)"
+    "txincr_zipf|transactional sc_incr, 1,000,000 keys zipfian 1.1|sc_incr_transactional_zipf.sql||1|SELECT (SELECT coalesce(sum(value), 0) FROM slotted_counter.key_values WHERE counter = 'zipf_tx'::slotted_counter::integer) + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = 'zipf_tx'::slotted_counter::integer)"
     "incr_bounded|buffered sc_incr_bounded, 10,000 keys uniform, bound not reached|sc_incr_bounded_uniform.sql||1|SELECT sc_sum_keys('bounded', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "txincr_bounded|transactional sc_incr_bounded, 10,000 keys uniform, bound not reached|sc_incr_bounded_transactional_uniform.sql||1|SELECT sc_sum_keys('bounded_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "incr_once|buffered sc_incr_once, 10,000 keys uniform, a new request id per call|sc_incr_once_uniform.sql||1|SELECT sc_sum_keys('once', ARRAY(SELECT generate_series(1, 10000)::bigint))"
@@ -441,7 +441,7 @@ fi
 # ---- the flusher ----------------------------------------------------------------------------
 # On a restarted server (an empty buffer) with flush_interval = 0, so that only sc_rollup()
 # flushes: dirty keys with batch calls, then time sc_rollup(). New keys insert rows into
-# slotted_counter.totals, keys flushed before update their row, so both are measured on their own.
+# slotted_counter.key_values, keys flushed before update their row, so both are measured on their own.
 FLUSH_ROWS=()
 if wanted flush; then
     small=$(( FLUSH_KEYS / 10 ))
@@ -450,7 +450,7 @@ if wanted flush; then
     as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$TMP/server.log" -m fast -w -t 300 restart >/dev/null ||
         die "the server did not restart"
     q "SELECT sc_create('flush_small', 'buffered'), sc_create('flush_big', 'buffered')" >/dev/null
-    # The baseline: INSERT of as many rows into an empty table of totals' shape with its unique
+    # The baseline: INSERT of as many rows into an empty table of key_values' shape with its unique
     # index, in one statement, on the same server.
     declare -A INSERT_MS=()
     for n in "$small" "$FLUSH_KEYS"; do
@@ -495,8 +495,8 @@ if wanted flush; then
         "SELECT sc_sum_keys('flush_small', ARRAY(SELECT generate_series(1, $small)::bigint))"
     verify "\`sc_sum('flush_big', keys 1..$FLUSH_KEYS)\`" $(( 2 * FLUSH_KEYS + small )) \
         "SELECT sc_sum_keys('flush_big', ARRAY(SELECT generate_series(1, $FLUSH_KEYS)::bigint))"
-    verify "\`sum(value)\` of both flush counters in \`slotted_counter.totals\`" $(( 3 * small + 2 * FLUSH_KEYS )) \
-        "SELECT sum(value) FROM slotted_counter.totals WHERE counter IN ('flush_small'::slotted_counter::integer, 'flush_big'::slotted_counter::integer)"
+    verify "\`sum(value)\` of both flush counters in \`slotted_counter.key_values\`" $(( 3 * small + 2 * FLUSH_KEYS )) \
+        "SELECT sum(value) FROM slotted_counter.key_values WHERE counter IN ('flush_small'::slotted_counter::integer, 'flush_big'::slotted_counter::integer)"
 fi
 
 # ---- the tables -----------------------------------------------------------------------------
@@ -617,7 +617,7 @@ report() {
         echo
         echo "\"small buffer\": only the $(thousands "$small") keys of one counter are resident;" \
              "\"big buffer\": $(thousands "$(( FLUSH_KEYS + small ))") resident. Target: $(thousands "$FLUSH_KEYS") dirty keys in ≤ 10 s," \
-             "linear in dirty keys, not in resident keys; ≤ 1.5 × an INSERT of as many rows into an empty table of totals' shape with its" \
+             "linear in dirty keys, not in resident keys; ≤ 1.5 × an INSERT of as many rows into an empty table of key_values' shape with its" \
              "unique index (baseline: $(thousands "$small") rows ${INSERT_MS[$small]} ms, $(thousands "$FLUSH_KEYS") rows ${INSERT_MS[$FLUSH_KEYS]} ms)."
         echo
         echo "| dirty keys are | dirty keys | dirty_entries | entries_used | rows written | sc_rollup() ms | stats.last_flush_ms | µs per dirty key | × INSERT of as many rows |"

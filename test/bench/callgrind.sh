@@ -38,7 +38,7 @@ WORKLOADS=(
     "buffered sc_incr, 1000 keys|count(sc_incr('b', g % 1000, 1))|harness: abs(), (g % 1000)::bigint"
     "buffered sc_sum, one key|count(sc_sum('b', 0))|harness: abs()"
     "harness: abs(), (g + 1000000)::bigint|count(abs((g + 1000000)::bigint))|"
-    "buffered sc_sum, a key not in the buffer (read from totals)|count(sc_sum('b', g + 1000000))|harness: abs(), (g + 1000000)::bigint"
+    "buffered sc_sum, a key not in the buffer (read from key_values)|count(sc_sum('b', g + 1000000))|harness: abs(), (g + 1000000)::bigint"
     "transactional sc_incr, one key|count(sc_incr('t', 0, 1))|harness: abs()"
     "transactional sc_incr, 1000 keys|count(sc_incr('t', g % 1000, 1))|harness: abs(), (g % 1000)::bigint"
     "bucketed (hourly) sc_incr, one key|count(sc_incr('h', 0, 1))|harness: abs()"

@@ -44,9 +44,9 @@ SELECT sc_create('once_tx', 'transactional');
 SELECT sc_create('fresh', 'buffered');            -- a new key per call: what retention is for
 SELECT sc_create('fresh_retained', 'buffered', retain => '2 seconds');
 SELECT sc_create('fresh_text', 'buffered', key_type => 'text');  -- a new text key per call
--- What a flush is measured against: an INSERT of as many rows into a table of totals' shape
+-- What a flush is measured against: an INSERT of as many rows into a table of key_values' shape
 -- with its unique index.
-CREATE TABLE flush_baseline (LIKE slotted_counter.totals INCLUDING DEFAULTS,
+CREATE TABLE flush_baseline (LIKE slotted_counter.key_values INCLUDING DEFAULTS,
     UNIQUE NULLS NOT DISTINCT (counter, key, bucket));
 
 -- The single-backend measurements (one resident key each).

@@ -60,7 +60,7 @@ fi
 rows=$(psql_ -c "SELECT count(*) FROM events")
 counted() {
     psql_ -c "SELECT sc_rollup() >= 0" -c \
-        "SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = '$1'::slotted_counter::integer" | tail -n 1
+        "SELECT coalesce(sum(value), 0) FROM slotted_counter.key_values WHERE counter = '$1'::slotted_counter::integer" | tail -n 1
 }
 total=$(counted small)
 total_t=$(counted small_t)

@@ -93,10 +93,10 @@ server_stop "$WORK"
 server_start "$WORK"
 after_restart=$(psql_ -c "$sums")
 stored=$(psql_ -c "SELECT sc_rollup() >= 0" -c "SELECT
-  (SELECT sum(value) FROM slotted_counter.totals WHERE counter = 'b'::slotted_counter::integer) || '|' ||
-  (SELECT sum(value) FROM slotted_counter.totals WHERE counter = 't'::slotted_counter::integer) || '|' ||
-  (SELECT sum(value) FROM slotted_counter.totals WHERE counter = 'bb'::slotted_counter::integer) || '|' ||
-  (SELECT sum(value) FROM slotted_counter.totals WHERE counter = 'h'::slotted_counter::integer)" | tail -n 1)
+  (SELECT sum(value) FROM slotted_counter.key_values WHERE counter = 'b'::slotted_counter::integer) || '|' ||
+  (SELECT sum(value) FROM slotted_counter.key_values WHERE counter = 't'::slotted_counter::integer) || '|' ||
+  (SELECT sum(value) FROM slotted_counter.key_values WHERE counter = 'bb'::slotted_counter::integer) || '|' ||
+  (SELECT sum(value) FROM slotted_counter.key_values WHERE counter = 'h'::slotted_counter::integer)" | tail -n 1)
 signals=$(grep -c 'terminated by signal' "$WORK/server.log" || true)
 restarts=$(grep -c 'all server processes terminated; reinitializing' "$WORK/server.log" || true)
 
@@ -114,7 +114,7 @@ echo "server log: $signals processes terminated by a signal, $restarts crash res
 echo "expected (b|t|bb|h):        $expected"
 echo "after the load:             $after_load"
 echo "after a clean restart:      $after_restart"
-echo "in totals after a rollup:   $stored"
+echo "in key_values after a rollup:   $stored"
 ok=1
 [[ $signals -eq 0 && $restarts -eq 0 ]] || ok=0
 [[ ${failed:-0} -eq 0 ]] || ok=0

@@ -20,18 +20,18 @@ COMMIT;
 SELECT sc_sum('downloads', 1);
 -- sc_rollup writes every dirty value and says how many rows
 SELECT sc_rollup();
-SELECT key, t.bucket, value FROM slotted_counter.totals t
+SELECT key, t.bucket, value FROM slotted_counter.key_values t
   JOIN slotted_counter.counters c ON c.id = t.counter WHERE c.name = 'downloads' ORDER BY key;
 SELECT sc_rollup();
 -- many keys in one statement
 SELECT count(*), sum(v) FROM (SELECT sc_incr('downloads', k, k) AS v FROM generate_series(1000, 1999) k) s;
 SELECT sc_rollup();
-SELECT sum(value) FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT sum(value) FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
   WHERE c.name = 'downloads' AND key >= 1000;
 -- a drop removes the counter, its buffered values and its stored values
 SELECT sc_drop('downloads');
 SELECT count(*) FROM slotted_counter.counters WHERE name = 'downloads';
-SELECT count(*) FROM slotted_counter.totals;
+SELECT count(*) FROM slotted_counter.key_values;
 SELECT sc_sum('downloads');
 -- the name can be used again, and the new counter starts from zero
 SELECT sc_create('downloads', 'buffered');

@@ -9,7 +9,7 @@ SELECT sc_incr_batch('likes', '{}'::bigint[], '{}'::bigint[]);
 -- a group sum adds up its keys; a key listed twice counts once, a key never counted is 0
 SELECT sc_sum_keys('likes', ARRAY[1, 2, 3]), sc_sum_keys('likes', ARRAY[1, 1, 2, 99]), sc_sum_keys('likes', '{}'::bigint[]);
 -- keys not in the buffer are read from the values table (one stored there before a restart)
-INSERT INTO slotted_counter.totals (counter, key, value) VALUES ('likes'::slotted_counter::integer, 777, 40);
+INSERT INTO slotted_counter.key_values (counter, key, value) VALUES ('likes'::slotted_counter::integer, 777, 40);
 SELECT sc_sum_keys('likes', ARRAY[1, 777]);
 -- transactional: a batch belongs to its transaction, and a group sum sees the own increments
 SELECT sc_incr_batch('points', ARRAY[1, 2], ARRAY[3, 4]);
@@ -60,5 +60,5 @@ SELECT cardinality(sc_incr_batch('fresh', ARRAY(SELECT generate_series(1, 30000)
 SELECT sc_sum_keys('fresh', ARRAY(SELECT generate_series(1, 30000))::bigint[]);
 COMMIT;
 SELECT sc_rollup() >= 0;
-SELECT count(*), sum(value) FROM slotted_counter.totals WHERE counter = 'fresh'::slotted_counter::integer;
+SELECT count(*), sum(value) FROM slotted_counter.key_values WHERE counter = 'fresh'::slotted_counter::integer;
 SELECT sc_drop('fresh');

@@ -72,6 +72,6 @@ SELECT sc_incr_bounded('stock', 2, 5, NULL, 4) AS refused;
 COMMIT;
 SELECT sc_sum('stock', 2);
 SELECT sc_rollup() >= 0 AS flushed;
-SELECT c.name, t.key, t.value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT c.name, t.key, t.value FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
   WHERE c.name IN ('seats', 'stock') ORDER BY 1, 2;
 SELECT sc_drop('seats'), sc_drop('stock'), sc_drop('api_calls');

@@ -108,10 +108,10 @@ ROLLBACK;
 
 -- the lagged values: one row per key and bucket, in the table ordinary SQL can read
 SELECT sc_rollup() > 0 AS flushed;
-SELECT key, bucket, value FROM slotted_counter.totals
+SELECT key, bucket, value FROM slotted_counter.key_values
 WHERE counter = 'hits'::slotted_counter::integer AND key IN (1, 2) ORDER BY key, bucket;
 -- buckets only in the tables (not in the buffer) are read from there, merged with the buffer
-INSERT INTO slotted_counter.totals (counter, key, bucket, value)
+INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
 VALUES ('hits'::slotted_counter::integer, 1, '2026-01-01 00:00+00', 1000);
 INSERT INTO slotted_counter.deltas (counter, key, bucket, delta)
 VALUES ('visits'::slotted_counter::integer, 1, '2026-01-01 00:00+00', 50);
@@ -130,7 +130,7 @@ SELECT sc_drop_buckets('hits', '2026-11-21 11:00+00');
 SELECT * FROM sc_series('hits', 1, NULL, NULL);
 SELECT sc_sum('hits', 1), sc_sum('hits', 2), sc_sum_keys('hits', ARRAY[1, 2]);
 SELECT * FROM sc_top('hits', 5, NULL, '2026-11-22');
-SELECT count(*) FROM slotted_counter.totals
+SELECT count(*) FROM slotted_counter.key_values
 WHERE counter = 'hits'::slotted_counter::integer AND bucket < '2026-11-21 11:00+00';
 -- a late increment into a dropped hour counts again from 0
 SELECT sc_incr('hits', 1, 1, '2026-11-21 10:00+00');
@@ -145,7 +145,7 @@ COMMIT;
 SELECT sc_sum('visits', 1), sc_sum('visits', 2);
 -- a rolled-back drop leaves the tables as they were, and keeps a buffered increment made
 -- meanwhile of a bucket that was only in the tables (loaded as the other sessions see it)
-INSERT INTO slotted_counter.totals (counter, key, bucket, value)
+INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
 VALUES ('hits'::slotted_counter::integer, 5, '2026-01-05 00:00+00', 100);
 BEGIN;
 SELECT sc_drop_buckets('hits', '2026-02-01');
@@ -153,7 +153,7 @@ SELECT sc_incr('hits', 5, 1, '2026-01-05 00:30+00');
 ROLLBACK;
 SELECT * FROM sc_series('hits', 5, NULL, '2026-02-01');
 SELECT sc_rollup() > 0 AS flushed;
-SELECT value FROM slotted_counter.totals
+SELECT value FROM slotted_counter.key_values
 WHERE counter = 'hits'::slotted_counter::integer AND key = 5 AND bucket = '2026-01-05 00:00+00';
 -- a transaction's own increments of dropped buckets go with them
 BEGIN;
@@ -164,7 +164,7 @@ COMMIT;
 SELECT * FROM sc_series('visits', 3, NULL, NULL);
 SELECT sc_sum('visits', 1), sc_sum('visits', 2);
 SELECT sc_rollup() >= 0 AS flushed;
-SELECT key, bucket, value FROM slotted_counter.totals
+SELECT key, bucket, value FROM slotted_counter.key_values
 WHERE counter = 'visits'::slotted_counter::integer ORDER BY key, bucket;
 
 -- a transaction that dropped buckets cannot be prepared (0A000), and drops nothing

@@ -21,35 +21,35 @@ SELECT sc_incr('hits', 5, 1000);
 DO $$
 BEGIN
   FOR i IN 1..500 LOOP  -- 10 s at most
-    EXIT WHEN EXISTS (SELECT FROM slotted_counter.totals t JOIN slotted_counter.counters c
+    EXIT WHEN EXISTS (SELECT FROM slotted_counter.key_values t JOIN slotted_counter.counters c
                       ON c.id = t.counter WHERE c.name = 'hits' AND key = 5 AND value > 10);
     PERFORM pg_sleep(0.02);
   END LOOP;
 END $$;
-SELECT value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT value FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
   WHERE c.name = 'hits' AND key = 5;
 ALTER SYSTEM RESET slotted_counter.flush_interval;
 SELECT pg_reload_conf();
 -- the flusher reports its writes to the statistics that autovacuum reads
 SELECT pg_stat_clear_snapshot();
 SELECT n_tup_ins >= 100 AND n_tup_upd >= 1 AS flusher_writes_counted
-  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.totals'::regclass;
+  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.key_values'::regclass;
 -- sc_sum of a resident key reads shared memory only: the values table is not scanned
 SELECT pg_stat_force_next_flush();
 SELECT seq_scan + coalesce(idx_scan, 0) AS scans_before FROM pg_stat_user_tables
-  WHERE relid = 'slotted_counter.totals'::regclass \gset
+  WHERE relid = 'slotted_counter.key_values'::regclass \gset
 SELECT pg_stat_clear_snapshot();
 SELECT sc_sum('hits', 5), sc_sum('hits', 5), sc_sum('hits', 6);
 SELECT pg_stat_force_next_flush();
 SELECT pg_stat_clear_snapshot();
-SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS totals_scans_for_three_reads
-  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.totals'::regclass;
+SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS key_values_scans_for_three_reads
+  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.key_values'::regclass;
 -- a key that is not resident is read from the table
 SELECT sc_sum('hits', 123456);
 SELECT pg_stat_force_next_flush();
 SELECT pg_stat_clear_snapshot();
-SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS totals_scans_after_a_miss
-  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.totals'::regclass;
+SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS key_values_scans_after_a_miss
+  FROM pg_stat_user_tables WHERE relid = 'slotted_counter.key_values'::regclass;
 SELECT sc_drop('hits');
 -- A flush writes keys it never flushed with plain INSERTs, and when one of them has a row after
 -- all (here a row put in by hand; also a key whose row holds 0, loaded again), writes them all
@@ -59,24 +59,24 @@ SELECT sc_create('fresh', 'buffered');
 BEGIN;
 SELECT name FROM slotted_counter.counters WHERE name = 'fresh' FOR UPDATE;
 SELECT sc_incr('fresh', k, 10) FROM generate_series(1, 3) k;
-INSERT INTO slotted_counter.totals (counter, key, bucket, value)
+INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
   VALUES ('fresh'::slotted_counter::integer, 2, NULL, 1000);
 COMMIT;
 SELECT sc_rollup() IS NOT NULL AS flushed;
-SELECT key, value FROM slotted_counter.totals
+SELECT key, value FROM slotted_counter.key_values
   WHERE counter = 'fresh'::slotted_counter::integer ORDER BY key;
 -- and flushed keys are written as upserts again
 SELECT sc_incr('fresh', k, 1) FROM generate_series(1, 4) k;
 SELECT sc_rollup() IS NOT NULL AS flushed;
-SELECT key, value FROM slotted_counter.totals
+SELECT key, value FROM slotted_counter.key_values
   WHERE counter = 'fresh'::slotted_counter::integer ORDER BY key;
 -- keys flushed before are written as UPDATEs through the index; one whose row is gone (deleted
 -- here by hand, so its earlier flushes are lost with it) makes the flush write them all again as
 -- upserts: the row comes back with the new delta, and no other key counts twice
-DELETE FROM slotted_counter.totals WHERE counter = 'fresh'::slotted_counter::integer AND key = 3;
+DELETE FROM slotted_counter.key_values WHERE counter = 'fresh'::slotted_counter::integer AND key = 3;
 SELECT sc_incr('fresh', k, 100) FROM generate_series(1, 4) k;
 SELECT sc_rollup() IS NOT NULL AS flushed;
-SELECT key, value FROM slotted_counter.totals
+SELECT key, value FROM slotted_counter.key_values
   WHERE counter = 'fresh'::slotted_counter::integer ORDER BY key;
 -- the same for a bucketed counter (its UPDATE matches the bucket, not NULL), flushed with an
 -- unbucketed one in the same flush
@@ -86,22 +86,22 @@ SELECT sc_rollup() IS NOT NULL AS flushed;
 SELECT sc_incr('fresh_hourly', k, 10, '2026-01-01 10:45+00') FROM generate_series(1, 3) k;
 SELECT sc_incr('fresh', 1, 1000);
 SELECT sc_rollup() IS NOT NULL AS flushed;
-DELETE FROM slotted_counter.totals WHERE counter = 'fresh_hourly'::slotted_counter::integer AND key = 2;
+DELETE FROM slotted_counter.key_values WHERE counter = 'fresh_hourly'::slotted_counter::integer AND key = 2;
 SELECT sc_incr('fresh_hourly', k, 100, '2026-01-01 10:50+00') FROM generate_series(1, 3) k;
 SELECT sc_incr('fresh', 1, 1000);
 SELECT sc_rollup() IS NOT NULL AS flushed;
-SELECT key, bucket AT TIME ZONE 'UTC' AS bucket, value FROM slotted_counter.totals
+SELECT key, bucket AT TIME ZONE 'UTC' AS bucket, value FROM slotted_counter.key_values
   WHERE counter IN ('fresh'::slotted_counter::integer, 'fresh_hourly'::slotted_counter::integer)
     AND key IN (1, 2, 3)
   ORDER BY counter, key;
 SELECT sc_drop('fresh_hourly');
 -- a key not in the buffer is read from its row: through the unique index, or by a query when
 -- the index is not as the scripts made it (here: renamed)
-INSERT INTO slotted_counter.totals (counter, key, bucket, value)
+INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
   VALUES ('fresh'::slotted_counter::integer, 20, NULL, 77),
          ('fresh'::slotted_counter::integer, 21, NULL, 88);
 SELECT sc_sum('fresh', 20) AS read, sc_incr('fresh', 20) AS loaded, sc_sum('fresh', 22) AS no_row;
-ALTER INDEX slotted_counter.totals_counter_key_bucket RENAME TO totals_renamed;
+ALTER INDEX slotted_counter.key_values_counter_key_bucket RENAME TO key_values_renamed;
 SELECT sc_sum('fresh', 21) AS read, sc_incr('fresh', 21) AS loaded, sc_sum('fresh', 23) AS no_row;
-ALTER INDEX slotted_counter.totals_renamed RENAME TO totals_counter_key_bucket;
+ALTER INDEX slotted_counter.key_values_renamed RENAME TO key_values_counter_key_bucket;
 SELECT sc_drop('fresh');

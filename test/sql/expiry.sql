@@ -23,7 +23,7 @@ SELECT sc_create('exp_b', 'buffered', retain => '1 second'),
        sc_create('kept_t'),
        sc_create('hourly_b', 'buffered', '1 hour', '1 second');
 
--- slotted_counter.totals.written_at (shown by lagged) is the time of the key's last write, not
+-- slotted_counter.key_values.written_at (shown by lagged) is the time of the key's last write, not
 -- of the flush that stored it: within a buffered write's statement, at a transactional commit
 SELECT sc_incr('live_b', 100, 50) AS live_b, statement_timestamp() AS write_started \gset
 SELECT clock_timestamp() AS before_commit \gset
@@ -79,7 +79,7 @@ SELECT * FROM sc_top('live_t', 3);
 SELECT sc_sum('hourly_b', 1) AS tomorrow_only;
 -- keys only in the table (as after a restart, an eviction or a restore), last written 2 hours
 -- and 30 minutes ago, of counters of 1 hour: the first reads 0 everywhere, the second its value
-INSERT INTO slotted_counter.totals (counter, key, value, written_at)
+INSERT INTO slotted_counter.key_values (counter, key, value, written_at)
 SELECT c::slotted_counter::integer, k, v, now() - w
   FROM (VALUES ('live_b'), ('live_t')) v(c),
        (VALUES (200, 2000, interval '2 hours'), (201, 5, interval '30 minutes')) x(k, v, w);
@@ -147,7 +147,7 @@ SELECT c, sc_sum(c, 1) AS k1, sc_sum_keys(c, '{1,2,3,4,5,7,8,10,11,12,13}') AS k
   FROM (VALUES ('short_b'), ('short_t')) v(c);
 -- sc_rollup deletes what expired: a longer retention cannot bring that back
 SELECT sc_rollup() >= 0 AS flushed;
-SELECT count(*) AS stored FROM slotted_counter.totals
+SELECT count(*) AS stored FROM slotted_counter.key_values
  WHERE counter IN ('short_b'::slotted_counter::integer, 'short_t'::slotted_counter::integer);
 SELECT sc_alter_retention('short_b', '1 hour'), sc_alter_retention('short_t', '1 hour');
 SELECT c, sc_sum(c, 1) AS k1, sc_sum_keys(c, '{1,2,3,4,5,7,8,10,11,12,13}') AS keys

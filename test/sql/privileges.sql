@@ -26,7 +26,7 @@ BEGIN
   END;
 END $$;
 
--- What role sees of the extension's tables: counters by name | rows of totals | of attachments.
+-- What role sees of the extension's tables: counters by name | rows of key_values | of attachments.
 CREATE FUNCTION visible_as(role name) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   seen text;
@@ -35,7 +35,7 @@ BEGIN
     EXECUTE format('SET LOCAL ROLE %I', role);
     EXECUTE $q$SELECT concat_ws(' | ',
         (SELECT string_agg(name, ',' ORDER BY name) FROM slotted_counter.counters),
-        (SELECT count(*) FROM slotted_counter.totals),
+        (SELECT count(*) FROM slotted_counter.key_values),
         (SELECT count(*) FROM slotted_counter.attachments))$q$ INTO seen;
     RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'undo';
   EXCEPTION WHEN OTHERS THEN
@@ -279,7 +279,7 @@ ORDER BY r;
 SET ROLE sc_owner;
 INSERT INTO slotted_counter.counters (id, name, durability) VALUES (999, 'x', 'buffered');
 UPDATE slotted_counter.counters SET name = 'x';
-DELETE FROM slotted_counter.totals;
+DELETE FROM slotted_counter.key_values;
 RESET ROLE;
 
 -- slotted_counter.stats: other databases only for members of pg_read_all_stats

@@ -134,13 +134,13 @@ DROP ROLE rank_total_reader;
 SELECT sc_drop(c) FROM (VALUES ('views'), ('views_t'), ('hits'), ('hits_t'), ('points'),
                                ('points_t'), ('recent'), ('recent_t')) v(c);
 
--- slotted_counter.sums: one row per counter and bucket, always the sum of the counter's rows
--- of that bucket in slotted_counter.totals, whatever wrote them; none left by a dropped bucket
+-- slotted_counter.counter_totals: one row per counter and bucket, always the sum of the counter's rows
+-- of that bucket in slotted_counter.key_values, whatever wrote them; none left by a dropped bucket
 -- or counter.
 CREATE TEMP VIEW sums_mismatched AS
-SELECT count(*) AS mismatched FROM (SELECT counter, bucket, sum(value) AS v FROM slotted_counter.totals
+SELECT count(*) AS mismatched FROM (SELECT counter, bucket, sum(value) AS v FROM slotted_counter.key_values
                                      GROUP BY counter, bucket) t
-  FULL JOIN slotted_counter.sums s ON s.counter = t.counter AND s.bucket IS NOT DISTINCT FROM t.bucket
+  FULL JOIN slotted_counter.counter_totals s ON s.counter = t.counter AND s.bucket IS NOT DISTINCT FROM t.bucket
  WHERE coalesce(t.v, 0) <> coalesce(s.value, 0);
 SELECT sc_create('s_b', 'buffered'), sc_create('s_t'), sc_create('s_h', 'buffered', '1 hour'),
        sc_create('s_ht', 'transactional', '1 hour');
@@ -151,7 +151,7 @@ SELECT count(sc_incr(c, k, k)) FROM (VALUES ('s_b'), ('s_t')) v(c), generate_ser
 SELECT sc_set('s_b', 3, 9223372036854775807), sc_set('s_b', 4, 9223372036854775807);
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT * FROM sums_mismatched;
-SELECT counter::slotted_counter, bucket, value FROM slotted_counter.sums
+SELECT counter::slotted_counter, bucket, value FROM slotted_counter.counter_totals
  WHERE counter IN ('s_b'::slotted_counter::integer, 's_h'::slotted_counter::integer)
  ORDER BY 1, 2;
 -- the sum of bigints need not be one; the total must
@@ -163,7 +163,7 @@ SELECT sc_set('s_b', 3, 0), sc_set('s_b', 4, 0), sc_total('s_b') AS back_in_rang
 SELECT sc_set('s_b', 5, 9223372036854775807), sc_rollup() >= 0 AS flushed;
 SELECT sc_set('s_b', 5, -9223372036854775808), sc_rollup() >= 0 AS flushed,
        sc_rollup() >= 0 AS flushed_again;
-SELECT value FROM slotted_counter.totals WHERE counter = 's_b'::slotted_counter::integer AND key = 5;
+SELECT value FROM slotted_counter.key_values WHERE counter = 's_b'::slotted_counter::integer AND key = 5;
 SELECT sc_set('s_b', 5, 5);
 -- a batch written through, a set, a rollback, then a dropped bucket
 SELECT sc_incr_batch('s_b', ARRAY[1, 2, 1000], ARRAY[5, 5, 5]);
@@ -174,8 +174,8 @@ SELECT sc_drop_buckets('s_h', '2026-11-20 11:00+00'), sc_drop_buckets('s_ht', '2
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT * FROM sums_mismatched;
 SELECT c, sc_total(c) FROM (VALUES ('s_b'), ('s_t'), ('s_h'), ('s_ht')) v(c);
-SELECT count(*) AS sums_of_dropped_buckets FROM slotted_counter.sums
+SELECT count(*) AS sums_of_dropped_buckets FROM slotted_counter.counter_totals
  WHERE counter IN ('s_h'::slotted_counter::integer, 's_ht'::slotted_counter::integer)
    AND bucket < '2026-11-20 11:00+00';
 SELECT sc_drop(c) FROM (VALUES ('s_b'), ('s_t'), ('s_h'), ('s_ht')) v(c);
-SELECT count(*) AS sums_left FROM slotted_counter.sums;
+SELECT count(*) AS sums_left FROM slotted_counter.counter_totals;

@@ -31,9 +31,9 @@ SELECT c, sc_sum(c, 1) AS sum, sc_sum(c, 1, NULL, NULL) AS all_buckets,
        (SELECT string_agg(key || '=' || value, ',') FROM sc_top(c, 10)) AS top
   FROM (VALUES ('hits_r'), ('hits_rt')) v(c);
 SELECT sc_rollup() >= 0 AS flushed;
--- the flusher dropped them (from totals and the buffer); nothing else changed
+-- the flusher dropped them (from key_values and the buffer); nothing else changed
 SELECT c.name, count(*) AS rows, min(t.bucket) >= now() - interval '1 day 1 hour' AS only_retained
-  FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+  FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
  WHERE c.name IN ('hits_r', 'hits_rt') GROUP BY c.name ORDER BY 1;
 SELECT sc_sum('hits_r', 1), sc_sum('hits_rt', 1), sc_sum('hits_r', 2), sc_sum('hits_rt', 2);
 -- a longer retention brings nothing back
@@ -46,7 +46,7 @@ SELECT sc_incr('hits_r', 3, 5, now() - interval '2 days') AS counted, sc_sum('hi
 -- unbucketed: a key last written long ago (its row aged by hand) goes; one written since stays
 SELECT sc_incr(c, k, 10) FROM (VALUES ('visits_r'), ('visits_rt')) v(c), generate_series(1, 3) k;
 SELECT sc_rollup() >= 0 AS flushed;
-UPDATE slotted_counter.totals SET written_at = now() - interval '2 hours'
+UPDATE slotted_counter.key_values SET written_at = now() - interval '2 hours'
  WHERE counter IN ('visits_r'::slotted_counter::integer, 'visits_rt'::slotted_counter::integer);
 SELECT sc_incr(c, 2, 1) FROM (VALUES ('visits_r'), ('visits_rt')) v(c);
 SELECT sc_rollup() >= 0 AS flushed;
@@ -54,7 +54,7 @@ SELECT c, sc_sum(c, 1) AS expired, sc_sum(c, 2) AS written, sc_sum(c, 3) AS expi
        sc_sum_keys(c, '{1,2,3}') AS keys
   FROM (VALUES ('visits_r'), ('visits_rt')) v(c);
 SELECT c.name, string_agg(t.key::text, ',' ORDER BY t.key) AS stored
-  FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+  FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
  WHERE c.name IN ('visits_r', 'visits_rt') GROUP BY c.name ORDER BY 1;
 -- an expired key starts again from 0
 SELECT sc_incr('visits_r', 1, 1), sc_incr('visits_rt', 1, 1);
@@ -64,13 +64,13 @@ SELECT sc_sum('visits_r', 2), sc_sum('visits_rt', 2);
 -- a counter without retention keeps its keys whatever their age
 SELECT sc_incr('forever', 1, 7);
 SELECT sc_rollup() >= 0 AS flushed;
-UPDATE slotted_counter.totals SET written_at = now() - interval '100 years'
+UPDATE slotted_counter.key_values SET written_at = now() - interval '100 years'
  WHERE counter = 'forever'::slotted_counter::integer;
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT sc_sum('forever', 1);
 -- NULL: forever, from now on
 SELECT sc_alter_retention('visits_r', NULL);
-UPDATE slotted_counter.totals SET written_at = now() - interval '2 hours'
+UPDATE slotted_counter.key_values SET written_at = now() - interval '2 hours'
  WHERE counter = 'visits_r'::slotted_counter::integer;
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT sc_sum('visits_r', 2) AS kept;

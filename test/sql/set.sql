@@ -27,7 +27,7 @@ COMMIT;
 SELECT sc_sum('sold', 1);
 -- the flusher writes the set values
 SELECT sc_rollup() > 0 AS flushed;
-SELECT c.name, t.key, t.value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT c.name, t.key, t.value FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
   WHERE c.name IN ('buyers', 'sold') ORDER BY 1, 2;
 -- bad input: NULL 22004, a time on an unbucketed counter 22023, a change outside bigint 22003
 SELECT sc_set('buyers', 1, NULL);

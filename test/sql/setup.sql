@@ -6,8 +6,8 @@ SELECT name, setting, unit, context FROM pg_settings WHERE name LIKE 'slotted_co
 SELECT e.extname, e.extversion, n.nspname, obj_description(e.oid, 'pg_extension')
 FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
 WHERE e.extname = 'slotted_counter';
--- totals keeps room on its pages for the flusher's HOT updates (0.5)
-SELECT reloptions FROM pg_class WHERE oid = 'slotted_counter.totals'::regclass;
+-- key_values keeps room on its pages for the flusher's HOT updates (0.5)
+SELECT reloptions FROM pg_class WHERE oid = 'slotted_counter.key_values'::regclass;
 -- For the tests of attachments, which run after a flush in a worker of their own:
 -- Flushes and waits (10 s at most) until every attachment due at the call has had a run after it.
 CREATE FUNCTION attached() RETURNS boolean LANGUAGE plpgsql AS $$

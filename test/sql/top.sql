@@ -8,7 +8,7 @@ SELECT * FROM sc_top('downloads', 3);
 SELECT * FROM sc_top('downloads', 10);
 SELECT count(*) FROM sc_top('downloads', 0);
 -- keys not in the buffer come from the values table, merged with the buffer's exact values
-INSERT INTO slotted_counter.totals (counter, key, value) VALUES
+INSERT INTO slotted_counter.key_values (counter, key, value) VALUES
   ('downloads'::slotted_counter::integer, 100, 40), ('downloads'::slotted_counter::integer, 101, 1);
 SELECT * FROM sc_top('downloads', 3);
 SELECT sc_incr('downloads', 2, 100);
@@ -16,9 +16,9 @@ SELECT * FROM sc_top('downloads', 2);
 -- transactional: committed values, plus this transaction's own increments
 SELECT sc_incr_batch('score', ARRAY[1, 2, 3], ARRAY[5, 7, 9]);
 SELECT sc_rollup() > 0 AS flushed;
--- a transactional key only in the tables counts its totals row and its deltas (which the next
--- flush folds into totals; a key leaves the buffer only after its deltas were folded)
-INSERT INTO slotted_counter.totals (counter, key, value) VALUES ('score'::slotted_counter::integer, 50, 2);
+-- a transactional key only in the tables counts its key_values row and its deltas (which the next
+-- flush folds into key_values; a key leaves the buffer only after its deltas were folded)
+INSERT INTO slotted_counter.key_values (counter, key, value) VALUES ('score'::slotted_counter::integer, 50, 2);
 INSERT INTO slotted_counter.deltas (counter, key, delta) VALUES
   ('score'::slotted_counter::integer, 50, 3), ('score'::slotted_counter::integer, 50, 5);
 SELECT sc_rollup() > 0 AS folded;

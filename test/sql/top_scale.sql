@@ -20,14 +20,14 @@ SELECT cardinality(sc_incr_batch('scale_b', array_agg(key ORDER BY key), array_a
 SELECT sc_incr('scale_b', 7, 40000) - 40000 = (SELECT value FROM truth_b WHERE key = 7) AS exact;
 SELECT sc_rollup() >= 0 AS flushed;
 SELECT count(*), max(value) = 40000 + (SELECT value FROM truth_b WHERE key = 7) AS key_7_stored_largest
-  FROM slotted_counter.totals WHERE counter = 'scale_b'::slotted_counter::integer;
+  FROM slotted_counter.key_values WHERE counter = 'scale_b'::slotted_counter::integer;
 SELECT sc_incr('scale_b', 7, -40000) = (SELECT value FROM truth_b WHERE key = 7) AS exact;
 -- keys 1..5 climb after the flush: their stored rows are stale and smaller
 SELECT count(*) FROM (SELECT sc_incr('scale_b', k, 15000) FROM generate_series(1, 5) k) s;
 UPDATE truth_b SET value = value + 15000 WHERE key BETWEEN 1 AND 5;
 -- 3,000 keys only in the values table, some of them larger than any key in the buffer
 INSERT INTO truth_b SELECT k, (k::bigint * 104729) % 20011 FROM generate_series(100001, 103000) k;
-INSERT INTO slotted_counter.totals (counter, key, value)
+INSERT INTO slotted_counter.key_values (counter, key, value)
   SELECT 'scale_b'::slotted_counter::integer, key, value FROM truth_b WHERE key > 100000;
 SELECT * FROM sc_top('scale_b', 10);
 SELECT array(SELECT row(key, value) FROM sc_top('scale_b', 10))

@@ -74,10 +74,10 @@ COMMIT;
 SELECT sc_sum('orders', 4);
 SELECT count(*) AS delta_rows, sum(delta) FROM slotted_counter.deltas d
   JOIN slotted_counter.counters c ON c.id = d.counter WHERE c.name = 'orders' AND d.key = 4;
--- the flusher folds the deltas into totals
+-- the flusher folds the deltas into key_values
 SELECT sc_rollup() > 0 AS folded;
 SELECT count(*) FROM slotted_counter.deltas;
-SELECT key, value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT key, value FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
   WHERE c.name = 'orders' ORDER BY key;
 -- both durabilities in one transaction: the buffered increment survives the rollback
 SELECT sc_create('views', 'buffered');
@@ -141,7 +141,7 @@ SELECT sc_incr('orders', 5, 1);
 ROLLBACK;
 SELECT sc_sum('orders', 5);
 -- a counter dropped by this transaction is gone for it at once; a rolled-back drop changes nothing
-INSERT INTO slotted_counter.totals (counter, key, value) VALUES ('orders'::slotted_counter::integer, 77, 10);
+INSERT INTO slotted_counter.key_values (counter, key, value) VALUES ('orders'::slotted_counter::integer, 77, 10);
 BEGIN;
 SELECT sc_drop('orders');
 SELECT sc_sum('orders', 77);
@@ -153,7 +153,7 @@ SELECT sc_sum('orders', 77), sc_incr('orders', 77);
 CREATE INDEX deltas_by_key ON slotted_counter.deltas (key);
 SELECT sc_incr('orders', 77);
 SELECT sc_incr('orders', 77);
--- (in one snapshot, because the flusher folds deltas into totals at any moment)
+-- (in one snapshot, because the flusher folds deltas into key_values at any moment)
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SET LOCAL enable_seqscan = off;
 SET LOCAL enable_bitmapscan = off;

@@ -3,7 +3,7 @@
 \set VERBOSITY terse
 SELECT sc_create('page_views', 'buffered');
 SELECT 'page_views'::slotted_counter;
--- to and from the id that slotted_counter.totals stores: a lookup
+-- to and from the id that slotted_counter.key_values stores: a lookup
 SELECT id::slotted_counter FROM slotted_counter.counters WHERE name = 'page_views';
 SELECT 'page_views'::slotted_counter::integer = id FROM slotted_counter.counters WHERE name = 'page_views';
 SELECT 'page_views'::slotted_counter = 'page_views'::slotted_counter;

@@ -1,7 +1,7 @@
 # Buffered counters across restarts.
 #
 # A clean restart loses nothing: every value read with sc_sum is the same after it, and the
-# totals table holds exactly those values (the worker flushed them at shutdown; flush_interval
+# key_values table holds exactly those values (the worker flushed them at shutdown; flush_interval
 # is 0 here, so nothing else could have written them). An immediate stop loses at most what
 # came after the last flush and never counts twice: rolled-up value <= value <= truth.
 
@@ -65,14 +65,14 @@ WHERE sc_sum(c.id::slotted_counter, k) <> 0
 };
 my $totals_query = q{
 SELECT string_agg(format('%s/%s=%s', c.name, t.key, t.value), ',' ORDER BY c.name, t.key)
-FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
 WHERE t.value <> 0
 };
 
 is($node->safe_psql('postgres', $exact_query),
 	$exact_expected, 'values are exact before the restart');
 is( $node->safe_psql('postgres',
-		'SELECT count(*) FROM slotted_counter.totals'),
+		'SELECT count(*) FROM slotted_counter.key_values'),
 	'0',
 	'flush_interval = 0: nothing flushed before the restart');
 
@@ -86,7 +86,7 @@ is($node->safe_psql('postgres', $sums_query),
 is($node->safe_psql('postgres', $exact_query),
 	$exact_expected, 'values are exact after the restart');
 is($node->safe_psql('postgres', $totals_query),
-	$before, 'the totals table holds every value after the restart');
+	$before, 'the key_values table holds every value after the restart');
 
 # Immediate stop after a rollup. Make every key of a dirty, roll up (R = 2k + 1 per key), then
 # add 2 more per key (truth = 2k + 3) that no flush writes.
@@ -96,7 +96,7 @@ is($node->safe_psql('postgres', 'SELECT sc_rollup()'),
 	'3000', 'sc_rollup writes one row per dirty key');
 is( $node->safe_psql(
 		'postgres', q{
-SELECT count(*) FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT count(*) FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
 WHERE c.name = 'a' AND t.value = 2 * t.key + 1}),
 	'3000',
 	'the rollup wrote the exact values');
@@ -147,7 +147,7 @@ for my $batch (1 .. 40)
 		$node->safe_psql('postgres', 'SELECT sc_rollup()');
 		$rolled_up = $node->safe_psql(
 			'postgres', q{
-SELECT t.value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT t.value FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
 WHERE c.name = 'a' AND t.key = 0});
 	}
 }

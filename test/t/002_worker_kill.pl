@@ -41,7 +41,7 @@ SELECT count(*) FROM pg_stat_activity
 WHERE backend_type = 'slotted_counter flusher' AND datname = 'postgres'};
 my $rolled_up_query = q{
 SELECT coalesce(max(t.value), 0)
-FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
 WHERE c.name = 'c' AND t.key = 1};
 
 ok($node->poll_query_until('postgres', "SELECT ($flusher_query) = 1"),

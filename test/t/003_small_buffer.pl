@@ -1,7 +1,7 @@
 # A buffer far smaller than the keys in use (256 entries, 5000 + 5000 keys).
 #
 # When the buffer is full, increments never fail and are never lost: clean entries are evicted
-# or the increment is written through. Every value stays exact, in real time and in the totals
+# or the increment is written through. Every value stays exact, in real time and in the key_values
 # table after a rollup, and stats shows that evictions or write-throughs happened.
 
 use strict;
@@ -64,15 +64,15 @@ is($node->safe_psql('postgres', $check),
 is( $node->safe_psql('postgres', 'SELECT sc_rollup() >= 0'), 't',
 	'sc_rollup succeeds with a full buffer');
 my $table_check = q{
-SELECT (SELECT coalesce(sum(t.value), 0) FROM slotted_counter.totals t
+SELECT (SELECT coalesce(sum(t.value), 0) FROM slotted_counter.key_values t
         JOIN slotted_counter.counters n ON n.id = t.counter WHERE n.name = 'c'),
-       (SELECT count(*) FROM slotted_counter.totals t
+       (SELECT count(*) FROM slotted_counter.key_values t
         JOIN slotted_counter.counters n ON n.id = t.counter WHERE n.name = 'd' AND t.value = 24),
-       (SELECT count(*) FROM slotted_counter.totals t
+       (SELECT count(*) FROM slotted_counter.key_values t
         JOIN slotted_counter.counters n ON n.id = t.counter WHERE n.name = 'd')
 };
 is($node->safe_psql('postgres', $table_check),
-	'8000|5000|5000', 'after a rollup the totals table holds the exact values');
+	'8000|5000|5000', 'after a rollup the key_values table holds the exact values');
 
 my $stats = $node->safe_psql(
 	'postgres', q{

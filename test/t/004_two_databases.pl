@@ -3,7 +3,7 @@
 # The counters are separate: increments in one database never show in the other, though both
 # counters have the same name (and likely the same id). Each database gets its own flusher with
 # no configuration (it starts with the first write there), each flusher writes its own
-# database's totals table, and both survive a restart.
+# database's key_values table, and both survive a restart.
 
 use strict;
 use warnings;
@@ -27,7 +27,7 @@ SELECT string_agg(datname || ':' || n, ',' ORDER BY datname) FROM (
   GROUP BY datname) f};
 my $flushed_query = q{
 SELECT string_agg(t.key || '=' || t.value, ',' ORDER BY t.key)
-FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
 WHERE c.name = 'c'};
 
 $node->safe_psql('postgres', 'CREATE DATABASE db1');
@@ -110,7 +110,7 @@ is($node->safe_psql('db2', q{SELECT sc_incr('c', 1000, 1)}),
 ok($node->poll_query_until('postgres', $flushers_query, 'db1:1,db2:1'),
 	'after the restart each database has its flusher again, only one');
 $node->safe_psql('db1', q{SELECT sc_incr('c', 1000, 1)});
-my $key_1000 = q{SELECT value FROM slotted_counter.totals WHERE key = 1000};
+my $key_1000 = q{SELECT value FROM slotted_counter.key_values WHERE key = 1000};
 ok($node->poll_query_until('db1', $key_1000, '13'),
 	'the new db1 flusher flushes on its own');
 ok($node->poll_query_until('db2', $key_1000, '23'),

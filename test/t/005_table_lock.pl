@@ -1,4 +1,4 @@
-# A user session holds an ACCESS EXCLUSIVE lock on slotted_counter.totals, so the flusher cannot
+# A user session holds an ACCESS EXCLUSIVE lock on slotted_counter.key_values, so the flusher cannot
 # write. Increments of a resident key must go on meanwhile, each returning
 # the exact new value, and real-time reads of it must not wait either. Once the lock is gone, the
 # flusher and a rollup write the exact value: nothing lost, nothing counted twice.
@@ -30,7 +30,7 @@ $node->safe_psql('postgres', 'SELECT sc_rollup()');
 
 my $locker = $node->background_psql('postgres');
 $locker->query_safe('BEGIN');
-$locker->query_safe('LOCK TABLE slotted_counter.totals IN ACCESS EXCLUSIVE MODE');
+$locker->query_safe('LOCK TABLE slotted_counter.key_values IN ACCESS EXCLUSIVE MODE');
 
 # An increment that waits for any lock fails at once (lock_timeout), instead of waiting for the
 # user's lock: so a batch that returns its values did not wait.
@@ -96,14 +96,14 @@ is($sum, $expected, 'sc_sum of the resident key does not wait for the lock');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT count(*) FROM pg_locks
-WHERE relation = 'slotted_counter.totals'::regclass AND mode = 'AccessExclusiveLock' AND granted}),
+WHERE relation = 'slotted_counter.key_values'::regclass AND mode = 'AccessExclusiveLock' AND granted}),
 	'1',
-	'the totals table is still locked after all those increments');
+	'the key_values table is still locked after all those increments');
 $locker->query_safe('COMMIT');
 $locker->quit;
 
 my $flushed_query = q{
-SELECT t.value FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+SELECT t.value FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
 WHERE c.name = 'c' AND t.key = 1};
 ok($node->poll_query_until('postgres', $flushed_query, $expected),
 	'once the lock is released the flusher writes the exact value by itself');
@@ -128,7 +128,7 @@ is($node->safe_psql('postgres', q{SELECT sc_sum('c', 1)}),
 # that key half-loaded: once the lock is gone, the key counts again for everybody.
 my $user_lock = $node->background_psql('postgres');
 $user_lock->query_safe('BEGIN');
-$user_lock->query_safe('LOCK TABLE slotted_counter.totals');
+$user_lock->query_safe('LOCK TABLE slotted_counter.key_values');
 my $loader = $node->background_psql('postgres');
 $loader->query_until(qr/loading/, q{\echo loading
 SELECT sc_incr('c', 4242, 1);

@@ -6,7 +6,7 @@
 # with both its increments and its rows or gone with both, so after the restart every key's
 # value equals the sum of its rows in the plain table, exactly. That holds after an immediate
 # stop of the server, and after the flusher is killed with SIGKILL while it folds deltas into
-# the totals (the postmaster then restarts everything). A rollup afterwards neither loses a
+# the key_values (the postmaster then restarts everything). A rollup afterwards neither loses a
 # delta nor folds one twice. During the load no incrementer ever waits on a row or transaction lock.
 
 use strict;
@@ -77,14 +77,14 @@ my $exact = 'none of ' . ($keys + 2);
 # The same comparison against the table alone, once a rollup has folded every delta.
 my $totals_mismatch_query = q{
 SELECT count(*) FROM (
-  SELECT t.key, t.value FROM slotted_counter.totals t
+  SELECT t.key, t.value FROM slotted_counter.key_values t
   JOIN slotted_counter.counters c ON c.id = t.counter WHERE c.name = 'c' AND t.value <> 0
   EXCEPT ALL
   SELECT key, sum(delta) FROM ref GROUP BY key
   UNION ALL
   (SELECT key, sum(delta) FROM ref GROUP BY key
    EXCEPT ALL
-   SELECT t.key, t.value FROM slotted_counter.totals t
+   SELECT t.key, t.value FROM slotted_counter.key_values t
    JOIN slotted_counter.counters c ON c.id = t.counter WHERE c.name = 'c')) d};
 
 # The load's sessions carry their own application_name (the test framework sets PGAPPNAME for
@@ -140,7 +140,7 @@ sub check_exact
 	is($node->safe_psql('postgres', $mismatch_query),
 		$exact, "$when: still exact after a rollup");
 	is($node->safe_psql('postgres', $totals_mismatch_query),
-		'0', "$when: after the rollup the totals table alone holds the exact values");
+		'0', "$when: after the rollup the key_values table alone holds the exact values");
 	is( $node->safe_psql(
 			'postgres', q{
 SELECT count(*) FROM slotted_counter.deltas d
@@ -149,10 +149,10 @@ JOIN slotted_counter.counters c ON c.id = d.counter WHERE c.name = 'c'}),
 		"$when: after the rollup no delta is left unfolded");
 	is( $node->safe_psql(
 			'postgres', q{
-SELECT count(*) = count(DISTINCT t.key) FROM slotted_counter.totals t
+SELECT count(*) = count(DISTINCT t.key) FROM slotted_counter.key_values t
 JOIN slotted_counter.counters c ON c.id = t.counter WHERE c.name = 'c'}),
 		't',
-		"$when: the totals table holds one row per key");
+		"$when: the key_values table holds one row per key");
 }
 
 # A commit that returned survives an immediate stop; an open transaction does not.

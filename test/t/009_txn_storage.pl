@@ -1,9 +1,9 @@
 # Storage of transactional counters stays bounded under a sustained load.
 #
 # Every committing transaction adds one row per key it incremented to slotted_counter.deltas;
-# the flusher folds them into slotted_counter.totals every flush_interval and deletes them. So
+# the flusher folds them into slotted_counter.key_values every flush_interval and deletes them. So
 # during the load the deltas table holds only what committed since the flush before last; after
-# a rollup with no load it is empty, totals holds one row per key, and the values are exact:
+# a rollup with no load it is empty, key_values holds one row per key, and the values are exact:
 # three increments per transaction, so the sum over all keys is three times the number of
 # transactions pgbench reports.
 #
@@ -140,20 +140,20 @@ is( $node->safe_psql(
 		'postgres', qq{
 SELECT count(*) <= $keys, count(*) = count(DISTINCT key), sum(value), min(key) >= 1,
        max(key) <= $keys
-FROM slotted_counter.totals WHERE counter = $counter_id}),
+FROM slotted_counter.key_values WHERE counter = $counter_id}),
 	't|t|' . (3 * $transactions) . '|t|t',
-	'totals holds one row per key, at most 100, with the exact values');
+	'key_values holds one row per key, at most 100, with the exact values');
 is($node->safe_psql('postgres', $sum_query),
 	(3 * $transactions) . '|0', 'real-time values are unchanged by the rollup');
 
 # A second rollup has nothing left to fold and changes nothing.
 my $totals_query = qq{
-SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM slotted_counter.totals
+SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM slotted_counter.key_values
 WHERE counter = $counter_id};
 my $totals_before = $node->safe_psql('postgres', $totals_query);
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is($node->safe_psql('postgres', $totals_query),
-	$totals_before, 'a second rollup changes no value in the totals table');
+	$totals_before, 'a second rollup changes no value in the key_values table');
 is($node->safe_psql('postgres', $sum_query),
 	(3 * $transactions) . '|0', 'values are still exact after a second rollup');
 

@@ -71,7 +71,7 @@ sub series
 sub lagged
 {
 	my ($counter) = @_;
-	return "SELECT key AS k, bucket, value FROM slotted_counter.totals "
+	return "SELECT key AS k, bucket, value FROM slotted_counter.key_values "
 	  . "WHERE counter = '$counter'::slotted_counter::integer";
 }
 
@@ -100,7 +100,7 @@ is( $node->safe_psql(
 		'postgres', q{SELECT sum(evictions) > 0 FROM slotted_counter.stats}),
 	't', 'the small buffer evicted entries');
 
-# A rollup writes the buffered values and folds the transactional deltas into totals.
+# A rollup writes the buffered values and folds the transactional deltas into key_values.
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
 for my $counter (sort keys %unit)
 {

@@ -1,6 +1,6 @@
 # The flusher reads only the entries that became dirty (each database's ring of dirty entries),
 # and scans the whole buffer when the ring overflowed. Under load on few keys (the ring) and on
-# many keys (overflow), with frequent flushes, every value reaches slotted_counter.totals
+# many keys (overflow), with frequent flushes, every value reaches slotted_counter.key_values
 # exactly: after the load and a rollup, each key's lagged row equals its real-time value and
 # nothing is left dirty.
 
@@ -38,7 +38,7 @@ for my $case (['few', 50], ['many', 30000])
 	is( $node->safe_psql(
 			'postgres', qq{
 SELECT count(*) FROM generate_series(1, $keys) k
-LEFT JOIN slotted_counter.totals t ON t.counter = '$counter'::slotted_counter::integer AND t.key = k
+LEFT JOIN slotted_counter.key_values t ON t.counter = '$counter'::slotted_counter::integer AND t.key = k
 WHERE COALESCE(t.value, 0) <> sc_sum('$counter', k)}),
 		'0', "$counter: every lagged row equals the real-time value");
 	is( $node->safe_psql(
@@ -54,7 +54,7 @@ $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT bool_and(t.value = sc_sum(c.name::slotted_counter, t.key))
-FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
 WHERE (c.name, t.key) IN (('few', 1), ('many', 29999))}),
 	't', 'a single increment after a flush is flushed by the next one');
 

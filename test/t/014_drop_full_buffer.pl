@@ -59,7 +59,7 @@ is($node->safe_psql('postgres', qq{SELECT sc_incr('h', $key, 1, '2026-01-01 10:0
 	'1', 'outside that transaction the increment counts');
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is( $node->safe_psql(
-		'postgres', q{SELECT sum(value) FROM slotted_counter.totals}),
+		'postgres', q{SELECT sum(value) FROM slotted_counter.key_values}),
 	$key, 'and every increment reaches the table');
 
 $node->stop;

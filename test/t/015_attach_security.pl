@@ -253,7 +253,7 @@ my $flushes_before = $node->safe_psql('postgres',
 	q{SELECT flushes FROM slotted_counter.stats WHERE datname = current_database()});
 $node->safe_psql('postgres', q{SELECT sc_incr('plain', 7, 3)});
 ok( $node->poll_query_until(
-		'postgres', q{SELECT value = 3 FROM slotted_counter.totals
+		'postgres', q{SELECT value = 3 FROM slotted_counter.key_values
 		              WHERE counter = 'plain'::slotted_counter::integer AND key = 7}),
 	'sleep: another counter reached the table');
 is( $node->safe_psql(

@@ -38,7 +38,7 @@ SELECT sc_rollup();
 });
 
 is( $node->safe_psql(
-		'postgres', q{SELECT count(*) FROM slotted_counter.totals},
+		'postgres', q{SELECT count(*) FROM slotted_counter.key_values},
 		extra_params => [ '-U', 'writer' ]),
 	'0', 'the writer sees no row of the tables (it may not read the counters)');
 
@@ -74,7 +74,7 @@ $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is( $node->safe_psql(
 		'postgres', q{SELECT sum(value) FILTER (WHERE counter = 'ub'::slotted_counter::integer),
 		                     sum(value) FILTER (WHERE counter = 'ut'::slotted_counter::integer)
-		              FROM slotted_counter.totals},
+		              FROM slotted_counter.key_values},
 		extra_params => [ '-U', 'reader' ]),
 	'5000|7000', 'the reader sees the lagged values of the counters it may read');
 is( $node->safe_psql(

@@ -126,7 +126,7 @@ sub check_workers
 	is(rollup_as('owner'), 't', "$under: sc_rollup() succeeds for the owner");
 	is(rollup_as('superuser'), 't', "$under: sc_rollup() succeeds for a superuser");
 	is( $node->safe_psql(
-			'app', q{SELECT sum(value) FROM slotted_counter.totals
+			'app', q{SELECT sum(value) FROM slotted_counter.key_values
 			         WHERE counter = 'b'::slotted_counter::integer}),
 		$total, "$under: the flusher wrote every value to the table");
 	ok( $node->poll_query_until(

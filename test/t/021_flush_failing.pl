@@ -1,5 +1,5 @@
 # A flush that fails is visible at once and is not shouted at every retry: while a session holds
-# a lock on slotted_counter.totals, slotted_counter.stats shows the flusher failing, the failures
+# a lock on slotted_counter.key_values, slotted_counter.stats shows the flusher failing, the failures
 # in a row, the last error and its time; sc_rollup() reports the error; the log has one WARNING
 # for the whole run of failures, and a line when flushes succeed again; nothing is lost.
 
@@ -27,7 +27,7 @@ is( $node->safe_psql(
 	't|0|t', 'a healthy flusher: idle or in a flush (one every 100 ms), no failure, no error');
 
 my $locker = $node->background_psql('postgres');
-$locker->query_safe('BEGIN; LOCK TABLE slotted_counter.totals');
+$locker->query_safe('BEGIN; LOCK TABLE slotted_counter.key_values');
 $node->safe_psql('postgres', q{SELECT sc_incr('b', 1, 41)});
 ok( $node->poll_query_until(
 		'postgres', q{SELECT worker_state = 'failing' AND flush_failures >= 3
@@ -48,7 +48,7 @@ ok( $node->poll_query_until(
 		              FROM slotted_counter.stats WHERE datname = current_database()}),
 	'flushes succeed again: no longer failing');
 is( $node->safe_psql(
-		'postgres', q{SELECT value FROM slotted_counter.totals}),
+		'postgres', q{SELECT value FROM slotted_counter.key_values}),
 	'42', 'and the value reached the table: nothing was lost');
 like(slurp_file($node->logfile), qr/are flushed again, after \d+ failed attempts/,
 	'the log says so');

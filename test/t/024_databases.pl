@@ -87,7 +87,7 @@ SELECT count(*), max(entries_used) FROM slotted_counter.stats}),
 # only the flusher's last flush before the copy can have written them).
 $node->safe_psql('after_1', q{SELECT sc_incr('b', 1, 5), sc_incr('t', 1, 5)});
 is( $node->safe_psql('after_1', q{
-SELECT count(*) FROM slotted_counter.totals WHERE counter = 'b'::slotted_counter::integer}),
+SELECT count(*) FROM slotted_counter.key_values WHERE counter = 'b'::slotted_counter::integer}),
 	'0', 'before the copy, the buffered value is not in the table');
 my ($rc, $out, $err) = $node->psql('postgres', 'CREATE DATABASE copy_1 TEMPLATE after_1');
 is($rc, 0, 'CREATE DATABASE ... TEMPLATE of a counting database') or diag($err);

@@ -46,7 +46,7 @@ my $wrong = 0;
 for my $i (1 .. 100)
 {
 	my $got = $node->safe_psql("db_$i", q{
-SELECT count(*), sum(value) FROM slotted_counter.totals WHERE key = 1});
+SELECT count(*), sum(value) FROM slotted_counter.key_values WHERE key = 1});
 	$wrong++ unless $got eq '2|2';
 }
 is($wrong, 0, 'every database\'s values are in its tables');

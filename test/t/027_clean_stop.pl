@@ -1,5 +1,5 @@
 # A clean stop never loses an acknowledged increment, even when the last flush cannot write:
-#  - a user's session holds slotted_counter.totals locked during a fast stop: its session ends,
+#  - a user's session holds slotted_counter.key_values locked during a fast stop: its session ends,
 #    the last flush writes everything;
 #  - a prepared transaction holds the lock across the restart: the values the last flush could
 #    not write are saved to a file, restored by the next start (exact while the lock stays), and
@@ -32,8 +32,8 @@ SELECT sc_rollup();
 my $values = q{SELECT sc_sum('b', 1) || ',' || sc_sum('b', 2) || ',' || sc_sum('h', 3)
                       || ',' || sc_total('b') || ',' || sc_total('h')};
 my $stored = q{SELECT string_agg(counter || ':' || key || '=' || value, ' ' ORDER BY counter, key)
-  FROM slotted_counter.totals};
-my $lock = q{BEGIN; LOCK TABLE slotted_counter.totals IN EXCLUSIVE MODE;};
+  FROM slotted_counter.key_values};
+my $lock = q{BEGIN; LOCK TABLE slotted_counter.key_values IN EXCLUSIVE MODE;};
 
 sub log_since
 {

@@ -1,4 +1,4 @@
-# A full disk: slotted_counter.totals lives in a tablespace on a small filesystem that a table
+# A full disk: slotted_counter.key_values lives in a tablespace on a small filesystem that a table
 # fills. Increments go on and are exact, every flush fails and slotted_counter.stats says why, a
 # clean restart saves what could not be flushed and restores it, and once there is room again
 # every acknowledged increment reaches the table, once.
@@ -27,8 +27,8 @@ my $node = preloaded_node('full_disk', "slotted_counter.flush_interval = 100\n")
 $node->safe_psql('postgres', qq{
 CREATE TABLESPACE small LOCATION '$location';
 CREATE EXTENSION slotted_counter;
-ALTER TABLE slotted_counter.totals SET TABLESPACE small;
-ALTER INDEX slotted_counter.totals_counter_key_bucket SET TABLESPACE small;
+ALTER TABLE slotted_counter.key_values SET TABLESPACE small;
+ALTER INDEX slotted_counter.key_values_counter_key_bucket SET TABLESPACE small;
 SELECT sc_create('b', 'buffered');
 SELECT count(sc_incr('b', g, 1)) FROM generate_series(1, 100) g;
 SELECT sc_rollup();
@@ -57,7 +57,7 @@ ok( $node->poll_query_until(
 	'slotted_counter.stats: the flusher is failing, and why');
 ($rc, $out, $err) = $node->psql('postgres', 'SELECT sc_rollup()');
 like($err, qr/could not flush counters: .*No space left on device/, 'sc_rollup() reports it');
-my $stored = q{SELECT coalesce(sum(value), 0) FROM slotted_counter.totals};
+my $stored = q{SELECT coalesce(sum(value), 0) FROM slotted_counter.key_values};
 my $before = $node->safe_psql('postgres', $stored);
 cmp_ok($before, '<', $expected, 'the table lacks what could not be flushed');
 

@@ -141,11 +141,11 @@ cmp_ok($terminated, '>=', 2, "terminations ended batches ($terminated)");
 
 is($node->safe_psql('postgres', 'SELECT sc_rollup() >= 0'), 't', 'everything is flushed');
 my %sum = map { split /\|/ } split /\n/, $node->safe_psql('postgres', qq{
-SELECT (key - 1) / $size + 1, sum(value) FROM slotted_counter.totals GROUP BY 1});
+SELECT (key - 1) / $size + 1, sum(value) FROM slotted_counter.key_values GROUP BY 1});
 # A batch withdrawn while the flusher wrote its keys through takes back what it had added to
 # the buffer; a flush that wrote those adds in between leaves rows of 0 (counted, then taken back).
 my $parts = $node->safe_psql('postgres',
-	q{SELECT count(*) FROM slotted_counter.totals WHERE value NOT IN (0, 1)});
+	q{SELECT count(*) FROM slotted_counter.key_values WHERE value NOT IN (0, 1)});
 is($parts, '0', 'no key was counted twice');
 
 my @wrong_ack = grep { ($sum{$_} // 0) != $size } keys %acknowledged;
@@ -169,7 +169,7 @@ is(scalar(@stray), 0, 'no other keys were counted');
 # timeout's error, and nothing of it is counted, not even the keys that found room.
 $node->safe_psql('postgres', q{SELECT sc_create('w', 'buffered')});
 my $locker = $node->background_psql('postgres');
-$locker->query_safe(q{BEGIN; LOCK TABLE slotted_counter.totals IN EXCLUSIVE MODE});
+$locker->query_safe(q{BEGIN; LOCK TABLE slotted_counter.key_values IN EXCLUSIVE MODE});
 my ($out, $err);
 $node->psql('postgres', q{SET statement_timeout = '2s';
 SELECT cardinality(sc_incr_batch('w', ARRAY(SELECT generate_series(1, 30000))::bigint[],

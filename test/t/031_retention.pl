@@ -81,9 +81,9 @@ while (time < $until)
 	my $t = time;
 	my $row = $node->safe_psql('postgres', q{
 SELECT (SELECT last_value FROM keys_b), (SELECT last_value FROM keys_t),
-       (SELECT count(*) FROM slotted_counter.totals WHERE counter = 'new_b'::slotted_counter::integer),
-       (SELECT count(*) FROM slotted_counter.totals WHERE counter = 'new_t'::slotted_counter::integer),
-       (SELECT count(*) FROM slotted_counter.totals WHERE counter = 'hits_b'::slotted_counter::integer),
+       (SELECT count(*) FROM slotted_counter.key_values WHERE counter = 'new_b'::slotted_counter::integer),
+       (SELECT count(*) FROM slotted_counter.key_values WHERE counter = 'new_t'::slotted_counter::integer),
+       (SELECT count(*) FROM slotted_counter.key_values WHERE counter = 'hits_b'::slotted_counter::integer),
        (SELECT coalesce(bool_and(bucket + interval '1 second' > statement_timestamp() - interval '2 seconds'), true)
           FROM sc_series('hits_b', 1, NULL, NULL))});
 	my ($kb, $kt, $rb, $rt, $rh, $fresh) = split /\|/, $row;
@@ -144,16 +144,16 @@ SKIP:
 is($series_ok, 1, 'sc_series never included a bucket that ended more than 2 seconds before');
 cmp_ok($max_buckets, '<=', 8, "the bucketed counter stored at most $max_buckets buckets");
 my $size = $node->safe_psql('postgres',
-	q{SELECT pg_size_pretty(pg_total_relation_size('slotted_counter.totals'))});
+	q{SELECT pg_size_pretty(pg_total_relation_size('slotted_counter.key_values'))});
 note("storage: at most $max_b (buffered) and $max_t (transactional) rows of "
-	  . "$keys_b keys written, slotted_counter.totals $size");
+	  . "$keys_b keys written, slotted_counter.key_values $size");
 
 # After the load everything expires: the next passes delete every row.
 $node->safe_psql('postgres', q{
 SELECT sc_alter_retention('new_b', '2 seconds'), sc_alter_retention('new_t', '2 seconds')});
 usleep(2_500_000);
 ok( $node->poll_query_until('postgres', q{
-SELECT sc_rollup() >= 0 AND NOT EXISTS (SELECT FROM slotted_counter.totals t
+SELECT sc_rollup() >= 0 AND NOT EXISTS (SELECT FROM slotted_counter.key_values t
   WHERE t.counter IN ('new_b'::slotted_counter::integer, 'new_t'::slotted_counter::integer,
                       'hits_b'::slotted_counter::integer))}),
 	'once nothing is written, every key and bucket expires');

@@ -477,9 +477,9 @@ JOIN (SELECT c, k % 10 AS g, sum(v) AS v FROM truth GROUP BY 1, 2 UNION ALL SELE
 USING (c, g) WHERE s.v > t.v ORDER BY 1, 2, 3 LIMIT 5},
 		'no sc_sum_keys read while the writers ran exceeded the final sum');
 
-	for my $view ('slotted_counter.lagged', 'slotted_counter.totals')
+	for my $view ('slotted_counter.lagged', 'slotted_counter.key_values')
 	{
-		my $counter = $view eq 'slotted_counter.totals' ? 'counter::slotted_counter::text' : 'counter::text';
+		my $counter = $view eq 'slotted_counter.key_values' ? 'counter::slotted_counter::text' : 'counter::text';
 		differ('postgres', qq{
 SELECT c, k, bucket, l.v, e.v AS expected FROM
   (SELECT $counter AS c, key AS k, coalesce(bucket, '-infinity') AS bucket, value AS v FROM $view

@@ -2,7 +2,7 @@
 # "flood" keeps more keys dirty than the buffer holds (sc_incr_batch in two sessions); database
 # "quiet" has its keys resident. While the flood runs:
 #  - quiet's resident keys stay resident: reading them reads no table (the index of
-#    slotted_counter.totals in quiet is not scanned), where before the flood's loads evicted them;
+#    slotted_counter.key_values in quiet is not scanned), where before the flood's loads evicted them;
 #  - quiet's new keys, committed one transaction each, find entries (taken from the flood, which
 #    holds more than its share) and stay resident too;
 #  - every value is exact, in both databases, once the flood stopped.
@@ -52,7 +52,7 @@ sub index_scans
 {
 	return $node->safe_psql('quiet', q{
 SELECT idx_scan FROM pg_stat_all_indexes WHERE schemaname = 'slotted_counter'
-  AND indexrelname = 'totals_counter_key_bucket'});
+  AND indexrelname = 'key_values_counter_key_bucket'});
 }
 
 # The flood: batches of 600 random keys out of 3,000 in a 2,000-entry buffer, in two sessions,
@@ -119,7 +119,7 @@ $flood->finish;
 # counted what truth says plus 0, 1 or 2 such batches (one per session).
 is( $node->safe_psql('flood',
 		q{SELECT sc_rollup() >= 0;
-SELECT (SELECT sum(value) FROM slotted_counter.totals) - (SELECT sum(n) FROM truth) IN (0, 600, 1200)}),
+SELECT (SELECT sum(value) FROM slotted_counter.key_values) - (SELECT sum(n) FROM truth) IN (0, 600, 1200)}),
 	"t\nt", "the flood's own counts are exact");
 is($node->safe_psql('quiet', q{SELECT sc_rollup() >= 0, sc_sum('new', 7), sc_sum('kept', 200)}),
 	't|1|1', "quiet's counts are exact");

@@ -101,7 +101,7 @@ SELECT cardinality(sc_incr_batch('through', ARRAY(SELECT generate_series(:k, :k 
 }
 	});
 is( $node->safe_psql('postgres', q{SELECT sc_rollup() >= 0;
-SELECT sum(value) FROM slotted_counter.totals WHERE counter = 'through'::slotted_counter::integer}),
+SELECT sum(value) FROM slotted_counter.key_values WHERE counter = 'through'::slotted_counter::integer}),
 	"t\n36000", 'every increment of every batch counted once');
 is( $node->safe_psql('postgres',
 		q{SELECT write_throughs > 0 FROM slotted_counter.stats WHERE datname = 'postgres'}),

@@ -1,6 +1,6 @@
 # A logical-replication publication of the extension's tables, as CDC tools and blue/green
 # upgrades make one (FOR ALL TABLES), changes nothing for flushes, folds and drops, and a real
-# subscriber receives the lagged values: slotted_counter.totals (and the counters) as of the
+# subscriber receives the lagged values: slotted_counter.key_values (and the counters) as of the
 # publisher's last flush.
 use strict;
 use warnings;
@@ -19,7 +19,7 @@ my $subscriber = preloaded_node('subscriber', "slotted_counter.flush_interval = 
 $publisher->safe_psql('postgres', q{
 CREATE EXTENSION slotted_counter;
 CREATE PUBLICATION everything FOR ALL TABLES;
-CREATE PUBLICATION lagged_only FOR TABLE slotted_counter.totals;
+CREATE PUBLICATION lagged_only FOR TABLE slotted_counter.key_values;
 SELECT sc_create('views', 'buffered'), sc_create('sold'),
        sc_create('hits', 'buffered', '1 hour'), sc_create('gone', 'buffered');
 SELECT count(sc_incr('views', k % 100)) FROM generate_series(1, 1000) k;
@@ -58,17 +58,17 @@ SELECT count(sc_incr('views', k % 100)) FROM generate_series(1, 500) k;
 SELECT sc_rollup();});
 $publisher->wait_for_catchup('everything');
 
-my $values = q{SELECT c.name, t.key, t.bucket, t.value FROM slotted_counter.totals t
+my $values = q{SELECT c.name, t.key, t.bucket, t.value FROM slotted_counter.key_values t
   JOIN slotted_counter.counters c ON c.id = t.counter ORDER BY 1, 2, 3};
 is($subscriber->safe_psql('postgres', $values), $publisher->safe_psql('postgres', $values),
-	"the subscriber's totals are the publisher's");
+	"the subscriber's key_values rows are the publisher's");
 is( $subscriber->safe_psql('postgres', q{SELECT string_agg(counter || ':' || value, ',' ORDER BY counter::text)
   FROM slotted_counter.lagged WHERE key = 3 AND counter IN ('views', 'sold')}),
 	'sold:40,views:25', 'slotted_counter.lagged reads them there');
 is( $subscriber->safe_psql('postgres', q{SELECT string_agg(name, ',' ORDER BY name)
   FROM slotted_counter.counters}),
 	'hits,sold,views', 'the dropped counter is gone there too');
-is( $subscriber->safe_psql('postgres', q{SELECT count(*) FROM slotted_counter.totals
+is( $subscriber->safe_psql('postgres', q{SELECT count(*) FROM slotted_counter.key_values
   WHERE bucket < '2026-01-01 11:00+00'}),
 	'0', 'and so are the dropped buckets');
 

@@ -197,7 +197,7 @@ $node->safe_psql('postgres', q{SELECT sc_rollup() >= 0});
 # Counted after that flush: still in the buffer when DROP OWNED runs, unless a flush took it.
 $node->safe_psql('postgres', q{SELECT sc_incr('erin_c', 2, 4)}, extra_params => [ '-U', 'erin' ]);
 is( query($node, 'postgres',
-		qq{SELECT count(*) > 0 FROM slotted_counter.totals WHERE counter = $erin_id}),
+		qq{SELECT count(*) > 0 FROM slotted_counter.key_values WHERE counter = $erin_id}),
 	't', 'drop owned: before, erin\'s counter has flushed rows');
 is(has_privilege($node, 'postgres', 'erin', 'shared_c', 'SELECT'), 't',
 	'drop owned: before, erin may read alice\'s counter');
@@ -206,8 +206,8 @@ is(attempt($node, 'postgres', q{SELECT sc_sum('erin_c', 1)}), '42704',
 	'drop owned: erin\'s counter is dropped');
 $node->safe_psql('postgres', q{SELECT sc_rollup() >= 0});
 is( query($node, 'postgres',
-		qq{SELECT count(*) FROM slotted_counter.totals WHERE counter = $erin_id}),
-	'0', 'drop owned: after a flush, none of its rows is left in slotted_counter.totals');
+		qq{SELECT count(*) FROM slotted_counter.key_values WHERE counter = $erin_id}),
+	'0', 'drop owned: after a flush, none of its rows is left in slotted_counter.key_values');
 is(has_privilege($node, 'postgres', 'erin', 'shared_c', 'SELECT'), 'f',
 	'drop owned: erin\'s grant on alice\'s counter is revoked');
 is(attempt($node, 'postgres', q{SELECT sc_sum('shared_c', 1)}, 'erin'), '42501',
@@ -234,7 +234,7 @@ is(attempt($node, 'postgres', q{SELECT sc_sum('carol_c', 1)}), '42704',
 	'DROP SEQUENCE: the counter went with its sequence');
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is($node->safe_psql('postgres', q{
-SELECT count(*) FROM slotted_counter.totals t
+SELECT count(*) FROM slotted_counter.key_values t
 WHERE NOT EXISTS (SELECT FROM slotted_counter.counters c WHERE c.id = t.counter)}),
 	'0', 'DROP SEQUENCE: no value of the counter is left');
 

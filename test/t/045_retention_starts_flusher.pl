@@ -22,7 +22,7 @@ SELECT sc_incr('old_keys', k) FROM generate_series(1, 10) k;
 SELECT sc_rollup();
 });
 is($node->safe_psql('postgres',
-		q{SELECT count(*) FROM slotted_counter.totals WHERE counter = 'old_keys'::slotted_counter::integer}),
+		q{SELECT count(*) FROM slotted_counter.key_values WHERE counter = 'old_keys'::slotted_counter::integer}),
 	'10', 'the keys are stored');
 
 # No client writes: the flusher leaves once idle.
@@ -37,7 +37,7 @@ SELECT pg_sleep(1.1);
 SELECT sc_alter_retention('old_keys', '1 second');
 });
 ok( $node->poll_query_until(
-		'postgres', q{SELECT count(*) = 0 FROM slotted_counter.totals
+		'postgres', q{SELECT count(*) = 0 FROM slotted_counter.key_values
 		              WHERE counter = 'old_keys'::slotted_counter::integer}),
 	'with no write since, the keys idle for longer than the retention are deleted');
 is($node->safe_psql('postgres', q{SELECT sc_sum('old_keys', 1)}), '0', 'and read 0');

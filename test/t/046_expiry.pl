@@ -6,7 +6,7 @@
 # so that a time taken at the event instead of the write would leave the key alive when read just
 # after it; what must stay is read under a retention of 1 hour.
 #   a. clean restart: keys idle past their retention read 0 after it (sc_sum, sc_sum_keys, sc_top,
-#      lagged); keys of 1 hour keep their values and their write times (totals.written_at)
+#      lagged); keys of 1 hour keep their values and their write times (key_values.written_at)
 #   b. a small buffer: expired and live keys evicted by other keys and loaded again
 #   c. crash (stop 'immediate') after sc_rollup: the stored times survive; transactional keys
 #      committed but not yet folded keep their commit times too
@@ -66,13 +66,13 @@ SELECT (SELECT count(*) FROM generate_series(1, $n) k WHERE sc_sum('$counter', k
        sc_sum_keys('$counter', ARRAY(SELECT generate_series(1, $n)::bigint)), $top$lagged});
 }
 
-# The written_at (the last write's time) of keys 1..$n of a counter in slotted_counter.totals: how
+# The written_at (the last write's time) of keys 1..$n of a counter in slotted_counter.key_values: how
 # many lie in [$from, $to], of how many.
 sub stamps
 {
 	my ($db, $counter, $n, $from, $to) = @_;
 	return $node->safe_psql($db, qq{
-SELECT count(*) FILTER (WHERE written_at BETWEEN '$from' AND '$to'), count(*) FROM slotted_counter.totals
+SELECT count(*) FILTER (WHERE written_at BETWEEN '$from' AND '$to'), count(*) FROM slotted_counter.key_values
  WHERE counter = '$counter'::slotted_counter::integer AND key <= $n});
 }
 

@@ -1,6 +1,6 @@
 # sc_rank through its index (shared/rank_indexes.hpp). The first sc_rank of an unbucketed counter
 # whose keys do not expire asks its flusher for an index, and the tables answer until the flush
-# after it built one; from then on every rank must equal the count over slotted_counter.totals
+# after it built one; from then on every rank must equal the count over slotted_counter.key_values
 # ("the others as of the last flush", the key's own value now):
 #   1. built by the flush after the first call, for a buffered and a transactional counter
 #   2. after what flushes change: buffered increments, a key counted back to 0, negative values,
@@ -38,13 +38,13 @@ SELECT sc_rollup();
 my $ready = q{SELECT rank_indexes FROM slotted_counter.stats WHERE datname = current_database()};
 
 # Keys (every 67th of 1..20000, a key never counted and a negative one) whose rank differs from
-# the count over totals, whose rows are read once.
+# the count over key_values, whose rows are read once.
 sub mismatches
 {
 	my ($c) = @_;
 	return $node->safe_psql('postgres', qq{
 WITH stored AS MATERIALIZED (
-       SELECT key, value FROM slotted_counter.totals
+       SELECT key, value FROM slotted_counter.key_values
         WHERE counter = '$c'::slotted_counter::integer AND bucket IS NULL AND value <> 0),
      probe AS MATERIALIZED (
        SELECT k, sc_sum('$c', k) AS v, sc_rank('$c', k) AS r
@@ -76,7 +76,7 @@ $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is($node->safe_psql('postgres', $ready), '2', 'the indexes stay');
 is(mismatches('rb') . mismatches('rt'), '00', 'after the flush and the fold: the index follows');
 is($node->safe_psql('postgres', q{SELECT sc_rank('rb', 5), sc_rank('rt', 5), sc_rank('rb', 6)}),
-	'1|1|' . (1 + $node->safe_psql('postgres', q{SELECT count(*) FROM slotted_counter.totals
+	'1|1|' . (1 + $node->safe_psql('postgres', q{SELECT count(*) FROM slotted_counter.key_values
 	  WHERE counter = 'rb'::slotted_counter::integer AND value > 0})),
 	'the largest ranks first; a key counted back to 0 after every key above 0');
 

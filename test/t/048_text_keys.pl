@@ -78,7 +78,7 @@ SELECT (SELECT count(*) FROM generate_series($from, $to) k WHERE sc_sum('$c', 'k
 }
 
 # Whether a counter holds together: its total is the sum over its mapped keys, each key has one
-# id, and no stored value (totals, deltas) lacks its key's mapping.
+# id, and no stored value (key_values, deltas) lacks its key's mapping.
 sub whole
 {
 	my ($n, $db, $c) = @_;
@@ -90,7 +90,7 @@ SELECT sc_total('$c') = (SELECT coalesce(sum(sc_sum('$c', key)), 0) FROM slotted
                           WHERE counter = '$c'::slotted_counter::integer)
    AND (SELECT count(DISTINCT id) = count(*) FROM slotted_counter.keys
          WHERE counter = '$c'::slotted_counter::integer)
-   AND NOT EXISTS (SELECT FROM slotted_counter.totals t WHERE t.counter = '$c'::slotted_counter::integer
+   AND NOT EXISTS (SELECT FROM slotted_counter.key_values t WHERE t.counter = '$c'::slotted_counter::integer
                      AND NOT EXISTS (SELECT FROM slotted_counter.keys k
                                       WHERE k.counter = t.counter AND k.id = t.key))
    AND NOT EXISTS (SELECT FROM slotted_counter.deltas d WHERE d.counter = '$c'::slotted_counter::integer

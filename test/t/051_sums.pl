@@ -1,4 +1,4 @@
-# sc_total from slotted_counter.sums (one row per counter and bucket, kept by triggers on totals)
+# sc_total from slotted_counter.counter_totals (one row per counter and bucket, kept by triggers on key_values)
 # and the buffer: exact while flushes commit under it, after a crash, and after a restore.
 #   a. load: pgbench adds 1 per call to four counters (buffered and transactional, with and
 #      without buckets) over 100,000 keys for 3 s while the flusher flushes every 10 ms; a reader reads
@@ -8,7 +8,7 @@
 #   b. a crash (stop 'immediate') during the load: after recovery every sum equals its rows,
 #      and each total equals the sum of its keys' rows and deltas (the buffer lost what it held).
 #   c. pg_dump -Fc and pg_restore into a new database: the sums are made again from the rows; a
-#      data-only restore with --disable-triggers, then sc_rebuild_sums().
+#      data-only restore with --disable-triggers, then sc_rebuild_counter_totals().
 
 use strict;
 use warnings;
@@ -35,9 +35,9 @@ SELECT sc_create('ht', 'transactional', bucket => '1 hour');
 
 # Every (counter, bucket) whose sum is not the sum of its rows.
 my $mismatched = q{
-SELECT count(*) FROM (SELECT counter, bucket, sum(value) AS v FROM slotted_counter.totals
+SELECT count(*) FROM (SELECT counter, bucket, sum(value) AS v FROM slotted_counter.key_values
                       GROUP BY counter, bucket) t
-  FULL JOIN slotted_counter.sums s ON s.counter = t.counter AND s.bucket IS NOT DISTINCT FROM t.bucket
+  FULL JOIN slotted_counter.counter_totals s ON s.counter = t.counter AND s.bucket IS NOT DISTINCT FROM t.bucket
  WHERE coalesce(t.v, 0) <> coalesce(s.value, 0)};
 # How many times a total read 2,000 times in a row went down.
 sub decreases
@@ -108,7 +108,7 @@ is($node->safe_psql('postgres', $mismatched), '0', 'crash: every sum equals its 
 for my $c (qw(b t h ht))
 {
 	is($node->safe_psql('postgres', qq{
-SELECT sc_total('$c') = (SELECT coalesce(sum(value), 0) FROM slotted_counter.totals WHERE counter = '$c'::slotted_counter::integer)
+SELECT sc_total('$c') = (SELECT coalesce(sum(value), 0) FROM slotted_counter.key_values WHERE counter = '$c'::slotted_counter::integer)
                       + (SELECT coalesce(sum(delta), 0) FROM slotted_counter.deltas WHERE counter = '$c'::slotted_counter::integer)}),
 		't', "crash: $c: the total equals the sum of its keys");
 }
@@ -124,24 +124,24 @@ $node->command_ok(['pg_restore', '-d', $node->connstr('copy'), $dump], 'restore:
 is($node->safe_psql('copy', q{SELECT sc_total('b'), sc_total('t'), sc_total('h'), sc_total('ht')}), $totals,
 	'restore: every total comes back');
 is($node->safe_psql('copy', $mismatched), '0', 'restore: the sums were made again from the rows');
-is($node->safe_psql('copy', 'SELECT count(*) >= 4 FROM slotted_counter.sums'), 't',
+is($node->safe_psql('copy', 'SELECT count(*) >= 4 FROM slotted_counter.counter_totals'), 't',
 	'restore: a sum per counter and bucket');
 
-# A data-only restore with --disable-triggers bypasses the triggers: sc_rebuild_sums() (a
+# A data-only restore with --disable-triggers bypasses the triggers: sc_rebuild_counter_totals() (a
 # superuser's) makes the sums again. (pg_restore reports the counters' guard sequences, which a
 # data-only dump does not create: its exit status is not the point here.)
 $node->safe_psql('postgres', 'CREATE DATABASE copy_data');
 $node->safe_psql('copy_data', 'CREATE EXTENSION slotted_counter');
 run_log(['pg_restore', '--data-only', '--disable-triggers', '-d', $node->connstr('copy_data'), $dump]);
-is($node->safe_psql('copy_data', 'SELECT count(*) FROM slotted_counter.sums'), '0',
+is($node->safe_psql('copy_data', 'SELECT count(*) FROM slotted_counter.counter_totals'), '0',
 	'data-only restore without triggers: no sums');
 $node->safe_psql('copy_data', 'CREATE ROLE sums_user');
-my ($rc, $out, $err) = $node->psql('copy_data', 'SET ROLE sums_user; SELECT sc_rebuild_sums()');
-like($err, qr/permission denied for function sc_rebuild_sums/, 'sc_rebuild_sums: superusers only');
-is($node->safe_psql('copy_data', 'SELECT sc_rebuild_sums() >= 4'), 't',
-	'sc_rebuild_sums makes a sum per counter and bucket');
-is($node->safe_psql('copy_data', $mismatched), '0', 'sc_rebuild_sums: every sum equals its rows');
+my ($rc, $out, $err) = $node->psql('copy_data', 'SET ROLE sums_user; SELECT sc_rebuild_counter_totals()');
+like($err, qr/permission denied for function sc_rebuild_counter_totals/, 'sc_rebuild_counter_totals: superusers only');
+is($node->safe_psql('copy_data', 'SELECT sc_rebuild_counter_totals() >= 4'), 't',
+	'sc_rebuild_counter_totals makes a sum per counter and bucket');
+is($node->safe_psql('copy_data', $mismatched), '0', 'sc_rebuild_counter_totals: every sum equals its rows');
 is($node->safe_psql('copy_data', q{SELECT sc_total('b'), sc_total('t'), sc_total('h'), sc_total('ht')}), $totals,
-	'sc_rebuild_sums: every total comes back');
+	'sc_rebuild_counter_totals: every total comes back');
 
 done_testing();

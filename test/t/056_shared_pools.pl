@@ -7,7 +7,7 @@
 #      counter holds no slot.
 #   2. Rank slots (32 in all): one role's 32 one-key counters hold every slot; another database's
 #      sc_rank, and another role's in the same database, get an index all the same (the role over
-#      its share gives one up), where before they counted rows in slotted_counter.totals on every
+#      its share gives one up), where before they counted rows in slotted_counter.key_values on every
 #      call. A rank answered by an index reads no table: pg_stat_xact_all_tables shows it.
 #   3. Request ids of buffered sc_incr_once (slotted_counter.max_request_ids = 128): one database
 #      takes every id it can while its flush cannot write (its values table is locked), and its
@@ -45,7 +45,7 @@ $node->safe_psql($_, 'CREATE EXTENSION slotted_counter') for qw(mem ranks other 
 
 my $ready = q{SELECT rank_indexes FROM slotted_counter.stats WHERE datname = current_database()};
 
-# How many times sc_rank(counter, key) read slotted_counter.totals (0: its index answered), as
+# How many times sc_rank(counter, key) read slotted_counter.key_values (0: its index answered), as
 # role $role (the superuser by default). The key is read first, so that it is resident and its
 # own value costs no read either.
 sub rank_reads
@@ -57,7 +57,7 @@ SELECT sc_sum('$counter', $key) IS NOT NULL;
 BEGIN;
 SELECT sc_rank('$counter', $key) > 0;
 SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_xact_all_tables
- WHERE relid = 'slotted_counter.totals'::regclass;
+ WHERE relid = 'slotted_counter.key_values'::regclass;
 COMMIT;});
 	return (split /\n/, $out)[-1];
 }
@@ -81,7 +81,7 @@ $node->safe_psql('flood', q{SELECT sc_create('f', 'buffered'); SELECT sc_incr('f
 $node->safe_psql('quiet', q{SELECT sc_create('q', 'buffered'); SELECT sc_incr('q', 1, 0)});
 my $locker = $node->background_psql('flood');
 $locker->query_safe('BEGIN');
-$locker->query_safe('LOCK TABLE slotted_counter.totals IN ACCESS EXCLUSIVE MODE');
+$locker->query_safe('LOCK TABLE slotted_counter.key_values IN ACCESS EXCLUSIVE MODE');
 my ($flood_out, $flood_err) = ('', '');
 my $flood = IPC::Run::start(
 	[

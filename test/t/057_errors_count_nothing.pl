@@ -40,7 +40,7 @@ SELECT sc_create('big', 'buffered'), sc_create('small', 'buffered'), sc_create('
 # 1. The buffer full of values that cannot be flushed (the table is locked), a single key's
 # write-through waits until it is cancelled.
 my $locker = $node->background_psql('postgres');
-$locker->query_safe(q{BEGIN; LOCK TABLE slotted_counter.totals IN EXCLUSIVE MODE});
+$locker->query_safe(q{BEGIN; LOCK TABLE slotted_counter.key_values IN EXCLUSIVE MODE});
 my $filler = $node->background_psql('postgres', on_error_stop => 0);
 $filler->query_until(qr/filling/, q{\echo filling
 SELECT count(sc_incr('locked', g)) FROM generate_series(1, 5000) g;
@@ -124,7 +124,7 @@ note('write-throughs: '
 for my $kind ('big', 'small', 'one')
 {
 	my %counted = split /[|\n]/, $node->safe_psql('postgres', qq{
-SELECT (key - 1) / $size{$kind} + 1, sum(value) FROM slotted_counter.totals
+SELECT (key - 1) / $size{$kind} + 1, sum(value) FROM slotted_counter.key_values
 WHERE counter = '$kind'::slotted_counter::integer GROUP BY 1});
 	my @calls = @{ $calls{$kind} };
 	my @wrong = grep {

@@ -5,7 +5,7 @@
 # increments a buffered hot key meanwhile, logging each value it was acknowledged (a committed
 # row per call):
 #   - while that one flush still runs (slotted_counter.stats counts no new flush, deltas remain
-#     to fold), the hot key's row in slotted_counter.totals advances at least twice: its values
+#     to fold), the hot key's row in slotted_counter.key_values advances at least twice: its values
 #     commit during the flush, not after it (they did only after it, one transaction, before);
 #     and stats shows the flush, once it ran three intervals, as 'lagging', which the alert
 #     query of docs/operations.md catches;
@@ -76,13 +76,13 @@ DECLARE
   state text; lagging boolean := false;
 BEGIN
   SELECT flushes INTO f0 FROM slotted_counter.stats WHERE datname = current_database();
-  SELECT coalesce(max(value), 0) INTO v0 FROM slotted_counter.totals
+  SELECT coalesce(max(value), 0) INTO v0 FROM slotted_counter.key_values
    WHERE counter = 'hot'::slotted_counter::integer;
   PERFORM pg_reload_conf();
   LOOP
     SELECT flushes, worker_state INTO f, state FROM slotted_counter.stats
      WHERE datname = current_database();
-    SELECT coalesce(max(value), 0) INTO v FROM slotted_counter.totals
+    SELECT coalesce(max(value), 0) INTO v FROM slotted_counter.key_values
      WHERE counter = 'hot'::slotted_counter::integer;
     SELECT count(*) INTO d FROM slotted_counter.deltas;
     IF f <> f0 THEN
@@ -107,7 +107,7 @@ like($watched, qr/^advanced twice and shown lagging/,
 	"the hot key's values committed twice while the slow flush ran, which stats showed as "
 	  . "lagging ($watched)");
 my $before = $node->safe_psql('postgres', q{
-SELECT coalesce(max(value), 0) FROM slotted_counter.totals
+SELECT coalesce(max(value), 0) FROM slotted_counter.key_values
  WHERE counter = 'hot'::slotted_counter::integer});
 
 $node->stop('immediate');

@@ -53,7 +53,7 @@ SELECT count(*) FROM (SELECT k, count(*) AS n FROM truth WHERE c = '$c' GROUP BY
  WHERE sc_sum('$c', t.k) <> t.n}),
 		'0', "$c: every key holds exactly its increments");
 	is( $node->safe_psql('postgres', qq{
-SELECT sum(value) FROM slotted_counter.totals WHERE counter = '$c'::slotted_counter::integer}),
+SELECT sum(value) FROM slotted_counter.key_values WHERE counter = '$c'::slotted_counter::integer}),
 		'2000', "$c: and the table holds them all");
 }
 

@@ -51,7 +51,7 @@ like($err, qr/could not flush counters: out of memory/,
 	'the flush fails with the error injected after its commit');
 
 is( $node->safe_psql('postgres', q{
-SELECT sum(value) FROM slotted_counter.totals WHERE counter = 'b'::slotted_counter::integer}),
+SELECT sum(value) FROM slotted_counter.key_values WHERE counter = 'b'::slotted_counter::integer}),
 	'2030', 'the values table holds what the step committed');
 is($node->safe_psql('postgres', q{SELECT sc_total('b'), sc_total('t')}),
 	'2030|14', 'sc_total answers: no commit window stays open');
@@ -72,14 +72,14 @@ SELECT sc_rollup();
 });
 my $exact = q{
 SELECT count(*) FILTER (WHERE sc_sum('b', k) <> 3), sc_sum('b', 1001), sc_sum('b', 1002),
-       sc_sum('t', 1), (SELECT sum(value) FROM slotted_counter.totals
+       sc_sum('t', 1), (SELECT sum(value) FROM slotted_counter.key_values
                          WHERE counter = 'b'::slotted_counter::integer)
   FROM generate_series(1, 1000) k};
 is($node->safe_psql('postgres', $exact), '0|10|20|14|3030',
 	'every value is exact, in the buffer and in the table');
 is( $node->safe_psql('postgres', q{
 SELECT count(*) FROM generate_series(1, 1002, 7) k
- WHERE sc_rank('b', k) <> 1 + (SELECT count(*) FROM slotted_counter.totals s
+ WHERE sc_rank('b', k) <> 1 + (SELECT count(*) FROM slotted_counter.key_values s
                                 WHERE s.counter = 'b'::slotted_counter::integer
                                   AND s.value > sc_sum('b', k) AND s.key <> k)}),
 	'0', 'the rank index follows the rows');

@@ -1,10 +1,10 @@
 // src/core/fold_epochs.hpp from threads (normally and under ThreadSanitizer), against a model of
-// slotted_counter.deltas and totals: committers insert deltas and tag their entries, two
+// slotted_counter.deltas and key_values: committers insert deltas and tag their entries, two
 // flushers (overlapping, as during a hand-over) take epochs and fold what they see but the
 // counters a dropping transaction holds, evictors let an entry go only when Folded says so, and
 // a bucket dropper makes loads read deltas. What a user would notice is checked: no entry leaves
-// the buffer while a delta committed into it is outside totals, and no load skips the deltas
-// while a purged entry's delta is outside totals.
+// the buffer while a delta committed into it is outside key_values, and no load skips the deltas
+// while a purged entry's delta is outside key_values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,7 +30,7 @@ constexpr int32_t kCounters = 24;
 // Commits go on until this many folds ran (each run of 8 folds skips another way).
 constexpr int kFolds = 400;
 
-// The tables: deltas not yet folded, and the ids of those folded into totals. One lock: a
+// The tables: deltas not yet folded, and the ids of those folded into key_values. One lock: a
 // transaction's commit and a fold's snapshot are atomic with respect to each other.
 struct Tables {
   std::mutex m;
@@ -116,7 +116,7 @@ TEST(FoldEpochsThreads, NoDeltaLeavesTheBufferBeforeItIsFolded) {
     }
   };
 
-  // Asks whether entries may leave the buffer: of a delta still outside totals (those of the
+  // Asks whether entries may leave the buffer: of a delta still outside key_values (those of the
   // skipped counters, mostly), or of a recent commit.
   auto evictor = [&](int seed) {
     uint32_t r = uint32_t(seed) * 40503u + 3;
@@ -201,7 +201,7 @@ TEST(FoldEpochsThreads, NoDeltaLeavesTheBufferBeforeItIsFolded) {
   uint32_t last = sc::TakeFoldEpoch(f);
   sc::PublishFold(f, fold_mutex, last, nullptr, 0);
 
-  EXPECT_EQ(wrong_evictions.load(), 0) << "an entry left the buffer with a delta not in totals";
+  EXPECT_EQ(wrong_evictions.load(), 0) << "an entry left the buffer with a delta not in key_values";
   EXPECT_EQ(wrong_loads.load(), 0) << "a load skipped deltas a purged entry had not folded";
   EXPECT_EQ(broken_order.load(), 0);
   EXPECT_GE(evictions.load(), 100);

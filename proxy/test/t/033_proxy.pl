@@ -105,7 +105,7 @@ for my $i (0 .. 2)
 {
 	is( $data[$i]->safe_psql('postgres', qq{
 SELECT count(*) FILTER (WHERE abs(hashint8(t.key) % 3) <> $i)
-  FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+  FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
  WHERE c.name IN ('views', 'sold')}),
 		'0', "data node $i stores only the keys whose hash picks it");
 	my $share = $data[$i]->safe_psql('postgres', "SELECT sc_sum('hot')");

@@ -74,7 +74,7 @@ SELECT string_agg(format('%s %s %s %s', c.name, c.durability, s.relowner::regrol
                   ORDER BY c.name)
   FROM slotted_counter.counters c
   JOIN pg_class s ON s.oid = ('slotted_counters.' || quote_ident(c.name))::regclass;
-SELECT coalesce(sum(value), 0) FROM slotted_counter.totals;})
+SELECT coalesce(sum(value), 0) FROM slotted_counter.key_values;})
 		} @data);
 }
 

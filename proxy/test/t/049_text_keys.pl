@@ -290,7 +290,7 @@ for my $i (0 .. 2)
 {
 	is( $data[$i]->safe_psql('postgres', qq{
 SELECT count(*) FILTER (WHERE abs(hashint8(t.key) % 3) <> $i)
-  FROM slotted_counter.totals t JOIN slotted_counter.counters c ON c.id = t.counter
+  FROM slotted_counter.key_values t JOIN slotted_counter.counters c ON c.id = t.counter
  WHERE c.name = 'views';
 SELECT count(*) FILTER (WHERE abs(hashtext(k.key) % 3) <> $i)
   FROM slotted_counter.keys k JOIN slotted_counter.counters c ON c.id = k.counter
@@ -475,7 +475,7 @@ SELECT sc_rollup() >= 0;
 SELECT string_agg(format('%s %s %s', c.name, s.relowner::regrole, s.relacl), '; ' ORDER BY c.name)
   FROM slotted_counter.counters c
   JOIN pg_class s ON s.oid = ('slotted_counters.' || quote_ident(c.name))::regclass;
-SELECT coalesce(sum(value), 0) FROM slotted_counter.totals;
+SELECT coalesce(sum(value), 0) FROM slotted_counter.key_values;
 SELECT count(*) FROM slotted_counter.keys;}) } @data);
 };
 my $state_before = $nodes_state->();
