@@ -1,6 +1,8 @@
 // read.cpp: reads: one key, many keys (the resident ones from shared memory, the others in one
-// query), the candidates of sc_top, the resident buckets of sc_series. Scans of the buffer take
-// each partition lock SHARED in turn (core/protocol.hpp: ForEachResident).
+// query), the resident values of an unbucketed counter, the candidates of sc_top, the total of a
+// counter summed over its keys (BufferTotal), the resident buckets of sc_series, and what the
+// buffer holds beyond the rows, per bucket, for sc_total (BufferUnflushed). Scans of the buffer
+// take each partition lock SHARED in turn (core/protocol.hpp: ForEachResident).
 #include <algorithm>
 
 #include "buffer/buffer.hpp"

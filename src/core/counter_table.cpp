@@ -1,4 +1,6 @@
-// counter_table.cpp: the shared counter table (see counter_table.hpp for layout and protocol).
+// counter_table.cpp: the shared counter table: its layout, the links of its entries, the
+// occupancy and fair share of each database, the clock sweep (counter_table.hpp says what each
+// step may assume; the lock protocol that calls them is core/protocol.hpp).
 #include <new>
 
 #include "core/counter_table.hpp"

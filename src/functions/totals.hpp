@@ -1,4 +1,5 @@
-// totals.hpp: sc_total and sc_total_series, a counter's sum over every key (totals.cpp).
+// totals.hpp: what sc_total and sc_total_series read, a counter's sum over every key, from
+// slotted_counter.counter_totals (totals.cpp); the SQL functions call these.
 #pragma once
 
 #include "definitions/catalog.hpp"

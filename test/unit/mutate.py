@@ -7,10 +7,13 @@ For every mutation: copy src/ to a scratch directory, make the one replacement (
 occur exactly once), build the unit tests against that copy (test/unit/CMakeLists.txt with
 SC_SRC_DIR), run the single-threaded tests, then the threaded ones, then (for mutations marked
 tsan) the threaded ones under ThreadSanitizer. A mutation is caught if any of them fails or
-times out (one that does not build is reported BROKEN, not caught). Prints one line per mutation and the count; exits non-zero if any survived.
+times out (one that does not build is reported BROKEN, not caught). Prints one line per mutation
+and the count; exits non-zero if any survived.
 
-Usage: test/unit/mutate.py [NAME-SUBSTRING ...]     (about 30 s per mutation)
-Not part of test/run.sh: it takes 20 minutes.
+Usage: test/unit/mutate.py [NAME-SUBSTRING ...]
+Each mutation rebuilds the tests that include the file it changes and runs them: from about half
+a minute to a few minutes on 2 cores, more on a loaded machine, so hours for all of them. Not part
+of test/run.sh.
 """
 import os
 import shutil
