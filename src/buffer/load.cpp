@@ -8,7 +8,7 @@
 #include "shared/flusher_slots.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
-#include "workers/write_through.hpp"
+#include "shared/write_through.hpp"
 
 namespace sc {
 

@@ -10,7 +10,7 @@
 
 #include "commands/trigger.h"
 
-#include "functions/counter_ref.hpp"
+#include "definitions/counter_ref.hpp"
 #include "spi.hpp"
 
 namespace sc {
@@ -38,7 +38,7 @@ const char* const kZeroSql =
 const char* const kTruncatedSql = "DELETE FROM slotted_counter.sums";
 
 // Runs sql with the latest snapshot, as the statements that write totals in a user's transaction
-// do (sc_drop_buckets, sc_drop: functions/key_arrays.hpp): under REPEATABLE READ, a sum a flush
+// do (sc_drop_buckets, sc_drop: spi.hpp, ExecuteWithLatestSnapshot): under REPEATABLE READ, a sum a flush
 // changed after the transaction's snapshot is the one to change, not a serialization failure.
 // (They lock the counter first: no flush writes its sums meanwhile.) Planned at each call: the
 // transition tables are this call's.

@@ -13,7 +13,7 @@
 #include "buffer/buffer.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "transactions/transactional.hpp"
 
 namespace sc {

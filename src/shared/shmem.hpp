@@ -164,7 +164,7 @@ struct SharedState {
   // The request ids of buffered sc_incr_once calls waiting for their flush (the protocol:
   // request_ids.hpp).
   RequestIdTable* request_ids;
-  RankIndexes* rank_indexes;      // shared/rank_indexes.hpp
+  RankIndexes* rank_indexes;      // buffer/rank_indexes.hpp
   // Each flush's commit and settle, as readers of totals see them (core/commit_window.hpp);
   // database db's in cell db % kCommitWindowCells.
   CommitWindow commit_windows[kCommitWindowCells];

@@ -18,11 +18,11 @@
 // transaction.
 #include "transactions/xact.hpp"
 
-#include "functions/attach.hpp"
+#include "definitions/drop.hpp"
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
 #include "definitions/role_commands.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
 #include "transactions/transactional.hpp"

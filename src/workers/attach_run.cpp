@@ -45,7 +45,7 @@
 #include "functions/attach.hpp"
 
 #include "definitions/catalog.hpp"
-#include "definitions/databases.hpp"
+#include "workers/databases.hpp"
 #include "definitions/privileges.hpp"
 #include "settings.hpp"
 #include "shared/flusher_slots.hpp"

@@ -12,7 +12,7 @@
 // of the counters a step had to skip (locked by a transaction dropping them or their buckets).
 #include <algorithm>
 
-#include "shared/rank_indexes.hpp"
+#include "buffer/rank_indexes.hpp"
 #include "spi.hpp"
 #include "workers/flush_internal.hpp"
 

@@ -1,4 +1,4 @@
-# sc_rank through its index (shared/rank_indexes.hpp). The first sc_rank of an unbucketed counter
+# sc_rank through its index (buffer/rank_indexes.hpp). The first sc_rank of an unbucketed counter
 # whose keys do not expire asks its flusher for an index, and the tables answer until the flush
 # after it built one; from then on every rank must equal the count over slotted_counter.totals
 # ("the others as of the last flush", the key's own value now):

@@ -13,7 +13,7 @@
 // (FORCE) terminates them itself. After a DROP DATABASE, whichever form, the database's buffer
 // entries are purged and its slot is freed for another database. The mark is an atomic counter,
 // taken back whatever the command's outcome.
-#include "definitions/databases.hpp"
+#include "workers/databases.hpp"
 
 #include "buffer/buffer.hpp"
 #include "definitions/role_commands.hpp"
