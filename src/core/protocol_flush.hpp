@@ -1,14 +1,9 @@
 // protocol_flush.hpp: the flusher's steps: claiming dirty entries and settling them after the
 // flush's transaction, and unlinking the keys whose rows the retention pass deletes.
-//
-// The definitions of steps that protocol.hpp declares, with the rules they follow. Included by
-// protocol.hpp alone, after the declaration of Protocol: include that file, never this one.
-#pragma once
-
+// Defined here, declared with their rules in protocol.hpp, which alone includes this file.
 #ifndef SC_PROTOCOL_DECLARED
 #error "include core/protocol.hpp, which declares what this file defines"
 #endif
-
 namespace sc {
 
 // ---- claim and settle: the flusher --------------------------------------------------------------

@@ -1,14 +1,9 @@
 // protocol_hits.hpp: the hot path: finding a resident key and writing or reading it under its
 // partition lock SHARED, and zeroing an expired one under the EXCLUSIVE lock.
-//
-// The definitions of steps that protocol.hpp declares, with the rules they follow. Included by
-// protocol.hpp alone, after the declaration of Protocol: include that file, never this one.
-#pragma once
-
+// Defined here, declared with their rules in protocol.hpp, which alone includes this file.
 #ifndef SC_PROTOCOL_DECLARED
 #error "include core/protocol.hpp, which declares what this file defines"
 #endif
-
 namespace sc {
 
 // ---- the hot path: partition lock SHARED --------------------------------------------------------

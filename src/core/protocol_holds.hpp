@@ -1,14 +1,9 @@
 // protocol_holds.hpp: the steps that hold an entry in the buffer: a transactional commit's
 // reservation and its settle, and a buffered batch's pins.
-//
-// The definitions of steps that protocol.hpp declares, with the rules they follow. Included by
-// protocol.hpp alone, after the declaration of Protocol: include that file, never this one.
-#pragma once
-
+// Defined here, declared with their rules in protocol.hpp, which alone includes this file.
 #ifndef SC_PROTOCOL_DECLARED
 #error "include core/protocol.hpp, which declares what this file defines"
 #endif
-
 namespace sc {
 
 // ---- reserve and settle: transactional commits --------------------------------------------------

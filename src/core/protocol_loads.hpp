@@ -1,14 +1,9 @@
 // protocol_loads.hpp: a miss: taking a free entry or evicting a clean one (the clock sweep), and
 // loading the key into it.
-//
-// The definitions of steps that protocol.hpp declares, with the rules they follow. Included by
-// protocol.hpp alone, after the declaration of Protocol: include that file, never this one.
-#pragma once
-
+// Defined here, declared with their rules in protocol.hpp, which alone includes this file.
 #ifndef SC_PROTOCOL_DECLARED
 #error "include core/protocol.hpp, which declares what this file defines"
 #endif
-
 namespace sc {
 
 // ---- take: a free entry or an evicted clean one -------------------------------------------------

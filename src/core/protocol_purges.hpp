@@ -1,13 +1,8 @@
 // protocol_purges.hpp: purges of the entries that match, and scans over the resident entries.
-//
-// The definitions of steps that protocol.hpp declares, with the rules they follow. Included by
-// protocol.hpp alone, after the declaration of Protocol: include that file, never this one.
-#pragma once
-
+// Defined here, declared with their rules in protocol.hpp, which alone includes this file.
 #ifndef SC_PROTOCOL_DECLARED
 #error "include core/protocol.hpp, which declares what this file defines"
 #endif
-
 namespace sc {
 
 // ---- purge and scans ----------------------------------------------------------------------------

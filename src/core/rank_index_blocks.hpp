@@ -1,15 +1,10 @@
 // rank_index_blocks.hpp: the multiset of a RankIndex (rank_index.hpp): its values in sorted
 // blocks, a directory of them and a Fenwick tree over their counts; finding, inserting and
 // erasing a value, splitting and merging blocks.
-//
-// The definitions of steps that rank_index.hpp declares, with the rules they follow. Included by
-// rank_index.hpp alone, after the declaration of RankIndex: include that file, never this one.
-#pragma once
-
+// Defined here, declared with their rules in rank_index.hpp, which alone includes this file.
 #ifndef SC_RANK_INDEX_DECLARED
 #error "include core/rank_index.hpp, which declares what this file defines"
 #endif
-
 namespace sc {
 
 inline int64_t RankIndex::Locate(const Directory& d, uint32_t n, int64_t v) noexcept {
