@@ -83,9 +83,9 @@ RequestAnswer AwaitAnswer(WriteThroughRequest* r, bool held, int withdraw_after_
     }
     if (slot != nullptr) {
       WakeFlusher(slot);
-      ConditionVariableTimedSleep(&slot->done_cv, 100, PG_WAIT_EXTENSION);
+      ConditionVariableTimedSleep(&slot->done_cv, 100, WaitEventOf(Wait::kWriteThrough));
     } else {
-      pg_usleep(100000);
+      SleepAs(Wait::kWriteThrough, 100000);
     }
   }
   ConditionVariableCancelSleep();

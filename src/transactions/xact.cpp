@@ -101,7 +101,7 @@ void RegisterBucketDrops() {
                         errmsg("too many transactions are committing bucket drops"),
                         errdetail("At most %d drops can be between their commit and their "
                                   "purge of the buffer at once.", kMaxBucketDrops)));
-      pg_usleep(1000L);
+      SleepAs(Wait::kBucketDrops, 1000L);
       CHECK_FOR_INTERRUPTS();
     }
   }

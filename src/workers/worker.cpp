@@ -291,7 +291,7 @@ bool FlushRequested() {
 
 void WaitOnLatch(long timeout_ms) {
   int events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (timeout_ms >= 0 ? WL_TIMEOUT : 0);
-  (void)WaitLatch(MyLatch, events, timeout_ms, PG_WAIT_EXTENSION);
+  (void)WaitLatch(MyLatch, events, timeout_ms, WaitEventOf(Wait::kFlusherMain));
   ResetLatch(MyLatch);
   CHECK_FOR_INTERRUPTS();
 }
