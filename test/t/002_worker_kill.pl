@@ -24,8 +24,11 @@ use SlottedCounterTest;
 
 my $clients = 4;
 
+# The flusher stays (idle_timeout = 0): by default it leaves after 2 s without a client, which a
+# busy machine can reach before the load connects, and the pid read below would be gone.
 my $node = preloaded_node('worker_kill', qq{
 slotted_counter.flush_interval = 100
+slotted_counter.idle_timeout = 0
 restart_after_crash = on
 });
 
