@@ -14,7 +14,9 @@
 #      writes, and the mapped keys are exactly the distinct keys written, while another session
 #      reads the leaderboard
 #   f. one session using more keys than its cache of ids (and the buffer) holds
-# The flusher runs only when asked (flush_interval = 0) until e.
+# The flusher runs only when asked (flush_interval = 0) until e, and stays (idle_timeout = 0): by
+# default it leaves after 2 s without a client, flushing first, which a busy machine can reach
+# between the dump in d and the source's values read after it.
 
 use strict;
 use warnings;
@@ -30,6 +32,7 @@ use SlottedCounterTest;
 
 my $node = preloaded_node('text_keys', qq{
 slotted_counter.flush_interval = 0
+slotted_counter.idle_timeout = 0
 wal_level = replica
 max_wal_senders = 4
 max_connections = 40
@@ -409,6 +412,7 @@ SELECT count(*) FILTER (WHERE key IS NULL)
                                             WHERE k.counter = 'load_b'::slotted_counter::integer AND k.key = t.key))
   FROM t};
 my $top_reader = $node->background_psql('postgres');
+$top_reader->set_query_timer_restart();    # the hang guard is per read, not for the whole load
 my ($reads_done, $bad_reads) = (0, 0);
 do
 {
