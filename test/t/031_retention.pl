@@ -80,6 +80,7 @@ SELECT sc_incr('hits_b', 1, 1);
 # against the start of the pass before its own (the clock the server read before it): a write
 # stamped before that has had a whole pass to be flushed or folded, then expired.
 my $sampler = $node->background_psql('postgres');
+$sampler->set_query_timer_restart();    # the hang guard is per query, not for the whole load
 my $stored = q{SELECT count(*) FROM slotted_counter.totals WHERE counter = '%s'::slotted_counter::integer};
 my ($rounds, $checked, $stale, $series_stale) = (0, 0, 0, 0);
 my ($max_b, $max_t, $max_buckets) = (0, 0, 0);

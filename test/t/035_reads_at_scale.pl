@@ -225,6 +225,7 @@ poll_surviving(qq{SELECT count(*) > $logged_before + 1000 OR ($checkpointer_sql)
 # The rounds of reads, in one session that lives through the test.
 my $reader = eval {
 	my $session = $node->background_psql('postgres');
+	$session->set_query_timer_restart();    # the hang guard is per round, not for them all
 	$session->query_safe('SET client_min_messages = warning');
 	$session;
 };

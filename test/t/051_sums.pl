@@ -63,6 +63,7 @@ my $load = IPC::Run::start(
 	],
 	'>', \$out, '2>', \$err, IPC::Run::timeout(600));
 my $reader = $node->background_psql('postgres');
+$reader->set_query_timer_restart();    # the hang guard is per read, not for the whole load
 my ($rounds, $bad) = (0, 0);
 do
 {
