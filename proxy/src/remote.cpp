@@ -42,7 +42,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "checks.hpp"
 #include "nodes.hpp"
 #include "remote.hpp"

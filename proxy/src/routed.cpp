@@ -33,7 +33,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "checks.hpp"
 #include "core/routing.hpp"
 #include "nodes.hpp"

@@ -63,7 +63,7 @@ extern "C" {
 }
 
 // What differs between PostgreSQL versions: the extension's own header.
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "checks.hpp"
 #include "nodes.hpp"
 
