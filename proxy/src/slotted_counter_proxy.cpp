@@ -66,6 +66,7 @@ extern "C" {
 #include "compat.hpp"
 #include "checks.hpp"
 #include "nodes.hpp"
+#include "remote.hpp"
 
 extern "C" {
 SC_MODULE_MAGIC("slotted_counter_proxy", SC_VERSION);
@@ -277,6 +278,7 @@ void _PG_init(void) {
                            "Marks a session a router opened on a data node.",
                            "A router refuses every call in such a session.", &from_router, false,
                            PGC_BACKEND, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  sc_proxy::DefineConnectionSettings();
   MarkGUCPrefixReserved("slotted_counter_proxy");
   // What the verdict of CheckCaller depends on: role names, user mappings, the server's and the
   // wrapper's options.
