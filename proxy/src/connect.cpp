@@ -15,7 +15,12 @@
 //   anything is sent.
 //
 // Waiting is interruptible, as for a statement: a cancel or termination closes the half-open
-// connection and lets PostgreSQL raise the interrupt.
+// connection, and every statement the call has in flight on other nodes (remote.cpp), then lets
+// PostgreSQL raise the interrupt. PostgreSQL's own libpq/libpq-be-fe-helpers.h (16 and later;
+// 15 has none) waits alike for libpqsrv_connect_params, an external FD reserved, on the latch and
+// the socket, but with no deadline, and it raises an interrupt where it finds it, leaving the
+// call's other statements running on their nodes: so the loop below is the helper's, with a
+// deadline and remote.cpp's handling of an interrupt.
 
 #include <climits>
 
