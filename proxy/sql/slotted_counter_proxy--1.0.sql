@@ -244,7 +244,7 @@ $$ LANGUAGE plproxy;
 -- The API. Writes return what their node returns (a spread counter: that node's share).
 CREATE FUNCTION @extschema@.sc_incr_bounded(counter text, key %1$s, delta bigint, lower bigint,
                                             upper bigint, at timestamptz DEFAULT NULL)
-    RETURNS bigint AS $$
+    RETURNS bigint SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'slotted_counter_proxy';
     RUN ON slotted_counter_proxy.write_hash('sc_incr_bounded()', counter, key, NULL, true);
     SELECT sc_incr_bounded(counter::slotted_counter, key, delta, lower, upper, at);
@@ -630,7 +630,6 @@ $$;
 -- owner they name. If the recording fails, calling again records it.
 CREATE FUNCTION sc_alter_owner(counter text, role text) RETURNS void
     AS 'MODULE_PATHNAME', 'sc_proxy_alter_owner' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-
 
 -- ---------------------------------------------------------------------------------------------
 -- The calls an application makes most, sc_incr and sc_sum, are routed by the router's own C
