@@ -11,22 +11,15 @@ OBJS = \
 	src/core/header_only.o \
 	src/core/time_bucket.o \
 	src/shared/flusher_slots.o \
-	src/shared/rank_indexes.o \
 	src/shared/rank_registry.o \
 	src/shared/request_ids.o \
 	src/shared/saved_values.o \
 	src/shared/shmem.o \
-	src/buffer/batch.o \
-	src/buffer/increment.o \
-	src/buffer/load.o \
-	src/buffer/read.o \
-	src/buffer/reserve.o \
-	src/buffer/stored.o \
-	src/transactions/changes.o \
-	src/transactions/transactional.o \
-	src/transactions/xact.o \
+	src/shared/wait_events.o \
+	src/shared/write_through.o \
 	src/definitions/catalog.o \
-	src/definitions/databases.o \
+	src/definitions/changes.o \
+	src/definitions/counter_type.o \
 	src/definitions/drop.o \
 	src/definitions/expiry.o \
 	src/definitions/guards.o \
@@ -34,18 +27,29 @@ OBJS = \
 	src/definitions/role_commands.o \
 	src/definitions/sums.o \
 	src/definitions/text_keys.o \
+	src/buffer/batch.o \
+	src/buffer/increment.o \
+	src/buffer/load.o \
+	src/buffer/rank_indexes.o \
+	src/buffer/read.o \
+	src/buffer/reserve.o \
+	src/buffer/stored.o \
+	src/transactions/transactional.o \
+	src/transactions/xact.o \
 	src/functions/attach.o \
 	src/functions/bucketed.o \
-	src/functions/counter_type.o \
+	src/functions/create_drop.o \
 	src/functions/functions.o \
-	src/functions/key_arrays.o \
 	src/functions/once.o \
 	src/functions/rank.o \
+	src/functions/reads.o \
 	src/functions/retention.o \
 	src/functions/stats.o \
 	src/functions/text_key_functions.o \
 	src/functions/totals.o \
+	src/functions/writes.o \
 	src/workers/attach_run.o \
+	src/workers/databases.o \
 	src/workers/flush.o \
 	src/workers/flush_txn.o \
 	src/workers/flush_write.o \

@@ -28,6 +28,7 @@ extern "C" {
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 }
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
@@ -191,6 +192,19 @@ inline Oid ExtensionSchema(Oid extension) {
   systable_endscan(scan);
   table_close(catalog, AccessShareLock);
   return schema;
+#endif
+}
+
+// The wait event named `name`, of type Extension, registered once for the whole server (17:
+// WaitEventExtensionNew, whose names pg_stat_activity and pg_wait_events show). Before 17 an
+// extension has one wait event only, PG_WAIT_EXTENSION, which pg_stat_activity shows as
+// "Extension".
+inline uint32 ExtensionWaitEvent(const char* name) {
+#if PG_VERSION_NUM >= 170000
+  return WaitEventExtensionNew(name);
+#else
+  (void)name;
+  return PG_WAIT_EXTENSION;
 #endif
 }
 

@@ -4,7 +4,7 @@
 // processed; loaded any other way the module defines nothing and every SQL function fails with
 // 55000 (shmem.cpp, RequireShared).
 #include "core/core_assert.hpp"
-#include "definitions/databases.hpp"
+#include "workers/databases.hpp"
 #include "faults.hpp"
 #include "pg.hpp"
 #include "shared/saved_values.hpp"

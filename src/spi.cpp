@@ -1,6 +1,8 @@
 // spi.cpp: the extension's own SQL, as the bootstrap superuser (see spi.hpp).
 #include "spi.hpp"
 
+#include "core/counter_table.hpp"
+
 extern "C" {
 #include "utils/guc.h"
 }
@@ -55,6 +57,55 @@ void AbortAndLog(MemoryContext context, const char* what, const char* detail) {
                 errmsg("slotted_counter could not %s: %s", what, error->message),
                 detail != nullptr ? errdetail("%s", detail) : 0));
   FreeErrorData(error);
+}
+
+SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql) {
+  static const Oid types[5] = {INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID,
+                               TIMESTAMPTZARRAYOID};
+  return KeptPlan(plan, sql, 5, types, true);
+}
+
+void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
+                      const int64* keys, const int64* buckets, const int64* values,
+                      const int64* stamps) {
+  auto* counter_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* key_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* bucket_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
+  auto* value_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* stamp_datums = stamps != nullptr ? static_cast<Datum*>(palloc(sizeof(Datum) * n)) : nullptr;
+  for (int i = 0; i < n; i++) {
+    counter_datums[i] = Int32GetDatum(counters[i]);
+    key_datums[i] = Int64GetDatum(keys[i]);
+    bucket_datums[i] = TimestampTzGetDatum(buckets[i]);
+    bucket_nulls[i] = buckets[i] == kNoBucket;
+    value_datums[i] = Int64GetDatum(values[i]);
+    if (stamps != nullptr) stamp_datums[i] = TimestampTzGetDatum(stamps[i]);
+  }
+  int dims[1] = {n};
+  int lbs[1] = {1};
+  Datum args[5] = {
+      PointerGetDatum(construct_array(counter_datums, n, INT4OID, 4, true, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(key_datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_md_array(bucket_datums, bucket_nulls, 1, dims, lbs,
+                                         TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(value_datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
+      stamps != nullptr ? PointerGetDatum(construct_array(stamp_datums, n, TIMESTAMPTZOID, 8, true,
+                                                          TYPALIGN_DOUBLE))
+                        : (Datum)0};
+  // No stamps: the statement does not read $5.
+  int rc = SPI_execute_plan(plan, args, stamps != nullptr ? nullptr : "    n", false, 0);
+  if (rc != expected_rc) elog(ERROR, "writing slotted_counter tables failed: %d", rc);
+}
+
+int ExecuteWithLatestSnapshot(const char* sql, int nargs, Oid* types, Datum* args) {
+  SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+  if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+  // Firing the AFTER triggers at its end: those of key_values keep slotted_counter.counter_totals.
+  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, false,
+                                true, 0);
+  SPI_freeplan(plan);
+  return rc;
 }
 
 }  // namespace sc

@@ -1,34 +1,32 @@
--- slotted_counter_proxy 1.0: the slotted_counter API on a router node. Every call goes, through
--- PL/Proxy, to the data node (a database running slotted_counter) its key hashes to:
+-- slotted_counter_proxy 1.0: the slotted_counter API on a router node. Every call goes to the data
+-- node (a database running slotted_counter) its key hashes to:
 --
 --     node = abs(hashint8(key) % number of nodes)          (PL/Proxy's modular_mapping)
 --
 -- or, for a counter keyed by text (sc_create(..., key_type => 'text')), abs(hashtext(key) % nodes),
 -- the key's bytes hashed whatever its collation. Every function with a key has a form whose key is
 -- text, as on a node; on a counter keyed by bigint it reads the text as a bigint (22P02, 22003 as
--- a node reports them) and routes that, so an untyped key works on both kinds.
+-- a node reports them), so an untyped key works on both kinds. A counter created with
+-- spread => true sends each increment to a node picked at random and is read as the sum over
+-- every node.
 --
--- A counter created with spread => true sends each increment to a node picked at random and is
--- read as the sum over every node. The API (same names and argument order as on a single server,
--- the counter given by name) lands in the schema CREATE EXTENSION installs into; the router's
--- own tables live in the schema "slotted_counter_proxy"; the PL/Proxy cluster is the foreign
--- server "slotted_counter_proxy" that sc_proxy_configure creates.
+-- The checks of a call and the node it goes to are the library's, written once (src/route.cpp):
+-- sc_incr and sc_sum are routed by the library itself (src/routed.cpp); every other call is a
+-- PL/Proxy function whose CLUSTER or RUN ON is a function of the library, evaluated before
+-- PL/Proxy connects, and the forms of a function for a bigint and a text key are made by one
+-- definition each (the DO blocks below). The API (same names and argument order as on a single
+-- server, the counter given by name) lands in the schema CREATE EXTENSION installs into; the
+-- router's own tables live in the schema "slotted_counter_proxy"; the PL/Proxy cluster is the
+-- foreign server "slotted_counter_proxy" that sc_proxy_configure creates.
 --
--- A call through the router is a statement on its node, committed there at once (PL/Proxy has
--- no two-phase commit); the router refuses transactional writes inside a transaction block
--- unless slotted_counter_proxy.allow_transaction_block is on (src/slotted_counter_proxy.cpp).
---
--- A role reaches the data nodes as itself only: every PL/Proxy function below takes its cluster
--- from slotted_counter_proxy.cluster() or write_cluster() (or its RUN ON function calls one
--- first), which refuses a user mapping or node string that would connect as another role, a call
--- in a session a router opened (a loop), and a write in a read-only transaction; an event trigger
--- refuses such mappings when they are made. Every connection to a node pins its search_path to
--- pg_catalog, slotted_counter's schema there and pg_temp (the node strings of the foreign server
--- end with the router's settings: src/nodes.cpp), and every statement sent casts the counter to
--- slotted_counter's own type, so that nothing of the calling role's own on a node (its search_path,
--- its schemas, its temporary objects) takes part. The router's catalog
--- (slotted_counter_proxy.counters) is written only by sc_create, sc_drop and sc_alter_owner, in
--- C (src/catalog.cpp), for a role that owns the counter on the nodes.
+-- A call through the router is a statement on its node, committed there at once (no two-phase
+-- commit: transactional writes inside a transaction block are refused unless
+-- slotted_counter_proxy.allow_transaction_block is on). A role reaches the data nodes as itself
+-- only, never from a session a router opened, and writes nothing in a read-only transaction
+-- (src/slotted_counter_proxy.cpp). Every connection to a node pins its search_path (src/nodes.cpp)
+-- and every statement casts the counter to slotted_counter's type: nothing of the calling role's
+-- own on a node takes part. The router's catalog (slotted_counter_proxy.counters) is written only
+-- by sc_create, sc_drop and sc_alter_owner (src/catalog.cpp), for a role that owns the counter.
 
 \echo Use "CREATE EXTENSION slotted_counter_proxy" to load this file. \quit
 
@@ -74,26 +72,22 @@ GRANT SELECT ON slotted_counter_proxy.nodes, slotted_counter_proxy.counters TO P
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.nodes', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter_proxy.counters', '');
 
-CREATE FUNCTION slotted_counter_proxy.check_autocommit(counter text) RETURNS void
-    AS 'MODULE_PATHNAME', 'sc_proxy_check_autocommit' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-
 -- ---------------------------------------------------------------------------------------------
 -- Identity. A role reaches the data nodes as itself only (src/slotted_counter_proxy.cpp).
 
 -- The CLUSTER of every PL/Proxy function below, evaluated before PL/Proxy connects: 42501 unless
 -- the caller's user mapping (its own, or PUBLIC's) and the server's options would connect as the
--- caller. The hot calls (sc_incr, sc_incr_once, sc_incr_bounded, sc_sum, sc_series) name the
--- cluster as a constant instead, and their RUN ON functions (write_hash, read_hashes), which
--- PL/Proxy also evaluates before it connects, call cluster() first: that saves a query per call.
--- Before that, 55000 in a session that a router opened (slotted_counter_proxy.hop): the call
--- would be routed again, maybe back to a router, until no connection is left.
+-- caller; before that, 55000 in a session that a router opened (slotted_counter_proxy.hop): the
+-- call would be routed again, maybe back to a router, until no connection is left. A function
+-- routed by key names the cluster as a constant instead, and its RUN ON function (write_hash,
+-- read_hashes), which PL/Proxy also evaluates before it connects, makes the same checks first.
 CREATE FUNCTION slotted_counter_proxy.cluster() RETURNS text
     AS 'MODULE_PATHNAME', 'sc_proxy_cluster' LANGUAGE C STABLE;
 
 -- cluster() for a routed write, which also raises 25006 in a read-only transaction, naming the
 -- user's function ("sc_set()"): the node runs the write in a session of its own, which is not
--- read-only. Every write function below calls it first, and every PL/Proxy function that writes
--- takes its cluster from it (or its RUN ON function calls it).
+-- read-only. Every PL/Proxy function that writes takes its cluster from it, or from a function of
+-- src/route.cpp that makes the same checks.
 CREATE FUNCTION slotted_counter_proxy.write_cluster(function text) RETURNS text
     AS 'MODULE_PATHNAME', 'sc_proxy_write_cluster' LANGUAGE C STABLE;
 
@@ -119,267 +113,100 @@ CREATE EVENT TRIGGER slotted_counter_proxy_user_mapping ON ddl_command_end
     EXECUTE FUNCTION slotted_counter_proxy.check_user_mapping();
 
 -- ---------------------------------------------------------------------------------------------
--- Routing. PL/Proxy evaluates the RUN ON function of a call and sends the call to node
--- abs(hash % nodes); a node number 0..nodes-1 is its own hash.
+-- Routing (src/route.cpp), evaluated by PL/Proxy before it connects; the call goes to node
+-- abs(hash % nodes). Each takes the key as the user gave it (anyelement, anyarray).
 
--- The counter's row, or 22004/42704 as a single server reports them.
-CREATE FUNCTION slotted_counter_proxy.counter_of(counter text)
-    RETURNS slotted_counter_proxy.counters
-    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters;
-BEGIN
-    IF counter IS NULL THEN
-        RAISE EXCEPTION 'counter must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    SELECT * INTO c FROM slotted_counter_proxy.counters WHERE name = counter;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'counter "%" does not exist', counter USING ERRCODE = 'undefined_object';
-    END IF;
-    RETURN c;
-END
-$$;
+-- The CLUSTER of a call on a whole counter, after cluster()'s or write_cluster(function)'s checks:
+-- 22004 or 42704 for a counter the router does not route.
+CREATE FUNCTION slotted_counter_proxy.counter_cluster(counter text, function text DEFAULT NULL)
+    RETURNS text
+    AS 'MODULE_PATHNAME', 'sc_proxy_counter_cluster' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
--- 42804 for a counter keyed by text given to a function whose keys are bigint, as a node
--- reports it.
-CREATE FUNCTION slotted_counter_proxy.keyed_by_text(counter text) RETURNS void
-    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    RAISE EXCEPTION 'counter "%" is keyed by text', counter
-        USING ERRCODE = 'datatype_mismatch',
-              HINT = 'Give its keys as text (an untyped literal, a text or varchar value), and use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.';
-END
-$$;
-
--- 0A000 for a bounded increment of a spread counter: each node would check the bound against
--- its own share only.
-CREATE FUNCTION slotted_counter_proxy.check_bound(counter text) RETURNS void
-    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF (slotted_counter_proxy.counter_of(counter)).spread THEN
-        RAISE EXCEPTION 'counter "%" is spread over the data nodes: a bound cannot be kept', counter
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'Each node would check the bound against its own share only.';
-    END IF;
-END
-$$;
-
--- 0A000 for a rank of a spread counter's key: every node holds a share of every key, so no node
--- can count the keys above a value (keys_above compares its own shares).
-CREATE FUNCTION slotted_counter_proxy.spread_not_ranked(counter text) RETURNS void
-    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    RAISE EXCEPTION 'counter "%" is spread over the data nodes: its keys cannot be ranked', counter
-        USING ERRCODE = 'feature_not_supported',
-              DETAIL = 'Every node holds a share of every key, and counts only its own shares above a value.',
-              HINT = 'Count the keys above sc_sum(counter, key) in sc_top(counter, n) with n at least the number of keys: that reads every key from every node.';
-END
-$$;
-
-CREATE FUNCTION slotted_counter_proxy.node_count() RETURNS integer
-    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT count(*)::integer FROM slotted_counter_proxy.nodes
-$$;
-
--- The node a write of key goes to: its home node, or, for a spread counter, any node (the node
--- of request_id when one is given, so that a retried sc_incr_once finds the id it left).
--- function: the user's call, for write_cluster's error.
-CREATE FUNCTION slotted_counter_proxy.write_hash(function text, counter text, key bigint,
-                                                 request_id text DEFAULT NULL)
+-- The node a write of key goes to: its home node, or for a spread counter the node of request_id
+-- when one is given (a retried sc_incr_once finds the id it left), else any node; bounded: 0A000
+-- for a spread counter. function: the user's call, for the errors.
+CREATE FUNCTION slotted_counter_proxy.write_hash(function text, counter text, key anyelement,
+                                                 request_id text DEFAULT NULL,
+                                                 bounded boolean DEFAULT false)
     RETURNS integer
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    cluster text := slotted_counter_proxy.write_cluster(function);  -- 55000, 42501, 25006
-    c record;
-BEGIN
-    -- One look-up on the path of every write (counter_of's checks, inline).
-    SELECT name, durability, spread, key_type INTO c
-      FROM slotted_counter_proxy.counters WHERE name = counter;
-    IF NOT FOUND THEN
-        PERFORM slotted_counter_proxy.counter_of(counter);
-    ELSIF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.key_type = 'text' THEN
-        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
-    END IF;
-    IF c.durability = 'transactional' THEN
-        PERFORM slotted_counter_proxy.check_autocommit(c.name);
-    END IF;
-    IF NOT c.spread THEN
-        RETURN hashint8(key);
-    ELSIF request_id IS NOT NULL THEN
-        RETURN hashtext(request_id);
-    END IF;
-    RETURN floor(random() * slotted_counter_proxy.node_count())::integer;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_write_hash' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
--- write_hash for a key given as text: on a counter keyed by text its home node is that of
--- hashtext(key), the key's bytes hashed (COLLATE "C": a collation that is not deterministic would
--- hash equal texts alike, and send different keys' calls to one node, or one key's to two); on a
--- counter keyed by bigint, the text read as a bigint (as a node reads it) goes where that bigint
--- goes.
-CREATE FUNCTION slotted_counter_proxy.write_hash_text(function text, counter text, key text,
-                                                      request_id text DEFAULT NULL)
-    RETURNS integer
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    cluster text := slotted_counter_proxy.write_cluster(function);  -- 55000, 42501, 25006
-    c record;
-    hash integer;
-BEGIN
-    SELECT name, durability, spread, key_type INTO c
-      FROM slotted_counter_proxy.counters WHERE name = counter;
-    IF NOT FOUND THEN
-        PERFORM slotted_counter_proxy.counter_of(counter);
-    ELSIF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.key_type = 'text' THEN
-        hash := hashtext(key COLLATE "C");
-    ELSE
-        hash := hashint8(key::bigint);                 -- 22P02, 22003 before anything is sent
-    END IF;
-    IF c.durability = 'transactional' THEN
-        PERFORM slotted_counter_proxy.check_autocommit(c.name);
-    END IF;
-    IF NOT c.spread THEN
-        RETURN hash;
-    ELSIF request_id IS NOT NULL THEN
-        RETURN hashtext(request_id);
-    END IF;
-    RETURN floor(random() * slotted_counter_proxy.node_count())::integer;
-END
-$$;
-
--- The nodes a read of key asks: its home node, or every node for a spread counter.
-CREATE FUNCTION slotted_counter_proxy.read_hashes(counter text, key bigint)
+-- The nodes a read of key asks: its home node, or every node for a spread counter; ranked: 0A000
+-- for a spread counter, whose keys no node can rank.
+CREATE FUNCTION slotted_counter_proxy.read_hashes(counter text, key anyelement,
+                                                  ranked boolean DEFAULT false)
     RETURNS SETOF integer
-    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    cluster text := slotted_counter_proxy.cluster();   -- 55000, 42501
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-BEGIN
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.key_type = 'text' THEN
-        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
-    END IF;
-    IF c.spread THEN
-        RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
-    ELSE
-        RETURN NEXT hashint8(key);
-    END IF;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_read_hashes' LANGUAGE C CALLED ON NULL INPUT STABLE ROWS 1;
 
--- read_hashes for a key given as text, its home node as write_hash_text picks it.
-CREATE FUNCTION slotted_counter_proxy.read_hashes_text(counter text, key text)
-    RETURNS SETOF integer
-    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    cluster text := slotted_counter_proxy.cluster();   -- 55000, 42501
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    hash integer;
-BEGIN
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.key_type = 'text' THEN
-        hash := hashtext(key COLLATE "C");
-    ELSE
-        hash := hashint8(key::bigint);
-    END IF;
-    IF c.spread THEN
-        RETURN QUERY SELECT generate_series(0, slotted_counter_proxy.node_count() - 1);
-    ELSE
-        RETURN NEXT hash;
-    END IF;
-END
-$$;
+-- A group of keys split by node (a write when function is given, else a read): each key's hash,
+-- its position from 1, and the keys and deltas with subscripts from 1.
+CREATE FUNCTION slotted_counter_proxy.split_keys(function text, counter text, keys anyarray,
+                                                 deltas bigint[], OUT hashes integer[],
+                                                 OUT positions integer[], OUT keys anyarray,
+                                                 OUT deltas bigint[])
+    AS 'MODULE_PATHNAME', 'sc_proxy_split_keys' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
--- One hash per element of keys (as write_hash picks them), for a call split by node.
-CREATE FUNCTION slotted_counter_proxy.write_hashes(counter text, keys bigint[])
-    RETURNS integer[]
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    nodes integer := slotted_counter_proxy.node_count();
-BEGIN
-    IF c.durability = 'transactional' THEN
-        PERFORM slotted_counter_proxy.check_autocommit(c.name);
-    END IF;
-    IF c.spread THEN
-        RETURN ARRAY(SELECT floor(random() * nodes)::integer FROM unnest(keys));
-    END IF;
-    RETURN ARRAY(SELECT hashint8(k) FROM unnest(keys) WITH ORDINALITY AS u(k, i) ORDER BY i);
-END
-$$;
+-- sc_set split by node: the key's home node, or every node of a spread counter (the first takes
+-- the value, the others 0).
+CREATE FUNCTION slotted_counter_proxy.set_route(counter text, key anyelement, value bigint,
+                                                OUT hashes integer[], OUT vals bigint[])
+    AS 'MODULE_PATHNAME', 'sc_proxy_set_route' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
--- write_hashes for the keys of a counter keyed by text.
-CREATE FUNCTION slotted_counter_proxy.write_hashes_text(counter text, keys text[])
-    RETURNS integer[]
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    nodes integer := slotted_counter_proxy.node_count();
-BEGIN
-    IF c.durability = 'transactional' THEN
-        PERFORM slotted_counter_proxy.check_autocommit(c.name);
-    END IF;
-    IF c.spread THEN
-        RETURN ARRAY(SELECT floor(random() * nodes)::integer FROM unnest(keys));
-    END IF;
-    RETURN ARRAY(SELECT hashtext(k COLLATE "C")
-                   FROM unnest(keys) WITH ORDINALITY AS u(k, i) ORDER BY i);
-END
-$$;
-
--- An array argument (bigint[] or text[]) as a single server checks it: not NULL, one dimension,
--- no NULL element.
-CREATE FUNCTION slotted_counter_proxy.check_elements(name text, elements anyarray)
-    RETURNS void
-    LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF elements IS NULL THEN
-        RAISE EXCEPTION '% must not be null', name USING ERRCODE = 'null_value_not_allowed';
-    ELSIF array_ndims(elements) > 1 THEN
-        RAISE EXCEPTION '% must be a one-dimensional array', name
-            USING ERRCODE = 'invalid_parameter_value';
-    ELSIF array_position(elements, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION '% must not contain nulls', name
-            USING ERRCODE = 'null_value_not_allowed',
-                  DETAIL = format('Element %s is null.', array_position(elements, NULL));
-    END IF;
-END
-$$;
+-- How many keys sc_top asks of each node (every key of a spread counter), and whether the keys
+-- are bigints (ties go to the smaller key: by number, else by bytes).
+CREATE FUNCTION slotted_counter_proxy.top_n(counter text, n bigint, text_form boolean,
+                                            OUT n_each bigint, OUT bigint_keys boolean)
+    AS 'MODULE_PATHNAME', 'sc_proxy_top_n' LANGUAGE C CALLED ON NULL INPUT STABLE;
 
 -- ---------------------------------------------------------------------------------------------
--- What the router sends to the nodes. Each function is one round: to one node, to every node
--- (RUN ON ALL) or to each node with its own part of the arrays (SPLIT).
+-- Every function with a key, once for both key types: %1$s is the key's type, %2$s the suffix of
+-- the functions whose forms have names of their own (the array forms and sc_top, as on a node),
+-- %3$s whether the key is text. On a counter keyed by text each goes to the node of hashtext(key)
+-- and calls that node's text form; a text key of a counter keyed by bigint goes where that bigint
+-- goes, to the node's text form, which reads it alike. An untyped key (a literal, a driver's
+-- placeholder, NULL) resolves to the text forms on every counter, as PostgreSQL prefers the string
+-- type for it; a typed integer key resolves to the bigint forms.
+DO $generate$
+DECLARE
+    form record;
+BEGIN
+    FOR form IN SELECT * FROM (VALUES ('bigint', '', 'false'), ('text', '_text', 'true'))
+                             AS f(key_type, suffix, text_form) LOOP
+        EXECUTE format($sql$
 
-CREATE FUNCTION slotted_counter_proxy.node_incr_bounded(counter text, key bigint, delta bigint,
-                                                        lower bigint, upper bigint,
-                                                        at timestamptz)
-    RETURNS bigint AS $$
+-- What the router sends to the nodes. Each function is one round: to the key's node(s), to every
+-- node (RUN ON ALL) or to each node with its own part of the arrays (SPLIT).
+CREATE FUNCTION slotted_counter_proxy.node_sum_range%2$s(counter text, key %1$s,
+                                                         since timestamptz, until timestamptz)
+    RETURNS SETOF bigint AS $$
     CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash('sc_incr_bounded()', counter, key);
-    SELECT sc_incr_bounded(counter::slotted_counter, key, delta, lower, upper, at);
+    RUN ON slotted_counter_proxy.read_hashes(counter, key);
+    SELECT sc_sum(counter::slotted_counter, key, since, until);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION slotted_counter_proxy.node_series%2$s(counter text, key %1$s, since timestamptz,
+                                                      until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint) AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes(counter, key);
+    SELECT bucket, value FROM sc_series(counter::slotted_counter, key, since, until);
 $$ LANGUAGE plproxy;
 
 -- Each node gets the elements hashed to it and answers each with its position in the batch.
-CREATE FUNCTION slotted_counter_proxy.node_incr_batch(counter text, hashes integer[],
-                                                      positions integer[], keys bigint[],
-                                                      deltas bigint[])
+CREATE FUNCTION slotted_counter_proxy.node_incr_batch%2$s(counter text, hashes integer[],
+                                                          positions integer[], keys %1$s[],
+                                                          deltas bigint[])
     RETURNS TABLE(pos integer, value bigint) AS $$
-    CLUSTER slotted_counter_proxy.write_cluster('sc_incr_batch()');
+    CLUSTER slotted_counter_proxy.write_cluster('sc_incr_batch%2$s()');
     SPLIT hashes, positions, keys, deltas;
     RUN ON hashes;
     SELECT p AS pos, v AS value
-      FROM unnest(positions, sc_incr_batch(counter::slotted_counter, keys, deltas)) AS r(p, v);
+      FROM unnest(positions, sc_incr_batch%2$s(counter::slotted_counter, keys, deltas)) AS r(p, v);
 $$ LANGUAGE plproxy;
 
 -- Each node named in hashes sets its own element of vals; returns the old values.
-CREATE FUNCTION slotted_counter_proxy.node_set(counter text, key bigint, hashes integer[],
-                                               vals bigint[], at timestamptz)
+CREATE FUNCTION slotted_counter_proxy.node_set%2$s(counter text, key %1$s, hashes integer[],
+                                                   vals bigint[], at timestamptz)
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.write_cluster('sc_set()');
     SPLIT hashes, vals;
@@ -387,139 +214,134 @@ CREATE FUNCTION slotted_counter_proxy.node_set(counter text, key bigint, hashes 
     SELECT sc_set(counter::slotted_counter, key, v, at) FROM unnest(vals) AS v;
 $$ LANGUAGE plproxy;
 
-CREATE FUNCTION slotted_counter_proxy.node_sum_range(counter text, key bigint,
-                                                     since timestamptz, until timestamptz)
-    RETURNS SETOF bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.read_hashes(counter, key);
-    SELECT sc_sum(counter::slotted_counter, key, since, until);
-$$ LANGUAGE plproxy;
-
-CREATE FUNCTION slotted_counter_proxy.node_series(counter text, key bigint, since timestamptz,
-                                                  until timestamptz)
-    RETURNS TABLE(bucket timestamptz, value bigint) AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.read_hashes(counter, key);
-    SELECT bucket, value FROM sc_series(counter::slotted_counter, key, since, until);
-$$ LANGUAGE plproxy;
-
--- The keys of a group, each to its home node.
-CREATE FUNCTION slotted_counter_proxy.node_sum_keys(counter text, hashes integer[],
-                                                    keys bigint[])
+-- The keys of a group, each to its node (every key to every node for a spread counter).
+CREATE FUNCTION slotted_counter_proxy.node_sum_keys%2$s(counter text, hashes integer[],
+                                                        keys %1$s[])
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     SPLIT hashes, keys;
     RUN ON hashes;
-    SELECT sc_sum_keys(counter::slotted_counter, keys);
+    SELECT sc_sum_keys%2$s(counter::slotted_counter, keys);
 $$ LANGUAGE plproxy;
 
--- Every key of a group to every node (a spread counter).
-CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all(counter text, keys bigint[])
-    RETURNS SETOF bigint AS $$
+CREATE FUNCTION slotted_counter_proxy.node_top%2$s(counter text, n bigint, since timestamptz,
+                                                   until timestamptz)
+    RETURNS TABLE(key %1$s, value bigint) AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
-    SELECT sc_sum_keys(counter::slotted_counter, keys);
-$$ LANGUAGE plproxy;
-
-CREATE FUNCTION slotted_counter_proxy.node_top(counter text, n bigint, since timestamptz,
-                                               until timestamptz)
-    RETURNS TABLE(key bigint, value bigint) AS $$
-    CLUSTER slotted_counter_proxy.cluster();
-    RUN ON ALL;
-    SELECT key, value FROM sc_top(counter::slotted_counter, n, since, until);
+    SELECT key, value FROM sc_top%2$s(counter::slotted_counter, n, since, until);
 $$ LANGUAGE plproxy;
 
 -- Every node's count of the keys other than key above value, as of its last flush (sc_rank).
-CREATE FUNCTION slotted_counter_proxy.node_keys_above(counter text, key bigint, value bigint,
-                                                      since timestamptz, until timestamptz)
+CREATE FUNCTION slotted_counter_proxy.node_keys_above%2$s(counter text, key %1$s, value bigint,
+                                                          since timestamptz, until timestamptz)
     RETURNS SETOF bigint AS $$
     CLUSTER slotted_counter_proxy.cluster();
     RUN ON ALL;
     SELECT slotted_counter.keys_above(counter::slotted_counter, key, value, since, until);
 $$ LANGUAGE plproxy;
 
--- The same for keys given as text: each node takes its text form (sc_incr(counter, key text, ...),
--- sc_incr_batch_text, ...), which reads the text as a bigint on a counter keyed by bigint.
-
-CREATE FUNCTION slotted_counter_proxy.node_incr_bounded_text(counter text, key text,
-                                                             delta bigint, lower bigint,
-                                                             upper bigint, at timestamptz)
-    RETURNS bigint AS $$
+-- The API. Writes return what their node returns (a spread counter: that node's share).
+CREATE FUNCTION @extschema@.sc_incr_bounded(counter text, key %1$s, delta bigint, lower bigint,
+                                            upper bigint, at timestamptz DEFAULT NULL)
+    RETURNS bigint SET search_path = pg_catalog, pg_temp AS $$
     CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash_text('sc_incr_bounded()', counter, key);
+    RUN ON slotted_counter_proxy.write_hash('sc_incr_bounded()', counter, key, NULL, true);
     SELECT sc_incr_bounded(counter::slotted_counter, key, delta, lower, upper, at);
 $$ LANGUAGE plproxy;
 
-CREATE FUNCTION slotted_counter_proxy.node_incr_batch_text(counter text, hashes integer[],
-                                                           positions integer[], keys text[],
-                                                           deltas bigint[])
-    RETURNS TABLE(pos integer, value bigint) AS $$
-    CLUSTER slotted_counter_proxy.write_cluster('sc_incr_batch_text()');
-    SPLIT hashes, positions, keys, deltas;
-    RUN ON hashes;
-    SELECT p AS pos, v AS value
-      FROM unnest(positions, sc_incr_batch_text(counter::slotted_counter, keys, deltas))
-           AS r(p, v);
-$$ LANGUAGE plproxy;
-
-CREATE FUNCTION slotted_counter_proxy.node_set_text(counter text, key text, hashes integer[],
-                                                    vals bigint[], at timestamptz)
-    RETURNS SETOF bigint AS $$
-    CLUSTER slotted_counter_proxy.write_cluster('sc_set()');
-    SPLIT hashes, vals;
-    RUN ON hashes;
-    SELECT sc_set(counter::slotted_counter, key, v, at) FROM unnest(vals) AS v;
-$$ LANGUAGE plproxy;
-
-CREATE FUNCTION slotted_counter_proxy.node_sum_range_text(counter text, key text,
-                                                          since timestamptz, until timestamptz)
-    RETURNS SETOF bigint AS $$
+CREATE FUNCTION @extschema@.sc_incr_once(counter text, key %1$s, delta bigint, request_id text,
+                                         at timestamptz DEFAULT NULL)
+    RETURNS bigint AS $$
     CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
-    SELECT sc_sum(counter::slotted_counter, key, since, until);
+    RUN ON slotted_counter_proxy.write_hash('sc_incr_once()', counter, key, request_id);
+    SELECT sc_incr_once(counter::slotted_counter, key, delta, request_id, at);
 $$ LANGUAGE plproxy;
 
-CREATE FUNCTION slotted_counter_proxy.node_series_text(counter text, key text,
-                                                       since timestamptz, until timestamptz)
-    RETURNS TABLE(bucket timestamptz, value bigint) AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.read_hashes_text(counter, key);
-    SELECT bucket, value FROM sc_series(counter::slotted_counter, key, since, until);
-$$ LANGUAGE plproxy;
+-- One round per node, each with its keys; the new values in the batch's order.
+CREATE FUNCTION @extschema@.sc_incr_batch%2$s(counter text, keys %1$s[], deltas bigint[])
+    RETURNS bigint[]
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN cardinality(s.hashes) = 0 THEN '{}'::bigint[] ELSE
+           (SELECT array_agg(b.value ORDER BY b.pos)
+              FROM slotted_counter_proxy.node_incr_batch%2$s(counter, s.hashes, s.positions,
+                                                             s.keys, s.deltas) AS b) END
+      FROM slotted_counter_proxy.split_keys('sc_incr_batch%2$s()', counter, keys, deltas) AS s
+$$;
 
-CREATE FUNCTION slotted_counter_proxy.node_sum_keys_text(counter text, hashes integer[],
-                                                         keys text[])
-    RETURNS SETOF bigint AS $$
-    CLUSTER slotted_counter_proxy.cluster();
-    SPLIT hashes, keys;
-    RUN ON hashes;
-    SELECT sc_sum_keys_text(counter::slotted_counter, keys);
-$$ LANGUAGE plproxy;
+-- Sets the key's value; returns the old one. A spread counter: the first node takes the value,
+-- every other node's share becomes 0, in one round.
+CREATE FUNCTION @extschema@.sc_set(counter text, key %1$s, value bigint,
+                                   at timestamptz DEFAULT NULL) RETURNS bigint
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT sum(o)::bigint
+      FROM slotted_counter_proxy.set_route(counter, key, value) AS r,
+           slotted_counter_proxy.node_set%2$s(counter, key, r.hashes, r.vals, at) AS o
+$$;
 
-CREATE FUNCTION slotted_counter_proxy.node_sum_keys_all_text(counter text, keys text[])
-    RETURNS SETOF bigint AS $$
-    CLUSTER slotted_counter_proxy.cluster();
-    RUN ON ALL;
-    SELECT sc_sum_keys_text(counter::slotted_counter, keys);
-$$ LANGUAGE plproxy;
+-- Reads: the home node's answer, or the sum over every node for a spread counter. A sum over
+-- nodes is exact at some moment on each node, not at one moment for all.
+CREATE FUNCTION @extschema@.sc_sum(counter text, key %1$s, since timestamptz, until timestamptz)
+    RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT sum(v)::bigint
+      FROM slotted_counter_proxy.node_sum_range%2$s(counter, key, since, until) AS v
+$$;
 
-CREATE FUNCTION slotted_counter_proxy.node_top_text(counter text, n bigint, since timestamptz,
-                                                    until timestamptz)
-    RETURNS TABLE(key text, value bigint) AS $$
-    CLUSTER slotted_counter_proxy.cluster();
-    RUN ON ALL;
-    SELECT key, value FROM sc_top_text(counter::slotted_counter, n, since, until);
-$$ LANGUAGE plproxy;
+CREATE FUNCTION @extschema@.sc_series(counter text, key %1$s, since timestamptz,
+                                      until timestamptz)
+    RETURNS TABLE(bucket timestamptz, value bigint) LANGUAGE sql VOLATILE ROWS 24 AS $$
+    SELECT s.bucket, sum(s.value)::bigint
+      FROM slotted_counter_proxy.node_series%2$s(counter, key, since, until) AS s
+     GROUP BY s.bucket ORDER BY s.bucket
+$$;
 
-CREATE FUNCTION slotted_counter_proxy.node_keys_above_text(counter text, key text, value bigint,
-                                                           since timestamptz, until timestamptz)
-    RETURNS SETOF bigint AS $$
-    CLUSTER slotted_counter_proxy.cluster();
-    RUN ON ALL;
-    SELECT slotted_counter.keys_above(counter::slotted_counter, key, value, since, until);
-$$ LANGUAGE plproxy;
+-- A group: one round per node, each with the keys that live there. A repeated key goes to one
+-- node, which counts it once, as a single server.
+CREATE FUNCTION @extschema@.sc_sum_keys%2$s(counter text, keys %1$s[]) RETURNS bigint
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN cardinality(s.hashes) = 0 THEN 0 ELSE
+           (SELECT sum(v)::bigint
+              FROM slotted_counter_proxy.node_sum_keys%2$s(counter, s.hashes, s.keys) AS v) END
+      FROM slotted_counter_proxy.split_keys(NULL, counter, keys, NULL) AS s
+$$;
 
--- Every node's total of every key (sc_total) and per bucket (sc_total_series).
+-- Merged from every node's top n: a key lives on one node, so the n largest overall are among
+-- the nodes' n largest. A spread counter's key has a share on every node: every node sends all
+-- its keys, and the router adds them up.
+CREATE FUNCTION @extschema@.sc_top%2$s(counter text, n bigint, since timestamptz DEFAULT NULL,
+                                       until timestamptz DEFAULT NULL)
+    RETURNS TABLE(key %1$s, value bigint)
+    LANGUAGE sql VOLATILE ROWS 10 SET search_path = pg_catalog, pg_temp AS $$
+    SELECT FROM slotted_counter_proxy.top_n(counter, n, %3$s);      -- before LIMIT n is read
+    SELECT t.key, sum(t.value)::bigint
+      FROM slotted_counter_proxy.top_n(counter, n, %3$s) AS r,
+           slotted_counter_proxy.node_top%2$s(counter, r.n_each, since, until) AS t
+     GROUP BY t.key, r.bigint_keys
+     ORDER BY 2 DESC, CASE WHEN r.bigint_keys THEN t.key::text::bigint END,
+              t.key::text COLLATE "C"
+     LIMIT n
+$$;
+
+-- As on a single server: 1 + the number of other keys with a larger value, the key's own value
+-- now, the others' as of the last flush. Two rounds: the key's value from its home node (as the
+-- range form of sc_sum reads it, which is what a node's sc_rank ranks), then every node's count of
+-- its keys above that value, added up (a key lives on one node, so no key is counted twice).
+CREATE FUNCTION @extschema@.sc_rank(counter text, key %1$s, since timestamptz DEFAULT NULL,
+                                    until timestamptz DEFAULT NULL) RETURNS bigint
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT FROM slotted_counter_proxy.read_hashes(counter, key, ranked => true);
+    SELECT 1 + (SELECT sum(a)::bigint
+                  FROM slotted_counter_proxy.node_keys_above%2$s(counter, key, own.v, since,
+                                                                 until) AS a)
+      FROM slotted_counter_proxy.node_sum_range%2$s(counter, key, since, until) AS own(v)
+$$;
+$sql$, form.key_type, form.suffix, form.text_form);
+    END LOOP;
+END
+$generate$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Calls on a whole counter: every node's total (sc_total) and per bucket (sc_total_series).
 CREATE FUNCTION slotted_counter_proxy.node_total(counter text, since timestamptz,
                                                  until timestamptz)
     RETURNS SETOF bigint AS $$
@@ -772,8 +594,7 @@ CREATE FUNCTION sc_drop(counter text, if_exists boolean DEFAULT false) RETURNS v
 
 CREATE FUNCTION sc_alter_retention(counter text, retain interval) RETURNS void
     LANGUAGE sql VOLATILE AS $$
-    SELECT slotted_counter_proxy.write_cluster('sc_alter_retention()');
-    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT slotted_counter_proxy.counter_cluster(counter, 'sc_alter_retention()');
     SELECT FROM slotted_counter_proxy.node_alter_retention(counter, retain);
 $$;
 
@@ -795,15 +616,13 @@ $$;
 
 CREATE FUNCTION sc_grant(counter text, privileges text, role text) RETURNS void
     LANGUAGE sql VOLATILE AS $$
-    SELECT slotted_counter_proxy.write_cluster('sc_grant()');
-    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT slotted_counter_proxy.counter_cluster(counter, 'sc_grant()');
     SELECT FROM slotted_counter_proxy.node_grant(counter, privileges, role, false);
 $$;
 
 CREATE FUNCTION sc_revoke(counter text, privileges text, role text) RETURNS void
     LANGUAGE sql VOLATILE AS $$
-    SELECT slotted_counter_proxy.write_cluster('sc_revoke()');
-    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT slotted_counter_proxy.counter_cluster(counter, 'sc_revoke()');
     SELECT FROM slotted_counter_proxy.node_grant(counter, privileges, role, true);
 $$;
 
@@ -813,11 +632,9 @@ CREATE FUNCTION sc_alter_owner(counter text, role text) RETURNS void
     AS 'MODULE_PATHNAME', 'sc_proxy_alter_owner' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 -- ---------------------------------------------------------------------------------------------
--- Writes: each returns what its node returns (a spread counter: that node's share).
+-- The calls an application makes most, sc_incr and sc_sum, are routed by the router's own C
+-- (src/routed.cpp): prepared statements on connections it keeps, no PL/Proxy.
 
--- sc_incr and sc_sum, the calls an application makes most, are routed by the router's own C
--- (src/routed.cpp): prepared statements on connections it keeps, no PL/Proxy. They route and check
--- exactly as write_hash and read_hashes do for PL/Proxy's functions.
 CREATE FUNCTION sc_incr(counter text, key bigint DEFAULT 0, delta bigint DEFAULT 1)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_proxy_incr' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -826,118 +643,28 @@ CREATE FUNCTION sc_incr(counter text, key bigint, delta bigint, at timestamptz)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_proxy_incr' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
-CREATE FUNCTION sc_incr_bounded(counter text, key bigint, delta bigint, lower bigint,
-                                upper bigint, at timestamptz DEFAULT NULL)
+-- The key has no default here, so that a call with no key has one candidate.
+CREATE FUNCTION sc_incr(counter text, key text, delta bigint DEFAULT 1)
     RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM slotted_counter_proxy.write_cluster('sc_incr_bounded()');
-    PERFORM slotted_counter_proxy.check_bound(counter);
-    RETURN slotted_counter_proxy.node_incr_bounded(counter, key, delta, lower, upper, at);
-END
-$$;
+    AS 'MODULE_PATHNAME', 'sc_proxy_incr_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
-CREATE FUNCTION sc_incr_once(counter text, key bigint, delta bigint, request_id text,
-                             at timestamptz DEFAULT NULL)
-    RETURNS bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash('sc_incr_once()', counter, key, request_id);
-    SELECT sc_incr_once(counter::slotted_counter, key, delta, request_id, at);
-$$ LANGUAGE plproxy;
-
--- One round per node: each gets its keys, in the batch's order.
-CREATE FUNCTION sc_incr_batch(counter text, keys bigint[], deltas bigint[]) RETURNS bigint[]
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    result bigint[];
-BEGIN
-    PERFORM slotted_counter_proxy.write_cluster('sc_incr_batch()');
-    PERFORM slotted_counter_proxy.check_elements('keys', keys);
-    PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
-    IF c.key_type = 'text' THEN
-        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
-    ELSIF cardinality(keys) <> cardinality(deltas) THEN
-        RAISE EXCEPTION 'keys and deltas must have the same length'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('There are %s keys and %s deltas.',
-                                  cardinality(keys), cardinality(deltas));
-    END IF;
-    IF cardinality(keys) = 0 THEN
-        RETURN '{}';
-    END IF;
-    keys := ARRAY(SELECT k FROM unnest(keys) AS k);      -- subscripts from 1
-    deltas := ARRAY(SELECT d FROM unnest(deltas) AS d);
-    SELECT array_agg(b.value ORDER BY b.pos) INTO result
-      FROM slotted_counter_proxy.node_incr_batch(
-               counter, slotted_counter_proxy.write_hashes(counter, keys),
-               ARRAY(SELECT generate_subscripts(keys, 1)), keys, deltas) AS b;
-    RETURN result;
-END
-$$;
-
--- Sets the key's value; returns the old one. A spread counter: the first node takes the value,
--- every other node's share becomes 0, in one round.
-CREATE FUNCTION sc_set(counter text, key bigint, value bigint, at timestamptz DEFAULT NULL)
+CREATE FUNCTION sc_incr(counter text, key text, delta bigint, at timestamptz)
     RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    nodes integer := slotted_counter_proxy.node_count();
-    hashes integer[];
-    vals bigint[];
-BEGIN
-    PERFORM slotted_counter_proxy.write_cluster('sc_set()');
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.key_type = 'text' THEN
-        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
-    END IF;
-    IF c.durability = 'transactional' THEN
-        PERFORM slotted_counter_proxy.check_autocommit(c.name);
-    END IF;
-    IF c.spread AND value IS NOT NULL THEN
-        hashes := ARRAY(SELECT generate_series(0, nodes - 1));
-        vals := ARRAY[value] || array_fill(0::bigint, ARRAY[nodes - 1]);
-    ELSE
-        hashes := ARRAY[hashint8(key)];   -- a NULL value: the node reports it
-        vals := ARRAY[value];
-    END IF;
-    RETURN (SELECT sum(o)::bigint
-              FROM slotted_counter_proxy.node_set(counter, key, hashes, vals, at) AS o);
-END
-$$;
-
--- ---------------------------------------------------------------------------------------------
--- Reads: the home node's answer, or the sum over every node for a spread counter. A sum over
--- nodes is exact at some moment on each node, not at one moment for all.
+    AS 'MODULE_PATHNAME', 'sc_proxy_incr_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 CREATE FUNCTION sc_sum(counter text, key bigint DEFAULT 0) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_proxy_sum' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
-CREATE FUNCTION sc_sum(counter text, key bigint, since timestamptz, until timestamptz)
-    RETURNS bigint
-    LANGUAGE sql VOLATILE AS $$
-    SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_range(counter, key, since, until) AS v
-$$;
-
-CREATE FUNCTION sc_series(counter text, key bigint, since timestamptz, until timestamptz)
-    RETURNS TABLE(bucket timestamptz, value bigint)
-    LANGUAGE sql VOLATILE ROWS 24 AS $$
-    SELECT s.bucket, sum(s.value)::bigint
-      FROM slotted_counter_proxy.node_series(counter, key, since, until) AS s
-     GROUP BY s.bucket ORDER BY s.bucket
-$$;
+CREATE FUNCTION sc_sum(counter text, key text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_proxy_sum_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 -- The sum over every node's keys: each node's total is exact at some moment during the call.
 CREATE FUNCTION sc_total(counter text, since timestamptz DEFAULT NULL,
                          until timestamptz DEFAULT NULL) RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM slotted_counter_proxy.counter_of(counter);
-    RETURN (SELECT COALESCE(sum(v), 0)::bigint
-              FROM slotted_counter_proxy.node_total(counter, since, until) AS v);
-END
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT slotted_counter_proxy.counter_cluster(counter);
+    SELECT COALESCE(sum(v), 0)::bigint
+      FROM slotted_counter_proxy.node_total(counter, since, until) AS v;
 $$;
 
 CREATE FUNCTION sc_total_series(counter text, since timestamptz, until timestamptz)
@@ -948,280 +675,9 @@ CREATE FUNCTION sc_total_series(counter text, since timestamptz, until timestamp
      GROUP BY s.bucket HAVING sum(s.value) <> 0 ORDER BY s.bucket
 $$;
 
--- A group: one round per node, each with the keys that live there (every key to every node for
--- a spread counter). A repeated key goes to one node, which counts it once, as a single server.
-CREATE FUNCTION sc_sum_keys(counter text, keys bigint[]) RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-BEGIN
-    PERFORM slotted_counter_proxy.check_elements('keys', keys);
-    IF c.key_type = 'text' THEN
-        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
-    ELSIF cardinality(keys) = 0 THEN
-        RETURN 0;
-    ELSIF c.spread THEN
-        RETURN (SELECT sum(v)::bigint FROM slotted_counter_proxy.node_sum_keys_all(counter, keys) v);
-    END IF;
-    RETURN (SELECT sum(v)::bigint
-              FROM slotted_counter_proxy.node_sum_keys(
-                       counter, ARRAY(SELECT hashint8(k) FROM unnest(keys) AS k), keys) AS v);
-END
-$$;
-
--- Merged from every node's top n: a key lives on one node, so the n largest overall are among
--- the nodes' n largest. A spread counter's key has a share on every node: every node sends all
--- its keys, and the router adds them up.
-CREATE FUNCTION sc_top(counter text, n bigint, since timestamptz DEFAULT NULL,
-                       until timestamptz DEFAULT NULL)
-    RETURNS TABLE(key bigint, value bigint)
-    LANGUAGE plpgsql VOLATILE ROWS 10 SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-BEGIN
-    IF n IS NULL THEN
-        RAISE EXCEPTION 'n must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF n < 0 THEN
-        RAISE EXCEPTION 'n must not be negative' USING ERRCODE = 'invalid_parameter_value';
-    ELSIF c.key_type = 'text' THEN
-        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
-    END IF;
-    RETURN QUERY
-        SELECT t.key, sum(t.value)::bigint
-          FROM slotted_counter_proxy.node_top(counter,
-                                              CASE WHEN c.spread THEN 9223372036854775807 ELSE n END,
-                                              since, until) AS t
-         GROUP BY t.key
-         ORDER BY 2 DESC, 1
-         LIMIT n;
-END
-$$;
-
--- As on a single server: 1 + the number of other keys with a larger value, the key's own value
--- now, the others' as of the last flush. Two rounds: the key's value from its home node (as the
--- range form of sc_sum reads it, which is what a node's sc_rank ranks), then every node's count of
--- its keys above that value, added up (a key lives on one node, so no key is counted twice).
-CREATE FUNCTION sc_rank(counter text, key bigint, since timestamptz DEFAULT NULL,
-                        until timestamptz DEFAULT NULL) RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    own bigint;
-BEGIN
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.key_type = 'text' THEN
-        PERFORM slotted_counter_proxy.keyed_by_text(c.name);
-    ELSIF c.spread THEN
-        PERFORM slotted_counter_proxy.spread_not_ranked(c.name);
-    END IF;
-    SELECT v INTO own FROM slotted_counter_proxy.node_sum_range(counter, key, since, until) AS v;
-    RETURN 1 + (SELECT sum(a)::bigint
-                  FROM slotted_counter_proxy.node_keys_above(counter, key, own, since, until) AS a);
-END
-$$;
-
--- ---------------------------------------------------------------------------------------------
--- Keys as text: the same functions for a key given as text, as on a node. On a counter keyed by
--- text each goes to the node of hashtext(key) (every node, for a read of a spread counter) and
--- calls that node's text form; on a counter keyed by bigint the text is read as a bigint and goes
--- where the bigint form sends it. An untyped key (a literal, a driver's placeholder, NULL)
--- resolves to these forms on every counter, as PostgreSQL prefers the string type for it; a
--- typed integer key resolves to the bigint forms. The key has no default here, so that a call
--- with no key has one candidate. The array forms and sc_top have names of their own, as on a
--- node.
-
-CREATE FUNCTION sc_incr(counter text, key text, delta bigint DEFAULT 1)
-    RETURNS bigint
-    AS 'MODULE_PATHNAME', 'sc_proxy_incr_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-
-CREATE FUNCTION sc_incr(counter text, key text, delta bigint, at timestamptz)
-    RETURNS bigint
-    AS 'MODULE_PATHNAME', 'sc_proxy_incr_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-
-CREATE FUNCTION sc_incr_bounded(counter text, key text, delta bigint, lower bigint,
-                                upper bigint, at timestamptz DEFAULT NULL)
-    RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM slotted_counter_proxy.write_cluster('sc_incr_bounded()');
-    PERFORM slotted_counter_proxy.check_bound(counter);
-    RETURN slotted_counter_proxy.node_incr_bounded_text(counter, key, delta, lower, upper, at);
-END
-$$;
-
-CREATE FUNCTION sc_incr_once(counter text, key text, delta bigint, request_id text,
-                             at timestamptz DEFAULT NULL)
-    RETURNS bigint AS $$
-    CLUSTER 'slotted_counter_proxy';
-    RUN ON slotted_counter_proxy.write_hash_text('sc_incr_once()', counter, key, request_id);
-    SELECT sc_incr_once(counter::slotted_counter, key, delta, request_id, at);
-$$ LANGUAGE plproxy;
-
--- As sc_incr_batch: one round per node, the new values in the batch's order. A key longer than a
--- node takes (2,048 bytes: slotted_counter's kMaxTextKey) fails the batch here, as it fails it on
--- a single server, before any node has counted its part.
-CREATE FUNCTION sc_incr_batch_text(counter text, keys text[], deltas bigint[]) RETURNS bigint[]
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    too_long integer;
-    result bigint[];
-BEGIN
-    PERFORM slotted_counter_proxy.write_cluster('sc_incr_batch_text()');
-    PERFORM slotted_counter_proxy.check_elements('keys', keys);
-    PERFORM slotted_counter_proxy.check_elements('deltas', deltas);
-    IF c.key_type = 'bigint' THEN
-        RETURN @extschema@.sc_incr_batch(counter, keys::bigint[], deltas);
-    ELSIF cardinality(keys) <> cardinality(deltas) THEN
-        RAISE EXCEPTION 'keys and deltas must have the same length'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('There are %s keys and %s deltas.',
-                                  cardinality(keys), cardinality(deltas));
-    ELSIF cardinality(keys) = 0 THEN
-        RETURN '{}';
-    END IF;
-    SELECT octet_length(k) INTO too_long FROM unnest(keys) AS k WHERE octet_length(k) > 2048 LIMIT 1;
-    IF too_long IS NOT NULL THEN
-        RAISE EXCEPTION 'key of counter "%" is too long', c.name
-            USING ERRCODE = 'string_data_right_truncation',
-                  DETAIL = format('A key is at most 2048 bytes; this one has %s.', too_long);
-    END IF;
-    keys := ARRAY(SELECT k FROM unnest(keys) AS k);      -- subscripts from 1
-    deltas := ARRAY(SELECT d FROM unnest(deltas) AS d);
-    SELECT array_agg(b.value ORDER BY b.pos) INTO result
-      FROM slotted_counter_proxy.node_incr_batch_text(
-               counter, slotted_counter_proxy.write_hashes_text(counter, keys),
-               ARRAY(SELECT generate_subscripts(keys, 1)), keys, deltas) AS b;
-    RETURN result;
-END
-$$;
-
-CREATE FUNCTION sc_set(counter text, key text, value bigint, at timestamptz DEFAULT NULL)
-    RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    nodes integer := slotted_counter_proxy.node_count();
-    hashes integer[];
-    vals bigint[];
-BEGIN
-    PERFORM slotted_counter_proxy.write_cluster('sc_set()');
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.key_type = 'bigint' THEN
-        RETURN @extschema@.sc_set(counter, key::bigint, value, at);
-    END IF;
-    IF c.durability = 'transactional' THEN
-        PERFORM slotted_counter_proxy.check_autocommit(c.name);
-    END IF;
-    IF c.spread AND value IS NOT NULL THEN
-        hashes := ARRAY(SELECT generate_series(0, nodes - 1));
-        vals := ARRAY[value] || array_fill(0::bigint, ARRAY[nodes - 1]);
-    ELSE
-        hashes := ARRAY[hashtext(key COLLATE "C")];
-        vals := ARRAY[value];
-    END IF;
-    RETURN (SELECT sum(o)::bigint
-              FROM slotted_counter_proxy.node_set_text(counter, key, hashes, vals, at) AS o);
-END
-$$;
-
-CREATE FUNCTION sc_sum(counter text, key text) RETURNS bigint
-    AS 'MODULE_PATHNAME', 'sc_proxy_sum_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-
-CREATE FUNCTION sc_sum(counter text, key text, since timestamptz, until timestamptz)
-    RETURNS bigint
-    LANGUAGE sql VOLATILE AS $$
-    SELECT sum(v)::bigint
-      FROM slotted_counter_proxy.node_sum_range_text(counter, key, since, until) AS v
-$$;
-
-CREATE FUNCTION sc_series(counter text, key text, since timestamptz, until timestamptz)
-    RETURNS TABLE(bucket timestamptz, value bigint)
-    LANGUAGE sql VOLATILE ROWS 24 AS $$
-    SELECT s.bucket, sum(s.value)::bigint
-      FROM slotted_counter_proxy.node_series_text(counter, key, since, until) AS s
-     GROUP BY s.bucket ORDER BY s.bucket
-$$;
-
--- As sc_sum_keys: one round per node with its keys, every key to every node for a spread counter.
-CREATE FUNCTION sc_sum_keys_text(counter text, keys text[]) RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-BEGIN
-    PERFORM slotted_counter_proxy.check_elements('keys', keys);
-    IF c.key_type = 'bigint' THEN
-        RETURN @extschema@.sc_sum_keys(counter, keys::bigint[]);
-    ELSIF cardinality(keys) = 0 THEN
-        RETURN 0;
-    ELSIF c.spread THEN
-        RETURN (SELECT sum(v)::bigint
-                  FROM slotted_counter_proxy.node_sum_keys_all_text(counter, keys) AS v);
-    END IF;
-    RETURN (SELECT sum(v)::bigint
-              FROM slotted_counter_proxy.node_sum_keys_text(
-                       counter, ARRAY(SELECT hashtext(k COLLATE "C") FROM unnest(keys) AS k),
-                       keys) AS v);
-END
-$$;
-
--- sc_top with the keys as text, for a counter of either kind, merged as sc_top merges: a key
--- lives on one node (every node's share of it is sent for a spread counter). Ties go to the
--- smaller key (by number for a counter keyed by bigint, by bytes for one keyed by text) among
--- the rows the nodes sent.
-CREATE FUNCTION sc_top_text(counter text, n bigint, since timestamptz DEFAULT NULL,
-                            until timestamptz DEFAULT NULL)
-    RETURNS TABLE(key text, value bigint)
-    LANGUAGE plpgsql VOLATILE ROWS 10 SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-BEGIN
-    IF n IS NULL THEN
-        RAISE EXCEPTION 'n must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF n < 0 THEN
-        RAISE EXCEPTION 'n must not be negative' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN QUERY
-        SELECT t.key, sum(t.value)::bigint
-          FROM slotted_counter_proxy.node_top_text(counter,
-                                                   CASE WHEN c.spread THEN 9223372036854775807
-                                                        ELSE n END,
-                                                   since, until) AS t
-         GROUP BY t.key
-         ORDER BY 2 DESC, CASE WHEN c.key_type = 'bigint' THEN t.key::bigint END,
-                  t.key COLLATE "C"
-         LIMIT n;
-END
-$$;
-
--- sc_rank with the key as text, in the same two rounds: the value from the key's home node, as the
--- text form of sc_sum finds it, then every node's count of its keys above it.
-CREATE FUNCTION sc_rank(counter text, key text, since timestamptz DEFAULT NULL,
-                        until timestamptz DEFAULT NULL) RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c slotted_counter_proxy.counters := slotted_counter_proxy.counter_of(counter);
-    own bigint;
-BEGIN
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF c.spread THEN
-        PERFORM slotted_counter_proxy.spread_not_ranked(c.name);
-    END IF;
-    SELECT v INTO own
-      FROM slotted_counter_proxy.node_sum_range_text(counter, key, since, until) AS v;
-    RETURN 1 + (SELECT sum(a)::bigint
-                  FROM slotted_counter_proxy.node_keys_above_text(counter, key, own, since, until)
-                       AS a);
-END
-$$;
-
 CREATE FUNCTION sc_drop_buckets(counter text, before timestamptz) RETURNS bigint
     LANGUAGE sql VOLATILE AS $$
-    SELECT slotted_counter_proxy.write_cluster('sc_drop_buckets()');
-    SELECT FROM slotted_counter_proxy.counter_of(counter);
+    SELECT slotted_counter_proxy.counter_cluster(counter, 'sc_drop_buckets()');
     SELECT sum(v)::bigint FROM slotted_counter_proxy.node_drop_buckets(counter, before) AS v;
 $$;
 

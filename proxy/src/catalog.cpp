@@ -41,7 +41,7 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "catalog.hpp"
 #include "checks.hpp"
 #include "nodes.hpp"

@@ -25,7 +25,7 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "remote.hpp"
 
 namespace sc_proxy {

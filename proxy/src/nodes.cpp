@@ -26,7 +26,7 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "checks.hpp"
 #include "core/node_options.hpp"
 #include "nodes.hpp"

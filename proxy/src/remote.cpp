@@ -42,7 +42,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "checks.hpp"
 #include "nodes.hpp"
 #include "remote.hpp"
@@ -110,10 +110,6 @@ Connection* connections;
 int connection_count;
 int connection_capacity;
 
-// A cancel or termination PostgreSQL would act on now.
-bool CancelOrDiePending() {
-  return (QueryCancelPending || ProcDiePending) && INTERRUPTS_CAN_BE_PROCESSED();
-}
 
 void Close(Connection* c) {
   if (c->conn == nullptr) return;
@@ -141,8 +137,12 @@ void AbandonInFlight() {
   }
 }
 
-// After the latch was set: a cancel or termination abandons every statement in flight first,
-// then PostgreSQL raises it.
+}  // namespace
+
+bool CancelOrDiePending() {
+  return (QueryCancelPending || ProcDiePending) && INTERRUPTS_CAN_BE_PROCESSED();
+}
+
 void ServeInterrupts() {
   if (CancelOrDiePending()) {
     AbandonInFlight();
@@ -153,6 +153,8 @@ void ServeInterrupts() {
   }
   CHECK_FOR_INTERRUPTS();
 }
+
+namespace {
 
 // A usable idle connection: opened under the current catalogs, not broken, not mid-statement,
 // and with nothing to read. An idle connection is sent nothing but a node's goodbye (the FATAL
@@ -184,54 +186,21 @@ PGresult* NextResult(Connection* c) {
 
 void FindLocality(Connection* c);
 
-// Opens node `node` as role `role` into c (whose conn is nullptr).
+// Opens node `node` as role `role` into c (whose conn is nullptr): connect.cpp, with the number
+// of this session's connections to that node.
 void Open(Connection* c, int node, Oid role) {
-  Oid server = CheckedServer();
-  const char* password = nullptr;
-  ListCell* cell;
-  foreach (cell, GetUserMapping(role, server)->options) {
-    DefElem* def = lfirst_node(DefElem, cell);
-    if (strcmp(def->defname, "password") == 0) password = defGetString(def);
-  }
-  // The node string is expanded first; the keywords after it override what it says.
-  const char* keywords[] = {"dbname", "user", "client_encoding", "fallback_application_name",
-                            password != nullptr ? "password" : nullptr, nullptr};
-  const char* values[] = {NodeString(node), GetUserNameFromId(role, false),
-                          GetDatabaseEncodingName(), "slotted_counter_proxy", password, nullptr};
-  if (!AcquireExternalFD())
-    ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-                    errmsg("could not connect to data node %d", node),
-                    errdetail("There are too many open files on the local server."),
-                    errhint("Raise max_files_per_process or the limit of open files.")));
-  PGconn* conn = PQconnectStartParams(keywords, values, 1);
-  if (conn == nullptr) {
-    ReleaseExternalFD();
-    ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-  }
-  PostgresPollingStatusType status =
-      PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
-  while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED) {
-    int io = status == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
-    int events = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | io,
-                                   PQsocket(conn), -1L, PG_WAIT_EXTENSION);
-    if (events & WL_LATCH_SET) {
-      ResetLatch(MyLatch);
-      if (CancelOrDiePending()) {
-        PQfinish(conn);
-        ReleaseExternalFD();
-      }
-      ServeInterrupts();
+  int open_to_node = 0;
+  for (int i = 0; i < connection_count; i++) {
+    Connection* other = &connections[i];
+    if (other->conn == nullptr || other->node != node) continue;
+    // One opened under catalogs since changed is never used again: it makes room.
+    if (other->generation != CatalogGeneration() && !other->in_flight) {
+      Close(other);
+      continue;
     }
-    if (events & io) status = PQconnectPoll(conn);
+    open_to_node++;
   }
-  if (status == PGRES_POLLING_FAILED) {
-    char* message = pstrdup(PQerrorMessage(conn));
-    PQfinish(conn);
-    ReleaseExternalFD();
-    ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-                    errmsg("could not connect to data node %d", node),
-                    errdetail_internal("%s", pg_strip_crlf(message) > 0 ? message : "")));
-  }
+  PGconn* conn = ConnectNode(node, role, open_to_node);
   c->node = node;
   c->role = role;
   c->generation = CatalogGeneration();

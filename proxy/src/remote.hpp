@@ -4,6 +4,8 @@
 
 extern "C" {
 #include "postgres.h"
+
+#include "libpq-fe.h"
 }
 
 namespace sc_proxy {
@@ -63,5 +65,22 @@ char*** AskEveryNode(const Question& question);
 // The local node's slotted_counter function for `call`, called in this transaction as the current
 // role (local.cpp).
 Datum CallLocal(const Call& call, bool* isnull);
+
+// A cancel or termination PostgreSQL would act on now.
+bool CancelOrDiePending();
+
+// After the latch was set: a cancel or termination abandons every statement in flight (asks its
+// node to cancel, closes the connection) first, then PostgreSQL raises it.
+void ServeInterrupts();
+
+// The settings slotted_counter_proxy.connect_timeout and max_connections_per_node (connect.cpp),
+// defined when the library loads.
+void DefineConnectionSettings();
+
+// A new connection to node `node` as role `role` (the node string, the role's name, its user
+// mapping's password), of which this session has `open_to_node` already: 53300 past
+// max_connections_per_node, 08001 when the node refuses or does not answer within
+// connect_timeout; interruptible.
+PGconn* ConnectNode(int node, Oid role, int open_to_node);
 
 }  // namespace sc_proxy

@@ -1,10 +1,10 @@
 // routed.cpp: the calls the router routes itself, without PL/Proxy: sc_incr and sc_sum (bigint
 // and text keys), the hot path of a routed application, and sc_proxy_node_of, which names a
 // key's node so that an application can skip the router. Every other call goes through PL/Proxy
-// (sql/slotted_counter_proxy--1.0.sql); both route a key to the same node
-// (core/routing.hpp) and check the caller alike (checks.hpp).
+// (sql/slotted_counter_proxy--1.0.sql); both check a call and pick its node with the same code
+// (route.hpp, core/routing.hpp).
 //
-// A call, in order (the order PL/Proxy's functions check in, so errors are the same): the session
+// A call, in order (the order of route.cpp, so errors are the same): the session
 // is not a router's own (55000), the caller reaches the nodes as itself (42501), a write is not in
 // a read-only transaction (25006), the counter is in the router's catalog (22004, 42704), the
 // key is given (22004) and of the counter's kind (42804, or 22P02/22003 for a text that is not a
@@ -33,12 +33,13 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "checks.hpp"
 #include "core/routing.hpp"
 #include "nodes.hpp"
 #include "catalog.hpp"
 #include "remote.hpp"
+#include "route.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(sc_proxy_incr);
@@ -58,19 +59,7 @@ constexpr AttrNumber kNodeColumn = 1;
 constexpr AttrNumber kConnstrColumn = 2;
 
 using Route = sc_proxy::CounterRow;
-
-// The counter's row in the router's catalog; 22004 for a NULL name, 42704 if there is none.
-Route LookupCounter(FunctionCallInfo fcinfo) {
-  if (PG_ARGISNULL(0))
-    ereport(ERROR,
-            (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("counter must not be null")));
-  text* name = PG_GETARG_TEXT_PP(0);
-  Route route;
-  if (!sc_proxy::ReadCounterRow(name, &route))
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                    errmsg("counter \"%s\" does not exist", text_to_cstring(name))));
-  return route;
-}
+using sc_proxy::Key;
 
 // Node `node`'s string as sc_proxy_configure was given it (slotted_counter_proxy.nodes): without
 // the router's settings, which are for the router's own connections.
@@ -98,42 +87,6 @@ Datum GivenNodeString(int node) {
   return connstr;
 }
 
-// A key as it goes to the node: a bigint or a text, and its home node's RUN ON value.
-struct Key {
-  bool text_form;
-  Datum value;
-  int32 hash;
-};
-
-// The key argument 1: 22004 if NULL; 42804 for a bigint key of a counter keyed by text; a text
-// key of a counter keyed by bigint is read as a bigint (22P02, 22003) and goes as one, where
-// PL/Proxy's functions send it.
-Key ReadKey(FunctionCallInfo fcinfo, bool text_arg, const Route& route, const char* counter) {
-  if (PG_ARGISNULL(1))
-    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key must not be null")));
-  Key key = {};
-  if (!text_arg) {
-    if (route.text_keys)
-      ereport(ERROR,
-              (errcode(ERRCODE_DATATYPE_MISMATCH),
-               errmsg("counter \"%s\" is keyed by text", counter),
-               errhint("Give its keys as text (an untyped literal, a text or varchar value), and "
-                       "use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.")));
-    key.value = PG_GETARG_DATUM(1);
-  } else if (route.text_keys) {
-    key.text_form = true;
-    key.value = PointerGetDatum(PG_GETARG_TEXT_PP(1));
-    // The key's bytes, whatever its collation (a collation that is not deterministic would hash
-    // equal texts alike).
-    key.hash = DatumGetInt32(DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, key.value));
-    return key;
-  } else {
-    key.value = DirectFunctionCall1(int8in, CStringGetDatum(text_to_cstring(PG_GETARG_TEXT_PP(1))));
-  }
-  key.hash = DatumGetInt32(DirectFunctionCall1(hashint8, key.value));
-  return key;
-}
-
 // Argument n of the SQL call as argument `to` of the routed one.
 void Pass(sc_proxy::Call* call, FunctionCallInfo fcinfo, int n) {
   int to = call->nargs++;
@@ -154,14 +107,12 @@ sc_proxy::Call Begin(FunctionCallInfo fcinfo, const Key& key) {
 Datum Increment(FunctionCallInfo fcinfo, bool text_arg) {
   sc_proxy::CheckCaller();
   sc_proxy::CheckWritable("sc_incr()");
-  Route route = LookupCounter(fcinfo);
+  Route route = sc_proxy::LookupCounter(fcinfo, 0);
   const char* counter = text_to_cstring(PG_GETARG_TEXT_PP(0));
-  Key key = ReadKey(fcinfo, text_arg, route, counter);
+  Key key = sc_proxy::ReadKey(fcinfo, 1, text_arg, route, counter);
   if (route.transactional) sc_proxy::CheckAutocommit(counter);
   int nodes = sc_proxy::NodeCount();
-  int node = route.spread ? static_cast<int>(pg_prng_uint64_range(&pg_global_prng_state, 0,
-                                                                   nodes - 1))
-                          : sc_proxy::NodeOfHash(key.hash, nodes);
+  int node = route.spread ? sc_proxy::RandomNode() : sc_proxy::NodeOfHash(key.hash, nodes);
   bool at = PG_NARGS() == 4;
   sc_proxy::Call call = Begin(fcinfo, key);
   Pass(&call, fcinfo, 2);
@@ -180,9 +131,9 @@ Datum Increment(FunctionCallInfo fcinfo, bool text_arg) {
 // counter, added (22003 past a bigint, as sum(bigint)::bigint).
 Datum Sum(FunctionCallInfo fcinfo, bool text_arg) {
   sc_proxy::CheckCaller();
-  Route route = LookupCounter(fcinfo);
+  Route route = sc_proxy::LookupCounter(fcinfo, 0);
   const char* counter = text_to_cstring(PG_GETARG_TEXT_PP(0));
-  Key key = ReadKey(fcinfo, text_arg, route, counter);
+  Key key = sc_proxy::ReadKey(fcinfo, 1, text_arg, route, counter);
   int count = route.spread ? sc_proxy::NodeCount() : 1;
   int* nodes = static_cast<int*>(palloc(sizeof(int) * count));
   if (route.spread) {
@@ -210,9 +161,9 @@ Datum Sum(FunctionCallInfo fcinfo, bool text_arg) {
 
 // sc_proxy_node_of(counter, key) -> (node, connstr): where the key lives.
 Datum NodeOf(FunctionCallInfo fcinfo, bool text_arg) {
-  Route route = LookupCounter(fcinfo);
+  Route route = sc_proxy::LookupCounter(fcinfo, 0);
   const char* counter = text_to_cstring(PG_GETARG_TEXT_PP(0));
-  Key key = ReadKey(fcinfo, text_arg, route, counter);
+  Key key = sc_proxy::ReadKey(fcinfo, 1, text_arg, route, counter);
   if (route.spread)
     ereport(ERROR,
             (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

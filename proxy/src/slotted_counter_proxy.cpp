@@ -1,7 +1,7 @@
-// slotted_counter_proxy: the checks of the router's C++ (its own routing of sc_incr and sc_sum is
-// routed.cpp, remote.cpp and local.cpp; everything else of the router is SQL and PL/Proxy,
-// sql/slotted_counter_proxy--1.0.sql; its catalog is catalog.cpp's). Four jobs that need the
-// server's C API:
+// slotted_counter_proxy: the checks of the router's C++ (the routing of every call is route.cpp's;
+// its own routing of sc_incr and sc_sum routed.cpp, remote.cpp, connect.cpp and local.cpp; the
+// PL/Proxy functions are sql/slotted_counter_proxy--1.0.sql; its catalog is catalog.cpp's). Four
+// jobs that need the server's C API:
 //
 // 1. The refusal of a transactional write inside a transaction block. PL/Proxy sends each routed
 //    call to its data node as a statement of its own, which the node commits at once: there is no
@@ -17,10 +17,10 @@
 //    counts is the one checked on every routed call, since mappings can also come from before the
 //    extension, from a superuser with the trigger disabled, or go stale when a role is renamed
 //    (no event trigger fires for roles): every PL/Proxy function of the router takes its cluster
-//    name from slotted_counter_proxy.cluster(), which PL/Proxy calls before it connects, and which
-//    refuses (42501) unless the caller's mapping and the server's options would connect as the
-//    caller; the router's own routing calls the same CheckCaller (checks.hpp) before it
-//    connects. Its verdict is cached per backend for one role and dropped by every change to
+//    name from slotted_counter_proxy.cluster() (or write_cluster()), or routes by a RUN ON
+//    function of route.cpp, which PL/Proxy calls before it connects, and which refuses (42501)
+//    unless the caller's mapping and the server's options would connect as the caller; the
+//    router's own routing calls the same CheckCaller (checks.hpp) before it connects. Its verdict is cached per backend for one role and dropped by every change to
 //    roles, user mappings, foreign servers or wrappers (syscache callbacks), so a call pays a
 //    comparison.
 //
@@ -63,15 +63,15 @@ extern "C" {
 }
 
 // What differs between PostgreSQL versions: the extension's own header.
-#include "../../src/compat.hpp"
+#include "compat.hpp"
 #include "checks.hpp"
 #include "nodes.hpp"
+#include "remote.hpp"
 
 extern "C" {
 SC_MODULE_MAGIC("slotted_counter_proxy", SC_VERSION);
 
 void _PG_init(void);
-PG_FUNCTION_INFO_V1(sc_proxy_check_autocommit);
 PG_FUNCTION_INFO_V1(sc_proxy_cluster);
 PG_FUNCTION_INFO_V1(sc_proxy_write_cluster);
 PG_FUNCTION_INFO_V1(sc_proxy_check_configuration);
@@ -277,6 +277,7 @@ void _PG_init(void) {
                            "Marks a session a router opened on a data node.",
                            "A router refuses every call in such a session.", &from_router, false,
                            PGC_BACKEND, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
+  sc_proxy::DefineConnectionSettings();
   MarkGUCPrefixReserved("slotted_counter_proxy");
   // What the verdict of CheckCaller depends on: role names, user mappings, the server's and the
   // wrapper's options.
@@ -284,13 +285,6 @@ void _PG_init(void) {
   CacheRegisterSyscacheCallback(USERMAPPINGOID, CatalogChanged, (Datum)0);
   CacheRegisterSyscacheCallback(FOREIGNSERVEROID, CatalogChanged, (Datum)0);
   CacheRegisterSyscacheCallback(FOREIGNDATAWRAPPEROID, CatalogChanged, (Datum)0);
-}
-
-// sc_proxy_check_autocommit(counter text): raises 25001 when the caller is inside a transaction
-// block and has not asked for it with slotted_counter_proxy.allow_transaction_block.
-extern "C" Datum sc_proxy_check_autocommit(PG_FUNCTION_ARGS) {
-  sc_proxy::CheckAutocommit(PG_ARGISNULL(0) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(0)));
-  PG_RETURN_VOID();
 }
 
 // slotted_counter_proxy.cluster() RETURNS text: the CLUSTER of every PL/Proxy function of the

@@ -11,11 +11,11 @@
 // (xact.cpp), never in an error handler.
 #include "buffer/buffer.hpp"
 #include "buffer/buffer_internal.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "core/checked_math.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
-#include "workers/write_through.hpp"
+#include "shared/write_through.hpp"
 
 namespace sc {
 

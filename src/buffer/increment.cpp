@@ -6,11 +6,11 @@
 #include "buffer/buffer.hpp"
 #include "buffer/buffer_internal.hpp"
 #include "core/checked_math.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "shared/late_cancel.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
-#include "workers/write_through.hpp"
+#include "shared/write_through.hpp"
 
 namespace sc {
 

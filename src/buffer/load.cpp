@@ -8,14 +8,14 @@
 #include "shared/flusher_slots.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
-#include "workers/write_through.hpp"
+#include "shared/write_through.hpp"
 
 namespace sc {
 
 // Another backend is loading the entry: usually an index lookup away, but a load can wait for a
 // user's lock on the values table, so back off up to a millisecond.
 void WaitForLoad(int* waits) {
-  pg_usleep(Min(1000L, 20L << Min(*waits, 6)));
+  SleepAs(Wait::kLoad, Min(1000L, 20L << Min(*waits, 6)));
   (*waits)++;
   CHECK_FOR_INTERRUPTS();
 }

@@ -304,6 +304,22 @@ int32_t FlusherOf(SlotsLock& lock, const SlotClaim& c, uint32_t* owner) noexcept
   return pid;
 }
 
+// Under the slots lock shared: calls fn(ours, pid), where ours says whether the slot is db's and
+// pid is its flusher's (0: none, or the slot is another database's), and returns what fn
+// returns. A flusher gives its claim up under the lock exclusive before it exits (LeaveSlot,
+// GiveUpAndFree), so while fn runs the pid names that live process: a signal sent from fn cannot
+// reach another process that reused the pid, as one sent after the lock went could. The same
+// holds for any pid its owner clears under the lock exclusive (the attacher's: shmem.hpp).
+template <typename SlotsLock, typename Fn>
+auto WithFlusherOf(SlotsLock& lock, const SlotClaim& c, uint32_t db, Fn&& fn) noexcept {
+  lock.lock_shared();
+  bool ours = c.db.load(std::memory_order_relaxed) == db;
+  int32_t pid = ours ? c.worker_pid.load(std::memory_order_relaxed) : 0;
+  auto result = fn(ours, pid);
+  lock.unlock_shared();
+  return result;
+}
+
 // Without a lock: whether a flusher claims the slot and the slot is still db's. A slot is
 // reassigned only after its flusher left, so a live claimant of a slot that names db is db's.
 inline bool FlusherRuns(const SlotClaim& c, uint32_t db) noexcept {

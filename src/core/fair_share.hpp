@@ -1,7 +1,7 @@
 // fair_share.hpp: the one rule by which the parties of a server share a pool of fixed size: the
 // databases share the buffer (counter_table.hpp: OverShare), the request ids of buffered
 // sc_incr_once calls (shared/request_ids.hpp), the slots and the memory of sc_rank's indexes
-// (shared/rank_indexes.hpp); the roles of a database share that database's part of the last two.
+// (buffer/rank_indexes.hpp); the roles of a database share that database's part of the last two.
 //
 // Pure C++ (no PostgreSQL header), no state: the callers read the holdings under their pool's
 // lock and pass them in.

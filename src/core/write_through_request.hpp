@@ -4,8 +4,9 @@
 //
 // Pure C++ (no PostgreSQL header). The server runs these steps over its shared requests
 // (shared/shmem.hpp: WriteThroughRequest, one per backend, each with a spinlock) and the glue in
-// workers/write_through.cpp and buffer/; the unit tests over std::mutex (test/unit/). Nothing
-// here allocates, throws, sleeps or fails: the caller waits, reports and writes.
+// shared/write_through.cpp, workers/write_through.cpp and buffer/; the unit tests over std::mutex
+// (test/unit/). Nothing here allocates, throws, sleeps or fails: the caller waits, reports and
+// writes.
 //
 // The lock rule (said here once): every field of a request (ThroughRequest) is read and written
 // under that request's own mutex (a spinlock, a few instructions, never held with another), with

@@ -11,7 +11,7 @@
 #include "definitions/catalog.hpp"
 
 #include "definitions/guards.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
 

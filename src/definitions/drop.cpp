@@ -1,5 +1,5 @@
 // drop.cpp: dropping a counter, for sc_drop, DROP OWNED and DROP SEQUENCE of its guard
-// (role_commands.cpp).
+// (role_commands.cpp), and the attachments of the tables a transaction dropped (xact.cpp).
 //
 // The counter's row is deleted first, which locks it against the flusher (which locks the rows
 // of the counters it flushes FOR KEY SHARE SKIP LOCKED: flush.cpp). Then every value row
@@ -8,8 +8,7 @@
 #include "definitions/drop.hpp"
 
 #include "definitions/guards.hpp"
-#include "functions/key_arrays.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "spi.hpp"
 
 namespace sc {
@@ -46,6 +45,26 @@ bool DropCounter(const CounterDef& def, bool with_guard, DropBehavior behavior) 
   NoteCounterDropped(def.id);
   ForgetCachedCounters();
   return true;
+}
+
+void DetachDroppedTargets(const Oid* relids, int n) {
+  // Any database's transaction gets here; only one with the extension has attachments.
+  if (!OidIsValid(get_extension_oid("slotted_counter", true))) return;
+  if (!OidIsValid(ExtensionRelation("attachments"))) return;
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  for (int i = 0; i < n; i++) datums[i] = ObjectIdGetDatum(relids[i]);
+  Oid type = OIDARRAYOID;
+  Datum arg = PointerGetDatum(construct_array(datums, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+  // At pre-commit no statement's snapshot is active any more.
+  PushActiveSnapshot(GetTransactionSnapshot());
+  SpiSession spi = ConnectSpi();
+  int rc = SPI_execute_with_args(
+      "DELETE FROM slotted_counter.attachments "
+      "WHERE target::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
+      1, &type, &arg, nullptr, false, 0);
+  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting attachments of dropped tables failed: %d", rc);
+  FinishSpi(spi);
+  PopActiveSnapshot();
 }
 
 }  // namespace sc

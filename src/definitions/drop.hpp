@@ -1,4 +1,4 @@
-// drop.hpp: dropping a counter (drop.cpp).
+// drop.hpp: dropping a counter, and the attachments of a dropped table (drop.cpp).
 #pragma once
 
 #include "definitions/catalog.hpp"
@@ -10,5 +10,9 @@ namespace sc {
 // notes the drop for its commit. The caller checked the privilege. False if a transaction that
 // committed meanwhile had dropped it already.
 bool DropCounter(const CounterDef& def, bool with_guard, DropBehavior behavior);
+
+// Deletes the attachments whose target is one of the tables this transaction dropped, as part of
+// it (a dropped table takes its attachments along, as it takes its triggers). At pre-commit.
+void DetachDroppedTargets(const Oid* relids, int n);
 
 }  // namespace sc

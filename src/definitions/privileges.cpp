@@ -15,11 +15,11 @@
 
 #include "definitions/privileges.hpp"
 
-#include "functions/arguments.hpp"
+#include "definitions/arguments.hpp"
 #include "definitions/catalog.hpp"
 #include "definitions/guards.hpp"
-#include "transactions/changes.hpp"
-#include "functions/counter_ref.hpp"
+#include "definitions/changes.hpp"
+#include "definitions/counter_ref.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
 

@@ -5,8 +5,8 @@
 #include "core/key_cache.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
-#include "transactions/changes.hpp"
-#include "workers/write_through.hpp"
+#include "definitions/changes.hpp"
+#include "shared/write_through.hpp"
 
 namespace sc {
 

@@ -4,7 +4,7 @@
 // everywhere below the SQL functions: in the buffer, key_values, deltas and requests, so that the
 // counting engine, its protocols and its cost stay those of bigint keys, and two texts never
 // share a value (no hash stands for a text). An id is given by the flusher, the only writer of
-// the table (workers/write_through.hpp: an intern request), and committed before any value uses
+// the table (shared/write_through.hpp: an intern request), and committed before any value uses
 // it: a write that rolls back never leaves a value without its text, and none of its callers
 // waits on another's insert. A backend caches the ids it has seen (core/key_cache.hpp); an id
 // never changes while its counter exists.

@@ -1,5 +1,5 @@
-// attach.cpp: attachments, lagged totals written into users' own tables: sc_attach, sc_detach,
-// and the attachments a dropped table takes with it. (Running them: attach_run.cpp.)
+// attach.cpp: attachments, lagged totals written into users' own tables: sc_attach and sc_detach.
+// (Running them: attach_run.cpp; what a dropped table takes along: definitions/drop.cpp.)
 //
 // An attachment names a counter, a target table (by OID, so that it follows renames and a dump
 // names it), its key and value columns (by name) and an interval. Only the counter's owner may
@@ -10,9 +10,9 @@
 // grant on slotted_counter.attachments.
 #include "functions/attach.hpp"
 
-#include "functions/arguments.hpp"
+#include "definitions/arguments.hpp"
 #include "definitions/catalog.hpp"
-#include "functions/counter_ref.hpp"
+#include "definitions/counter_ref.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
 #include "shared/flusher_slots.hpp"
@@ -99,26 +99,6 @@ void CheckEvery(const Interval* every) {
 }
 
 }  // namespace
-
-void DetachDroppedTargets(const Oid* relids, int n) {
-  // Any database's transaction gets here; only one with the extension has attachments.
-  if (!OidIsValid(get_extension_oid("slotted_counter", true))) return;
-  if (!OidIsValid(ExtensionRelation("attachments"))) return;
-  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  for (int i = 0; i < n; i++) datums[i] = ObjectIdGetDatum(relids[i]);
-  Oid type = OIDARRAYOID;
-  Datum arg = PointerGetDatum(construct_array(datums, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
-  // At pre-commit no statement's snapshot is active any more.
-  PushActiveSnapshot(GetTransactionSnapshot());
-  SpiSession spi = ConnectSpi();
-  int rc = SPI_execute_with_args(
-      "DELETE FROM slotted_counter.attachments "
-      "WHERE target::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
-      1, &type, &arg, nullptr, false, 0);
-  if (rc != SPI_OK_DELETE) elog(ERROR, "deleting attachments of dropped tables failed: %d", rc);
-  FinishSpi(spi);
-  PopActiveSnapshot();
-}
 
 }  // namespace sc
 

@@ -19,11 +19,3 @@ PGDLLEXPORT void slotted_counter_attacher_main(Datum arg);
   "ELSE LEAST('1 hour'::pg_catalog.interval, '1 minute'::pg_catalog.interval "                \
   "OPERATOR(pg_catalog.*) pg_catalog.power(2, LEAST(failures OPERATOR(pg_catalog.-) 3, 6))) "  \
   "END))"
-
-namespace sc {
-
-// Deletes the attachments whose target is one of the tables this transaction dropped, as part of
-// it (a dropped table takes its attachments along, as it takes its triggers). At pre-commit.
-void DetachDroppedTargets(const Oid* relids, int n);
-
-}  // namespace sc

@@ -20,8 +20,7 @@
 
 #include "buffer/buffer.hpp"
 #include "definitions/expiry.hpp"
-#include "transactions/changes.hpp"
-#include "functions/key_arrays.hpp"
+#include "definitions/changes.hpp"
 #include "spi.hpp"
 #include "transactions/transactional.hpp"
 

@@ -1,8 +1,10 @@
-// functions.hpp: the implementations of the SQL functions that take a key (functions.cpp), for
-// the forms that take it as text (text_key_functions.cpp), which call them with the key's id.
+// functions.hpp: the implementations of the SQL functions of counters and their values
+// (create_drop.cpp, writes.cpp, reads.cpp), for the entry points (functions.cpp) and for the forms
+// that take a key as text (text_key_functions.cpp), which call them with the key's id; and what
+// the implementations share (functions.cpp).
 #pragma once
 
-#include "pg.hpp"
+#include "definitions/catalog.hpp"
 
 // The arguments each of them requires (not NULL), as RequireArguments reads them: the text forms
 // check them too, before a key is given an id.
@@ -26,3 +28,18 @@ Datum Series(PG_FUNCTION_ARGS);
 Datum Top(PG_FUNCTION_ARGS);
 Datum Rank(PG_FUNCTION_ARGS);
 Datum KeysAboveValue(PG_FUNCTION_ARGS);
+Datum Create(PG_FUNCTION_ARGS);
+Datum Drop(PG_FUNCTION_ARGS);
+Datum DropBuckets(PG_FUNCTION_ARGS);
+Datum Total(PG_FUNCTION_ARGS);
+Datum TotalSeries(PG_FUNCTION_ARGS);
+
+namespace sc {
+
+// 22023 for a time given to a counter without buckets.
+[[noreturn]] void ReportNoBuckets(const CounterDef& def, const char* what);
+
+// The elements of a one-dimensional bigint[] argument; fails with 22004 on a NULL element.
+int64* BigintElements(FunctionCallInfo fcinfo, int n, const char* name, int* count);
+
+}  // namespace sc

@@ -133,7 +133,7 @@ int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
       case IdLookup::kKnown:
         return result;
       case IdLookup::kBusy:
-        pg_usleep(200);
+        SleepAs(Wait::kRequestId, 200);
         CHECK_FOR_INTERRUPTS();
         continue;
       case IdLookup::kFull:
@@ -148,10 +148,10 @@ int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
                                   "database's flushes succeed.")));
         // No id is free for this database (none at all, or it holds its share): its own ids
         // leave shared memory with its next flush, which it has now. The wait shows in
-        // pg_stat_activity as wait_event_type Extension.
+        // pg_stat_activity as SlottedCounterRequestId (wait_events.hpp).
         AskForFlush(EnsureFlusher());
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1,
-                        PG_WAIT_EXTENSION);
+                        WaitEventOf(Wait::kRequestId));
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
         continue;

@@ -26,13 +26,13 @@
 #include "functions/retention.hpp"
 #include "definitions/text_keys.hpp"
 
-#include "functions/arguments.hpp"
+#include "definitions/arguments.hpp"
 #include "functions/bucketed.hpp"
 #include "buffer/buffer.hpp"
-#include "functions/counter_ref.hpp"
+#include "definitions/counter_ref.hpp"
 #include "functions/once.hpp"
 #include "definitions/privileges.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "spi.hpp"
 

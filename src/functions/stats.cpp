@@ -4,7 +4,7 @@
 // Reads each DatabaseSlot's counters under its spinlock (copied out, then reported), and counts
 // the database's dirty entries with the partition locks SHARED, one partition at a time: a
 // monitoring read never blocks an increment.
-#include "shared/rank_indexes.hpp"
+#include "buffer/rank_indexes.hpp"
 #include "shared/shmem.hpp"
 
 extern "C" {

@@ -6,21 +6,12 @@
 //
 // No C++ object with a destructor lives in these frames: an ereport from below is safe.
 #include "definitions/text_keys.hpp"
-#include "functions/arguments.hpp"
-#include "functions/counter_ref.hpp"
+#include "definitions/arguments.hpp"
+#include "definitions/counter_ref.hpp"
 #include "functions/functions.hpp"
 #include "shared/shmem.hpp"
 
-Node sc::text_key_call = {T_Invalid};
-
 namespace sc {
-
-void ReportKeyedByText(const CounterDef& def) {
-  ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                  errmsg("counter \"%s\" is keyed by text", def.name),
-                  errhint("Give its keys as text (an untyped literal, a text or varchar value), "
-                          "and use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.")));
-}
 
 namespace {
 

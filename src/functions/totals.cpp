@@ -13,7 +13,7 @@
 #include "buffer/buffer.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "transactions/transactional.hpp"
 
 namespace sc {
@@ -101,7 +101,7 @@ SpiSession ReadTotal(const CounterDef& def, BucketRange range, bool series) {
     if (!ReadStart(window, &generation)) {
       // A flush is between its commit and the end of its settle: a moment, mostly.
       (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1,
-                      PG_WAIT_EXTENSION);
+                      WaitEventOf(Wait::kCommitWindow));
       ResetLatch(MyLatch);
       CHECK_FOR_INTERRUPTS();
       continue;

@@ -151,7 +151,7 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
     TimestampTz since = GetCurrentTimestamp();
     do {
       (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 20,
-                      PG_WAIT_EXTENSION);
+                      WaitEventOf(Wait::kFlusherStart));
       ResetLatch(MyLatch);
       CHECK_FOR_INTERRUPTS();
       result = TryEnsureFlusher(&slot);
@@ -211,7 +211,7 @@ int64 RequestFlush(DatabaseSlot* slot) {
     if (outcome.done || outcome.failed) break;
     EnsureFlusher(false);
     WakeFlusher(slot);
-    ConditionVariableTimedSleep(&slot->done_cv, 1000, PG_WAIT_EXTENSION);
+    ConditionVariableTimedSleep(&slot->done_cv, 1000, WaitEventOf(Wait::kRollup));
   }
   ConditionVariableCancelSleep();
   if (failed)

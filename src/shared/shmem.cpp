@@ -70,6 +70,7 @@ bool CreateSharedState() {
     for (CommitWindow& window : s->commit_windows) InitCommitWindow(*new (&window) CommitWindow);
     SpinLockInit(&s->bucket_drops_mutex);
     for (BucketDrop& drop : s->bucket_drops) drop = BucketDrop{InvalidOid, 0, 0, 0};
+    RegisterWaitEvents(s->wait_events);
     s->max_databases = settings.max_databases;
     s->max_requests = MaxBackends;
 

@@ -29,9 +29,10 @@
 //     under a partition lock at most) and the fold epochs (core/fold_epochs.hpp).
 //   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database;
 //     the flusher registers it, it claims attacher_pid itself and clears it as it exits, noting a
-//     run its exit cut short), and the count of open flusher transactions that write
-//     slotted_counter.key_values with the time the first of them opened. An attachment run reads
-//     that (clock first, then the count) before it takes its snapshot; a flusher reads the clock,
+//     run its exit cut short; both under slots_lock exclusive too, so that whoever holds
+//     slots_lock, as a command that signals it does, reads the pid of a live attacher), and the count of open flusher transactions that write
+//     slotted_counter.key_values with the time the first of them opened. An attachment run reads that
+//     (clock first, then the count) before it takes its snapshot; a flusher reads the clock,
 //     counts itself in, and only then starts its transaction, whose now() stamps the rows it
 //     writes. So every row that run cannot see is stamped at or after the watermark it keeps
 //     (attach_run.cpp).
@@ -56,6 +57,7 @@
 #include "core/through_holds.hpp"
 #include "core/write_through_request.hpp"
 #include "pg.hpp"
+#include "shared/wait_events.hpp"
 
 namespace sc {
 
@@ -137,7 +139,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 19;
+constexpr uint32 kLayoutVersion = 20;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -164,10 +166,12 @@ struct SharedState {
   // The request ids of buffered sc_incr_once calls waiting for their flush (the protocol:
   // request_ids.hpp).
   RequestIdTable* request_ids;
-  RankIndexes* rank_indexes;      // shared/rank_indexes.hpp
+  RankIndexes* rank_indexes;      // buffer/rank_indexes.hpp
   // Each flush's commit and settle, as readers of key_values see them (core/commit_window.hpp);
   // database db's in cell db % kCommitWindowCells.
   CommitWindow commit_windows[kCommitWindowCells];
+  // The wait event of each Wait (wait_events.hpp), registered as the state was made.
+  uint32 wait_events[size_t(Wait::kCount)];
 };
 
 // Shared by every process: plain layouts only (no constructor, no virtual, no pointer into one
@@ -189,6 +193,16 @@ bool CreateSharedState();
 // The slot of database db, read without a lock (slots change hands only when a database stops
 // using the extension); nullptr if it has none.
 DatabaseSlot* FindSlot(Oid db);
+
+// The wait event of w (wait_events.hpp), for WaitLatch and ConditionVariableTimedSleep.
+inline uint32 WaitEventOf(Wait w) { return shared->wait_events[size_t(w)]; }
+
+// pg_usleep, shown in pg_stat_activity as the wait w.
+inline void SleepAs(Wait w, long microseconds) {
+  pgstat_report_wait_start(WaitEventOf(w));
+  pg_usleep(microseconds);
+  pgstat_report_wait_end();
+}
 
 // Database db's commit window (core/commit_window.hpp).
 inline CommitWindow& CommitWindowOf(Oid db) {
@@ -246,7 +260,7 @@ struct ReaderWaitBackoff {
     else if (waits <= 1100)
       sched_yield();
     else
-      pg_usleep(100);
+      SleepAs(Wait::kPartitionWriter, 100);
   }
 };
 

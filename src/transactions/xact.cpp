@@ -18,11 +18,11 @@
 // transaction.
 #include "transactions/xact.hpp"
 
-#include "functions/attach.hpp"
+#include "definitions/drop.hpp"
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
 #include "definitions/role_commands.hpp"
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
 #include "transactions/transactional.hpp"
@@ -101,7 +101,7 @@ void RegisterBucketDrops() {
                         errmsg("too many transactions are committing bucket drops"),
                         errdetail("At most %d drops can be between their commit and their "
                                   "purge of the buffer at once.", kMaxBucketDrops)));
-      pg_usleep(1000L);
+      SleepAs(Wait::kBucketDrops, 1000L);
       CHECK_FOR_INTERRUPTS();
     }
   }

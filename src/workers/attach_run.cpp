@@ -45,7 +45,7 @@
 #include "functions/attach.hpp"
 
 #include "definitions/catalog.hpp"
-#include "definitions/databases.hpp"
+#include "workers/databases.hpp"
 #include "definitions/privileges.hpp"
 #include "settings.hpp"
 #include "shared/flusher_slots.hpp"
@@ -120,6 +120,9 @@ void StopTimeLimit() {
 bool ClaimAttacherRole(Oid db) {
   DatabaseSlot* slot = FindSlot(db);
   if (slot == nullptr) return false;
+  // attacher_pid changes under the slots lock too (shmem.hpp): whoever signals it holds that.
+  auto lock = SlotsLock();
+  lock.lock();
   SpinLockAcquire(&slot->mutex);
   bool claimed = slot->claim.db.load(std::memory_order_relaxed) == db && slot->attacher_pid == 0;
   if (claimed) {
@@ -127,12 +130,15 @@ bool ClaimAttacherRole(Oid db) {
     slot->attacher_requested = 0;
   }
   SpinLockRelease(&slot->mutex);
+  lock.unlock();
   if (claimed) my_slot = slot;
   return claimed;
 }
 
 // As the process exits, however: a run still open was cut short.
 void LeaveSlot(int, Datum) {
+  auto lock = SlotsLock();
+  lock.lock();
   SpinLockAcquire(&my_slot->mutex);
   if (my_slot->attacher_pid == MyProcPid) {
     my_slot->attacher_pid = 0;
@@ -143,6 +149,7 @@ void LeaveSlot(int, Datum) {
     }
   }
   SpinLockRelease(&my_slot->mutex);
+  lock.unlock();
 }
 
 void MarkRun(const DueAttachment* a) {
@@ -461,6 +468,8 @@ Outcome Run(const DueAttachment& a, Oid owner) {
 // (those due when it began: each run moves its attachment's last_attempt past it, so the chain
 // of attachers ends).
 void HandOver(Oid db, TimestampTz round) {
+  auto lock = SlotsLock();
+  lock.lock();
   SpinLockAcquire(&my_slot->mutex);
   bool mine = my_slot->attacher_pid == MyProcPid;
   if (mine) {
@@ -468,6 +477,7 @@ void HandOver(Oid db, TimestampTz round) {
     my_slot->attacher_requested = GetCurrentTimestamp();
   }
   SpinLockRelease(&my_slot->mutex);
+  lock.unlock();
   if (mine) StartAttacher(db, round);
 }
 

@@ -35,7 +35,7 @@
 
 #include "faults.hpp"
 #include "settings.hpp"
-#include "shared/rank_indexes.hpp"
+#include "buffer/rank_indexes.hpp"
 #include "spi.hpp"
 #include "workers/flush.hpp"
 #include "workers/flush_internal.hpp"

@@ -6,7 +6,6 @@
 // one subtransaction, redone as upserts if a key's row was not as expected after all.
 #include <algorithm>
 
-#include "functions/key_arrays.hpp"
 #include "spi.hpp"
 #include "workers/flush.hpp"
 #include "workers/flush_internal.hpp"

@@ -13,7 +13,7 @@
 // them or their buckets).
 #include <algorithm>
 
-#include "shared/rank_indexes.hpp"
+#include "buffer/rank_indexes.hpp"
 #include "spi.hpp"
 #include "workers/flush_internal.hpp"
 

@@ -18,9 +18,9 @@
 // atomic take of write-through requests keep them from doing the same work twice.
 // When the extension has been dropped from its database, it frees the slot and exits.
 #include "buffer/buffer.hpp"
-#include "definitions/databases.hpp"
+#include "workers/databases.hpp"
 #include "workers/flush.hpp"
-#include "shared/rank_indexes.hpp"
+#include "buffer/rank_indexes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "functions/retention.hpp"
 #include "settings.hpp"
@@ -213,7 +213,7 @@ bool FlushAndRecord(Oid db) {
   // Retention after a committed flush (which wrote every key's latest write), and before the
   // flush is answered: sc_rollup returns after the pass it asked for.
   if (rows >= 0 && start_attachers) has_retention = ExpireRetained(requested);
-  // sc_rank's indexes (shared/rank_indexes.hpp): built as asked, freed when they must go; also
+  // sc_rank's indexes (buffer/rank_indexes.hpp): built as asked, freed when they must go; also
   // before the flush is answered, so sc_rollup returns with them.
   if (rows >= 0) MaintainRanks(db);
   pgstat_report_activity(STATE_IDLE, nullptr);
@@ -291,7 +291,7 @@ bool FlushRequested() {
 
 void WaitOnLatch(long timeout_ms) {
   int events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (timeout_ms >= 0 ? WL_TIMEOUT : 0);
-  (void)WaitLatch(MyLatch, events, timeout_ms, PG_WAIT_EXTENSION);
+  (void)WaitLatch(MyLatch, events, timeout_ms, WaitEventOf(Wait::kFlusherMain));
   ResetLatch(MyLatch);
   CHECK_FOR_INTERRUPTS();
 }

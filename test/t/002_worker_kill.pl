@@ -7,7 +7,8 @@
 #
 # Each pgbench transaction logs the value its increment returned in a plain table, so after the
 # crash the committed log rows are a lower bound of the increments issued, and the log rows plus
-# one in-flight increment per client an upper bound.
+# one in-flight increment per client an upper bound. The load is sized far beyond what it makes
+# before the kill (100,000 increments; the kill follows the first few thousand and some flushes).
 
 use strict;
 use warnings;
@@ -20,12 +21,14 @@ use Test::More;
 use FindBin;
 use lib $FindBin::RealBin;
 use SlottedCounterTest;
-use Time::HiRes qw(usleep);
 
 my $clients = 4;
 
+# The flusher stays (idle_timeout = 0): by default it leaves after 2 s without a client, which a
+# busy machine can reach before the load connects, and the pid read below would be gone.
 my $node = preloaded_node('worker_kill', qq{
 slotted_counter.flush_interval = 100
+slotted_counter.idle_timeout = 0
 restart_after_crash = on
 });
 
@@ -60,26 +63,25 @@ append_to_file($script, "INSERT INTO issued SELECT sc_incr('c', 1, 1);\n");
 my ($out, $err) = ('', '');
 my $pgbench = IPC::Run::start(
 	[
-		'pgbench', '--no-vacuum', "--client=$clients", '--jobs=2', '--time=20',
+		'pgbench', '--no-vacuum', "--client=$clients", '--jobs=2', '--transactions=25000',
 		"--file=$script", '-h', $node->host, '-p', $node->port, 'postgres'
 	],
 	'>', \$out, '2>', \$err,
-	IPC::Run::timeout(60));
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 
 # Let the load run and the flusher write a few times, then roll up and remember what the table
 # holds; the kill follows at once, while pgbench keeps incrementing.
+my $flushes_query =
+  q{SELECT flushes FROM slotted_counter.stats WHERE datname = current_database()};
+my $flushes_before = $node->safe_psql('postgres', $flushes_query);
 ok( $node->poll_query_until(
 		'postgres', 'SELECT count(*) >= 3000 FROM issued'),
 	'the load is running');
-my $rolled_up = 0;
-for (1 .. 3)
-{
-	$node->safe_psql('postgres', 'SELECT sc_rollup()');
-	$rolled_up = $node->safe_psql('postgres', $rolled_up_query);
-	usleep(200_000);
-}
+ok( $node->poll_query_until(
+		'postgres', "SELECT ($flushes_query) >= $flushes_before + 3"),
+	'the flusher flushed during the load');
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
-$rolled_up = $node->safe_psql('postgres', $rolled_up_query);
+my $rolled_up = $node->safe_psql('postgres', $rolled_up_query);
 ok($rolled_up > 0, "a rollup wrote $rolled_up before the kill");
 
 my $log_offset = -s $node->logfile;

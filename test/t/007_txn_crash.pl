@@ -8,6 +8,8 @@
 # stop of the server, and after the flusher is killed with SIGKILL while it folds deltas into
 # the key_values (the postmaster then restarts everything). A rollup afterwards neither loses a
 # delta nor folds one twice. During the load no incrementer ever waits on a row or transaction lock.
+# The load is sized far beyond what it makes before it is cut off (48,000 transactions; the stop
+# follows the first few thousand).
 
 use strict;
 use warnings;
@@ -94,17 +96,19 @@ sub start_load
 	my ($out, $err) = @_;
 	return IPC::Run::start(
 		[
-			'pgbench', '--no-vacuum', "--client=$clients", '--jobs=2', '--time=25',
+			'pgbench', '--no-vacuum', "--client=$clients", '--jobs=2', '--transactions=6000',
 			"--file=$script", '-h', $node->host, '-p', $node->port,
 			'dbname=postgres application_name=txn_load'
 		],
 		'>', $out, '2>', $err,
-		IPC::Run::timeout(60));
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 }
 
-# Samples pg_stat_activity for the load's sessions $n times, 50 ms apart. Returns the number of
-# samples that saw a load session waiting on a row or transaction lock, the number of samples that saw
-# the load running, and a tally of the wait events seen.
+# Samples pg_stat_activity for the load's sessions, 50 ms apart, until $n samples saw the load
+# running (a session in a statement; when the machine is busy its client may be the one waiting)
+# or 100 times that many samples were taken. Returns the number of samples that saw a load session
+# waiting on a row or transaction lock, the number of samples that saw the load running, and a
+# tally of the wait events seen.
 # Incrementers waiting for one another would wait on a row or transaction lock (Lock/tuple,
 # Lock/transactionid). A relation extension lock (Lock/extend) is taken by any insert-heavy
 # load, this test's own reference-table inserts included, and is not such a wait.
@@ -114,7 +118,7 @@ sub sample_waits
 	my $sampler = $node->background_psql('postgres');
 	my ($lock_samples, $busy_samples) = (0, 0);
 	my %events;
-	for (1 .. $n)
+	for (my $taken = 0; $busy_samples < $n && $taken < 100 * $n; $taken++)
 	{
 		my $row = $sampler->query_safe(
 			q{
@@ -174,10 +178,10 @@ my ($out, $err) = ('', '');
 my $pgbench = start_load(\$out, \$err);
 ok($node->poll_query_until('postgres', 'SELECT count(*) >= 2000 FROM ref'),
 	'phase 1: the load is running');
-my ($lock_samples, $busy_samples, $events) = sample_waits(40);
+my ($lock_samples, $busy_samples, $events) = sample_waits(30);
 note 'wait events of the load: ' . join(', ', map { "$_ x$events->{$_}" } sort keys %$events);
-is($lock_samples, 0, 'phase 1: no load session ever waited on a row or transaction lock (40 samples)');
-ok($busy_samples >= 30, "phase 1: the samples saw the load running ($busy_samples of 40)");
+is($lock_samples, 0, 'phase 1: no load session ever waited on a row or transaction lock');
+is($busy_samples, 30, 'phase 1: 30 samples saw the load running');
 is( $node->safe_psql('postgres',
 		q{SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'txn_load'}), 't',
 	'phase 1: pgbench is still running at the stop');
@@ -191,7 +195,7 @@ my ($committed, $attempted) = split /\|/,
   $node->safe_psql('postgres',
 	q{SELECT count(*) / 2, (SELECT last_value FROM attempts) FROM ref WHERE key <> 0 OR delta <> 42});
 note "phase 1: $committed transactions committed of $attempted attempted";
-ok( $committed > 1000 && $committed < 0.85 * $attempted,
+ok( $committed >= 1000 && $committed < 0.85 * $attempted,
 	'phase 1: many transactions committed and many rolled back');
 check_exact('phase 1, after the immediate stop');
 
@@ -211,12 +215,11 @@ ok( $node->poll_query_until(
 		'postgres', 'SELECT count(*) >= ' . ($ref_before + 2000) . ' FROM ref'),
 	'phase 2: the load is running');
 ($lock_samples, $busy_samples, $events) = sample_waits(20);
-is($lock_samples, 0, 'phase 2: no load session ever waited on a row or transaction lock (20 samples)');
+is($lock_samples, 0, 'phase 2: no load session ever waited on a row or transaction lock');
 my $flusher_pid = $node->safe_psql('postgres', $flusher_query);
 ok($flusher_pid =~ /^\d+$/, "phase 2: the flusher's pid is $flusher_pid");
-my $flushes_during = $node->safe_psql('postgres', $flushes_query) - $flushes_before;
-ok($flushes_during > 0,
-	"phase 2: the flusher has been flushing during the load ($flushes_during flushes)");
+ok($node->poll_query_until('postgres', "SELECT ($flushes_query) > $flushes_before"),
+	'phase 2: the flusher has been flushing during the load');
 my $log_offset = -s $node->logfile;
 ok(kill('KILL', $flusher_pid), 'phase 2: SIGKILL sent to the flusher');
 $node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);

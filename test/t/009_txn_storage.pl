@@ -67,6 +67,7 @@ my $pgbench = IPC::Run::start(
 # three per transaction), between two readings of the flusher's completed flushes: one before,
 # one after.
 my $sampler = $node->background_psql('postgres');
+$sampler->set_query_timer_restart();    # the hang guard is per query, not for the whole load
 my $flushes_query = q{SELECT flushes FROM slotted_counter.stats
 WHERE datname = current_database()};
 my @samples;

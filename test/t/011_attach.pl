@@ -41,14 +41,15 @@ SELECT sc_incr('likes', :k, 2);
 COMMIT;
 });
 
+# A load that the restart cuts off (it is sized far beyond what it makes before).
 my ($out, $err) = ('', '');
 my $load = IPC::Run::start(
 	[
-		'pgbench', '--no-vacuum', '--client=4', '--jobs=2', '--time=6', "--file=$script",
-		'-h', $node->host, '-p', $node->port, 'postgres'
+		'pgbench', '--no-vacuum', '--client=4', '--jobs=2', '--transactions=5000',
+		"--file=$script", '-h', $node->host, '-p', $node->port, 'postgres'
 	],
 	'>', \$out, '2>', \$err,
-	IPC::Run::timeout(60));
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 ok($node->poll_query_until('postgres', q{SELECT sum(views) > 200 FROM posts}),
 	'the attached column follows the load');
 $node->restart;

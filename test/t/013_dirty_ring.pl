@@ -26,13 +26,15 @@ auto_explain.log_nested_statements = on
 $node->safe_psql('postgres',
 	q{CREATE EXTENSION slotted_counter; SELECT sc_create('few', 'buffered'), sc_create('many', 'buffered')});
 
-# 'few': 50 keys, far below the ring's size; 'many': 30,000 keys, more per interval than it holds.
-for my $case (['few', 50], ['many', 30000])
+# 'few': 50 keys, far below the ring's size, 12,000 increments; 'many': 30,000 keys, more per
+# interval than it holds, 20,000 increments.
+for my $case (['few', 50, 3000], ['many', 30000, 5000])
 {
-	my ($counter, $keys) = @$case;
+	my ($counter, $keys, $per_client) = @$case;
 	my $script = "\\set k random(1, $keys)\nSELECT sc_incr('$counter', :k);\n";
-	$node->pgbench('--no-vacuum --client=4 --jobs=2 --time=4',
-		0, [qr{processed: [1-9]}], [qr{^$}], "$counter: load",
+	my $calls = 4 * $per_client;
+	$node->pgbench("--no-vacuum --client=4 --jobs=2 --transactions=$per_client",
+		0, [qr{processed: $calls/$calls}], [qr{^$}], "$counter: load",
 		{ "$counter.sql" => $script });
 	$node->safe_psql('postgres', 'SELECT sc_rollup()');
 	is( $node->safe_psql(

@@ -40,7 +40,7 @@ $ENV{PGOPTIONS} .= " $own -c session_authorization=$super -c role=none";
 sub as_owner
 {
 	my ($sql) = @_;
-	local $ENV{PGOPTIONS} = "-c statement_timeout=30s $own";
+	local $ENV{PGOPTIONS} = "-c statement_timeout=$statement_timeout $own";
 	return $node->safe_psql('app', $sql, extra_params => [ '-U', 'owner' ]);
 }
 
@@ -86,7 +86,7 @@ sub set_hostile
 	}
 	my $err;
 	{
-		local $ENV{PGOPTIONS} = "-c statement_timeout=30s $own";
+		local $ENV{PGOPTIONS} = "-c statement_timeout=$statement_timeout $own";
 		$node->psql('app', $by_owner, stderr => \$err, on_error_stop => 0,
 			extra_params => [ '-U', 'owner' ]) if $by_owner;
 	}
@@ -112,7 +112,7 @@ sub rollup_as
 {
 	my ($who) = @_;
 	my ($out, $err);
-	local $ENV{PGOPTIONS} = "-c statement_timeout=30s $own" if $who eq 'owner';
+	local $ENV{PGOPTIONS} = "-c statement_timeout=$statement_timeout $own" if $who eq 'owner';
 	$node->psql('app', 'SELECT sc_rollup() >= 0', stdout => \$out, stderr => \$err,
 		extra_params => $who eq 'owner' ? [ '-U', 'owner' ] : []);
 	return $out || $err;

@@ -89,6 +89,7 @@ sub interrupted_session
 {
 	my ($want, $setup, $interrupt, $expected, $kind) = @_;
 	my $session = $node->background_psql('postgres', on_error_stop => 0);
+	$session->set_query_timer_restart();    # the hang guard is per batch, not for them all
 	$session->query_safe("SET application_name = 'batcher'; $setup");
 	my $child = interrupter($interrupt);
 	my $failures = 0;

@@ -6,11 +6,15 @@ use warnings;
 
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
 
-our @EXPORT = qw(preloaded_node wait_attached);
+our @EXPORT = qw(preloaded_node wait_attached $statement_timeout);
 
-# A statement that hangs fails the test instead of hanging it.
-$ENV{PGOPTIONS} = '-c statement_timeout=30s';
+# A statement that hangs fails the test instead of hanging it, after as long as the framework
+# waits for anything (PG_TEST_TIMEOUT_DEFAULT, 180 s unless set): a statement that is only slow,
+# on a busy machine or under Valgrind, does not fail it.
+our $statement_timeout = "${PostgreSQL::Test::Utils::timeout_default}s";
+$ENV{PGOPTIONS} = "-c statement_timeout=$statement_timeout";
 
 # preloaded_node(NAME, EXTRA_CONF): a new, started node with slotted_counter preloaded, plus
 # the given postgresql.conf lines.

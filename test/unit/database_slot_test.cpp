@@ -204,6 +204,34 @@ TEST_F(DatabaseSlotTest, OneFlusherClaimsASlotOfItsOwnDatabase) {
   EXPECT_EQ(log_.shared, 1);
 }
 
+// WithFlusherOf: fn runs under the slots lock shared, with the pid of db's flusher, none for a
+// slot of another database, and none once the flusher left (which it does under the lock
+// exclusive, so never while fn runs).
+TEST_F(DatabaseSlotTest, WithFlusherOfRunsUnderTheLock) {
+  TestSlot* s = Claim(7, 101);
+  ASSERT_NE(s, nullptr);
+  int calls = 0;
+  auto look = [&](uint32_t db, bool* ours) {
+    return sc::WithFlusherOf(lock_, s->claim, db, [&](bool o, int32_t pid) {
+      calls++;
+      EXPECT_GT(log_.held, 0) << "fn runs under the lock shared";
+      *ours = o;
+      return pid;
+    });
+  };
+  bool ours = false;
+  EXPECT_EQ(look(7, &ours), 101);
+  EXPECT_TRUE(ours);
+  EXPECT_EQ(log_.held, 0) << "released after fn";
+  EXPECT_EQ(look(8, &ours), 0) << "the slot is another database's";
+  EXPECT_FALSE(ours);
+  EXPECT_TRUE(sc::LeaveSlot(lock_, s->claim, 101));
+  EXPECT_EQ(look(7, &ours), 0) << "the flusher left";
+  EXPECT_TRUE(ours);
+  EXPECT_EQ(calls, 3);
+  EXPECT_TRUE(log_.errors.empty());
+}
+
 // The hand-over: the old flusher leaves, a new one claims, the old one's exit leaves again.
 TEST_F(DatabaseSlotTest, AHandOverKeepsTheNewClaim) {
   TestSlot* s = Claim(7, 101);

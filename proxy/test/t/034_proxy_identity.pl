@@ -288,12 +288,25 @@ SELECT string_agg(p.proname, ', ')
    AND NOT (p.prosrc ~ 'RUN ON slotted_counter_proxy\.(write_hash|read_hashes)(_text)?\('
             AND p.prosrc ~ 'CLUSTER ''slotted_counter_proxy'';')}),
 	'', 'every PL/Proxy function takes its cluster from cluster() or a RUN ON function that checks');
-is( $router->safe_psql('postgres', q{
-SELECT count(*) FROM pg_proc
- WHERE oid IN ('slotted_counter_proxy.write_hash'::regproc, 'slotted_counter_proxy.read_hashes'::regproc,
-               'slotted_counter_proxy.write_hash_text'::regproc,
-               'slotted_counter_proxy.read_hashes_text'::regproc)
-   AND prosrc ~ 'cluster text := slotted_counter_proxy\.(cluster\(\)|write_cluster\(function\));'}),
-	'4', '... and write_hash, read_hashes and their text forms call it first');
+# ... and those functions of the library (the RUN ON and split functions of every call routed by
+# key, and the CLUSTER of a call on a whole counter) make cluster()'s checks first: in a session a
+# router opened, each refuses at once.
+{
+	local $ENV{PGOPTIONS} = ($ENV{PGOPTIONS} // '') . ' -c slotted_counter_proxy.hop=on';
+	for my $call (
+		q{slotted_counter_proxy.write_hash('sc_incr_once()', 'views', 1::bigint)},
+		q{slotted_counter_proxy.write_hash('sc_incr_once()', 'views', '1'::text)},
+		q{slotted_counter_proxy.read_hashes('views', 1::bigint)},
+		q{slotted_counter_proxy.split_keys(NULL, 'views', '{1}'::bigint[], NULL)},
+		q{slotted_counter_proxy.split_keys('sc_incr_batch()', 'views', '{1}'::text[], '{1}')},
+		q{slotted_counter_proxy.set_route('views', 1::bigint, 1)},
+		q{slotted_counter_proxy.top_n('views', 1, false)},
+		q{slotted_counter_proxy.counter_cluster('views')})
+	{
+		like(outcome('postgres', "SELECT * FROM $call"),
+			qr/^55000: a routed call cannot come from a router's connection/,
+			"$call checks the caller first");
+	}
+}
 
 done_testing();

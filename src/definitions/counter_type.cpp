@@ -7,7 +7,7 @@
 // bytes); output, equality and hashing are text's and bytea's internal functions (the SQL
 // script). Casts to and from integer look the counter up.
 #include "definitions/catalog.hpp"
-#include "functions/counter_ref.hpp"
+#include "definitions/counter_ref.hpp"
 #include "definitions/privileges.hpp"
 #include "shared/shmem.hpp"
 
@@ -17,6 +17,19 @@ PG_FUNCTION_INFO_V1(slotted_counter_recv);
 PG_FUNCTION_INFO_V1(slotted_counter_of_id);
 PG_FUNCTION_INFO_V1(slotted_counter_id);
 }
+
+Node sc::text_key_call = {T_Invalid};
+
+namespace sc {
+
+void ReportKeyedByText(const CounterDef& def) {
+  ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                  errmsg("counter \"%s\" is keyed by text", def.name),
+                  errhint("Give its keys as text (an untyped literal, a text or varchar value), "
+                          "and use sc_top_text, sc_incr_batch_text and sc_sum_keys_text.")));
+}
+
+}  // namespace sc
 
 using namespace sc;
 

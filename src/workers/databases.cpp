@@ -13,7 +13,7 @@
 // (FORCE) terminates them itself. After a DROP DATABASE, whichever form, the database's buffer
 // entries are purged and its slot is freed for another database. The mark is an atomic counter,
 // taken back whatever the command's outcome.
-#include "definitions/databases.hpp"
+#include "workers/databases.hpp"
 
 #include "buffer/buffer.hpp"
 #include "definitions/role_commands.hpp"
@@ -92,16 +92,27 @@ Oid TargetDatabase(Node* statement, bool* dropping, bool* force) {
   return InvalidOid;
 }
 
-// The pids of the database's flusher and attacher (0: none).
-void WorkersOf(DatabaseSlot* slot, Oid db, int* flusher, int* attacher) {
+// Asks the database's flusher and attacher to leave, each once (SIGTERM: the flusher flushes
+// everything first, as at shutdown); true once neither is left. Each pid is read and signalled
+// under the slots lock, under which both workers clear their pid as they exit (WithFlusherOf;
+// the attacher: shmem.hpp), so a signal never reaches a process that reused a pid. As
+// PostgreSQL signals backends under ProcArrayLock (CancelDBBackends).
+bool SignalWorkers(DatabaseSlot* slot, Oid db, int* signalled_flusher, int* signalled_attacher) {
   auto lock = SlotsLock();
-  uint32 owner;
-  int pid = FlusherOf(lock, slot->claim, &owner);
-  bool ours = owner == db;
-  *flusher = ours ? pid : 0;
-  SpinLockAcquire(&slot->mutex);
-  *attacher = ours ? slot->attacher_pid : 0;
-  SpinLockRelease(&slot->mutex);
+  return WithFlusherOf(lock, slot->claim, db, [&](bool ours, int32 flusher) {
+    SpinLockAcquire(&slot->mutex);
+    int attacher = ours ? slot->attacher_pid : 0;
+    SpinLockRelease(&slot->mutex);
+    if (flusher != 0 && flusher != *signalled_flusher) {
+      (void)kill(flusher, SIGTERM);
+      *signalled_flusher = flusher;
+    }
+    if (attacher != 0 && attacher != *signalled_attacher) {
+      (void)kill(attacher, SIGTERM);
+      *signalled_attacher = attacher;
+    }
+    return flusher == 0 && attacher == 0;
+  });
 }
 
 // Waits, 10 ms at a time and answering interrupts, until done() or ms have passed; done()'s last
@@ -113,7 +124,7 @@ bool WaitFor(long ms, Done done) {
     if (done()) return true;
     if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), ms)) return false;
     (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
-                    PG_WAIT_EXTENSION);
+                    WaitEventOf(Wait::kWorkersStop));
     ResetLatch(MyLatch);
     CHECK_FOR_INTERRUPTS();
   }
@@ -123,20 +134,8 @@ bool WaitFor(long ms, Done done) {
 // the command then fails as it would have).
 void StopWorkers(DatabaseSlot* slot, Oid db) {
   int signalled_flusher = 0, signalled_attacher = 0;
-  (void)WaitFor(kStopWaitMs, [&] {
-    int flusher, attacher;
-    WorkersOf(slot, db, &flusher, &attacher);
-    if (flusher == 0 && attacher == 0) return true;
-    if (flusher != 0 && flusher != signalled_flusher) {
-      kill(flusher, SIGTERM);
-      signalled_flusher = flusher;
-    }
-    if (attacher != 0 && attacher != signalled_attacher) {
-      kill(attacher, SIGTERM);
-      signalled_attacher = attacher;
-    }
-    return false;
-  });
+  (void)WaitFor(kStopWaitMs,
+                [&] { return SignalWorkers(slot, db, &signalled_flusher, &signalled_attacher); });
 }
 
 // After DROP DATABASE: nothing of the database stays in the buffer, and its slot is free once no

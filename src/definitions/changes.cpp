@@ -1,7 +1,7 @@
 // changes.cpp: what the current transaction did (changes.hpp). A list in TopMemoryContext, grown
 // only by NoteChange; everything else shrinks it in place, so the end of a transaction, which
 // must not fail, allocates nothing.
-#include "transactions/changes.hpp"
+#include "definitions/changes.hpp"
 
 namespace sc {
 

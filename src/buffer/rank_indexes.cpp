@@ -1,5 +1,5 @@
 // rank_indexes.cpp: the rank indexes of sc_rank in a DSA area (the protocol: rank_indexes.hpp).
-#include "shared/rank_indexes.hpp"
+#include "buffer/rank_indexes.hpp"
 
 #include "core/fair_share.hpp"
 #include "definitions/expiry.hpp"
