@@ -1,4 +1,5 @@
-// sums.cpp: slotted_counter.counter_totals, the sum of each (counter, bucket) of slotted_counter.key_values.
+// sums.cpp: slotted_counter.counter_totals, the sum of each (counter, bucket) of
+// slotted_counter.key_values.
 //
 // One trigger function behind the four statement triggers on key_values (the install script): each
 // statement's rows, as its transition tables give them, are summed per (counter, bucket), and the
@@ -18,11 +19,11 @@ namespace sc {
 namespace {
 
 // The change of each (counter, bucket), from the rows of $rows (" UNION ALL " ...).
-#define SC_ADD_TO_SUMS(rows)                                                                     \
-  "INSERT INTO slotted_counter.counter_totals AS s (counter, bucket, value) "                             \
-  "SELECT counter, bucket, pg_catalog.sum(v) FROM (" rows ") c GROUP BY counter, bucket "       \
-  "HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY counter, bucket "                \
-  "ON CONFLICT ON CONSTRAINT counter_totals_counter_bucket DO UPDATE "                                    \
+#define SC_ADD_TO_SUMS(rows)                                                                      \
+  "INSERT INTO slotted_counter.counter_totals AS s (counter, bucket, value) "                     \
+  "SELECT counter, bucket, pg_catalog.sum(v) FROM (" rows ") c GROUP BY counter, bucket "         \
+  "HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY counter, bucket "                  \
+  "ON CONFLICT ON CONSTRAINT counter_totals_counter_bucket DO UPDATE "                            \
   "SET value = s.value OPERATOR(pg_catalog.+) excluded.value"
 #define SC_NEW_ROWS "SELECT counter, bucket, value::pg_catalog.numeric AS v FROM new_rows"
 #define SC_OLD_ROWS \
@@ -37,11 +38,11 @@ const char* const kZeroSql =
     "(SELECT DISTINCT counter FROM old_rows) AND s.value OPERATOR(pg_catalog.=) 0";
 const char* const kTruncatedSql = "DELETE FROM slotted_counter.counter_totals";
 
-// Runs sql with the latest snapshot, as the statements that write key_values in a user's transaction
-// do (sc_drop_buckets, sc_drop: spi.hpp, ExecuteWithLatestSnapshot): under REPEATABLE READ, a sum a flush
-// changed after the transaction's snapshot is the one to change, not a serialization failure.
-// (They lock the counter first: no flush writes its sums meanwhile.) Planned at each call: the
-// transition tables are this call's.
+// Runs sql with the latest snapshot, as the statements that write key_values in a user's
+// transaction do (sc_drop_buckets, sc_drop: spi.hpp, ExecuteWithLatestSnapshot): under REPEATABLE
+// READ, a sum a flush changed after the transaction's snapshot is the one to change, not a
+// serialization failure. (They lock the counter first: no flush writes its sums meanwhile.) Planned
+// at each call: the transition tables are this call's.
 int ExecuteLatest(const char* sql) {
   SPIPlanPtr plan = SPI_prepare(sql, 0, nullptr);
   if (plan == nullptr) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));

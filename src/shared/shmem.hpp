@@ -27,15 +27,15 @@
 //     created one); a backend that sees it change drops its cached counter definitions.
 //   - in each DatabaseSlot, the ring of entries that turned dirty (dirty_mutex, a spinlock taken
 //     under a partition lock at most) and the fold epochs (core/fold_epochs.hpp).
-//   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database;
-//     the flusher registers it, it claims attacher_pid itself and clears it as it exits, noting a
-//     run its exit cut short; both under slots_lock exclusive too, so that whoever holds
-//     slots_lock, as a command that signals it does, reads the pid of a live attacher), and the count of open flusher transactions that write
-//     slotted_counter.key_values with the time the first of them opened. An attachment run reads that
-//     (clock first, then the count) before it takes its snapshot; a flusher reads the clock,
-//     counts itself in, and only then starts its transaction, whose now() stamps the rows it
-//     writes. So every row that run cannot see is stamped at or after the watermark it keeps
-//     (attach_run.cpp).
+//   - in each DatabaseSlot, under its spinlock `mutex`: the attacher (at most one per database; the
+//     flusher registers it, it claims attacher_pid itself and clears it as it exits, noting a run
+//     its exit cut short; both under slots_lock exclusive too, so that whoever holds slots_lock, as
+//     a command that signals it does, reads the pid of a live attacher), and the count of open
+//     flusher transactions that write slotted_counter.key_values with the time the first of them
+//     opened. An attachment run reads that (clock first, then the count) before it takes its
+//     snapshot; a flusher reads the clock, counts itself in, and only then starts its transaction,
+//     whose now() stamps the rows it writes. So every row that run cannot see is stamped at or
+//     after the watermark it keeps (attach_run.cpp).
 //   - request_ids, with its LWLock and the databases' apply locks: the ids of buffered
 //     sc_incr_once calls until the flush that writes their increments writes them, shared by the
 //     databases by the fair share of core/fair_share.hpp (request_ids.hpp).

@@ -10,7 +10,7 @@ namespace sc {
 
 enum class Wait : uint8 {
   kPartitionWriter,  // a writer of a partition waits for its counted readers to leave
-  kCommitWindow,     // a read of key_values waits for a flush's commit and settle to be seen together
+  kCommitWindow,     // sc_total waits for a flush's commit and settle to be seen together
   kLoad,             // a key waits for another backend's load of it
   kWriteThrough,     // an increment with no room waits for the flusher to write it through
   kRequestId,        // sc_incr_once waits for a request id another call is recording

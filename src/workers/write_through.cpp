@@ -21,9 +21,9 @@ SPIPlanPtr plan_write_through = nullptr;
 // $5 is the write's stamp, $6 its counter's cutoff: a row last written at or before it holds an
 // expired value, which the delta replaces (definitions/expiry.hpp).
 #define SC_THROUGH_CONFLICT                                                                       \
-  "ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                               \
-  "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "           \
-  "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, updated_at = pg_catalog.now(), "      \
+  "ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                            \
+  "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "            \
+  "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, updated_at = pg_catalog.now(), "       \
   "written_at = GREATEST(t.written_at, excluded.written_at) "
 
 const char* const kWriteThroughSql =
