@@ -3,12 +3,13 @@
 its protocol and lock policy, the handshakes of the shared state, the rank index) the way a
 careless change would; the unit tests must fail for each.
 
-For every mutation: copy src/ to a scratch directory, make the one replacement (its text must
-occur exactly once), build the unit tests against that copy (test/unit/CMakeLists.txt with
-SC_SRC_DIR), run the single-threaded tests, then the threaded ones, then (for mutations marked
-tsan) the threaded ones under ThreadSanitizer. A mutation is caught if any of them fails or
-times out (one that does not build is reported BROKEN, not caught). Prints one line per mutation
-and the count; exits non-zero if any survived.
+First the unit tests are built against a scratch copy of src/ (test/unit/CMakeLists.txt with
+SC_SRC_DIR) and run unmutated: they must pass. Then, for every mutation: make the one replacement
+in the copy (its text must occur exactly once), rebuild, run the single-threaded tests, then the
+threaded ones, then (for mutations marked tsan) the threaded ones under ThreadSanitizer. A
+mutation is caught if any of them fails or times out (one that does not build, or whose build
+times out, is reported BROKEN, not caught). Prints one line per mutation and the count; exits
+non-zero if any survived or broke.
 
 Usage: test/unit/mutate.py [NAME-SUBSTRING ...]
 Each mutation rebuilds the tests that include the file it changes and runs them: from about half
@@ -703,6 +704,18 @@ def main():
         subprocess.run(["cmake", "-S", HERE, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
                         "-DSC_SRC_DIR=" + src, "-DSC_WERROR=OFF"] + flags, check=True, stdout=subprocess.DEVNULL)
     env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
+    # The unmutated core first: the whole build is the long one (a mutation rebuilds only what
+    # its file reaches), and its tests must pass, or a failure below means nothing. (The
+    # ThreadSanitizer build is whole at the first mutation that needs it: its longer time limit.)
+    if run(["cmake", "--build", builds["normal"], "-j2"], 7200) != 0:
+        print("the unmutated core does not build")
+        shutil.rmtree(work, ignore_errors=True)
+        return 2
+    for binary in ("sc_unit_tests", "sc_thread_tests"):
+        if run([os.path.join(builds["normal"], binary), "--gtest_brief=1"], 600) != 0:
+            print(f"the unmutated core fails {binary}")
+            shutil.rmtree(work, ignore_errors=True)
+            return 2
     caught = tried = 0
     survived = []
     for name, fname, text, replacement, tsan in MUTATIONS:
@@ -718,27 +731,35 @@ def main():
         with open(path, "w") as f:
             f.write(original.replace(text, replacement))
         how = None
-        if run(["cmake", "--build", builds["normal"], "-j2"], 600) != 0:
+        rc = run(["cmake", "--build", builds["normal"], "-j2"], 1800)
+        if rc != 0:
             # A mutation must be a program the tests run, not a compile error.
-            print(f"BROKEN  {name}: does not build", flush=True)
+            print(f"BROKEN  {name}: " + ("its build timed out" if rc == "timeout" else
+                                         "does not build"), flush=True)
             survived.append(name)
             shutil.copy(os.path.join(SRC, fname), path)
             continue
-        else:
-            for binary in ("sc_unit_tests", "sc_thread_tests"):
-                rc = run([os.path.join(builds["normal"], binary), "--gtest_brief=1"], 300)
-                if rc != 0:
-                    how = f"{binary} failed" if rc != "timeout" else f"{binary} timed out"
-                    break
-            if how is None and tsan:
-                if run(["cmake", "--build", builds["tsan"], "-j2", "--target", "sc_thread_tests"],
-                       600) == 0:
-                    rc = run(["setarch", os.uname().machine, "-R",
-                              os.path.join(builds["tsan"], "sc_thread_tests"), "--gtest_brief=1"],
-                             600, env=env)
-                    if rc != 0:
-                        how = "sc_thread_tests under ThreadSanitizer " + (
-                            "failed" if rc != "timeout" else "timed out")
+        for binary in ("sc_unit_tests", "sc_thread_tests"):
+            rc = run([os.path.join(builds["normal"], binary), "--gtest_brief=1"], 300)
+            if rc != 0:
+                how = f"{binary} failed" if rc != "timeout" else f"{binary} timed out"
+                break
+        if how is None and tsan:
+            rc = run(["cmake", "--build", builds["tsan"], "-j2", "--target", "sc_thread_tests"],
+                     3600)
+            if rc != 0:
+                print(f"BROKEN  {name}: " + ("its ThreadSanitizer build timed out"
+                                             if rc == "timeout" else
+                                             "does not build under ThreadSanitizer"), flush=True)
+                survived.append(name)
+                shutil.copy(os.path.join(SRC, fname), path)
+                continue
+            rc = run(["setarch", os.uname().machine, "-R",
+                      os.path.join(builds["tsan"], "sc_thread_tests"), "--gtest_brief=1"],
+                     600, env=env)
+            if rc != 0:
+                how = "sc_thread_tests under ThreadSanitizer " + (
+                    "failed" if rc != "timeout" else "timed out")
         shutil.copy(os.path.join(SRC, fname), path)
         if how is None:
             survived.append(name)
