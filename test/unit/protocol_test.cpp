@@ -73,6 +73,16 @@ class ProtocolTest : public ::testing::Test {
     return value;
   }
 
+  // What k's sum entry holds: what the keys of k's counter and bucket in k's partition hold
+  // beyond their rows (0 without a sum entry).
+  int64_t SumValue(const CounterKey& k) {
+    int64_t sum = 0;
+    p_.ForEachSum(k.db, k.counter, P(k), [&](const Entry& e) {
+      if (e.id.bucket == k.bucket) sum += e.value.load();
+    });
+    return sum;
+  }
+
   int64_t Add(const CounterKey& k, int64_t delta, Dirtied* dirtied = nullptr) {
     EXPECT_TRUE(LinkSumOf(k));
     int64_t value = 0;
@@ -1325,6 +1335,34 @@ TEST_F(ExpiryTest, AnExpiredKeyThatHoldsZeroIsWrittenWithoutTheExclusiveLock) {
   EXPECT_EQ(AddAt(k, 5, Write{300, 150}, &value, &d), Probe::kFound);
   EXPECT_EQ(log_.Ops(), "SR");
   EXPECT_EQ(value, 5);
+}
+
+TEST_F(ExpiryTest, AWriteAddsWhatItChangesToTheSumEntry) {
+  CounterKey k = Key(1);
+  LoadWritten(k);
+  int64_t value = 0;
+  Dirtied d;
+  EXPECT_EQ(AddAt(k, 5, Write{200, 99}, &value, &d), Probe::kFound);
+  EXPECT_EQ(SumValue(k), 5) << "15 against a row of 10";
+  EXPECT_EQ(AddAt(k, 2, Write{300, 250}, &value, &d), Probe::kFound);
+  EXPECT_EQ(value, 2) << "expired: counted from zero";
+  EXPECT_EQ(SumValue(k), -8) << "2 against a row of 10";
+}
+
+TEST_F(ExpiryTest, AWriteThatWouldOverflowIsRefusedAndReportsTheUnchangedValue) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, kMax - 1, 100);
+  ASSERT_TRUE(LinkSumOf(k));
+  int64_t value = 0;
+  bool overflow = false;
+  Dirtied d;
+  EXPECT_EQ(p_.AddIfResident(k, H(k), 2, &value, &overflow, &d, Write{200, 99}), Probe::kFound);
+  EXPECT_TRUE(overflow);
+  EXPECT_EQ(value, kMax - 1);
+  EXPECT_EQ(t().at(i).value.load(), kMax - 1);
+  EXPECT_EQ(t().at(i).last_write.load(), 100) << "a refused add is no write";
+  EXPECT_EQ(SumValue(k), 0);
+  EXPECT_EQ(d.index, kNil) << "a refused add dirties nothing";
 }
 
 TEST_F(ExpiryTest, ASetOfAnExpiredKeyReturnsZero) {
