@@ -440,17 +440,18 @@ CREATE FUNCTION slotted_counter.top_ids(counter slotted_counter, n bigint, since
                                         until timestamptz)
     RETURNS TABLE(key bigint, value bigint)
     AS 'MODULE_PATHNAME', 'sc_top_ids' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 10;
+-- The text of a key that top_ids returned, read after top_ids and with the latest snapshot (not
+-- the query's, which was taken before top_ids read the buffer): a key a concurrent call had just
+-- given its first value has its text, at any isolation level.
+CREATE FUNCTION slotted_counter.key_text(counter slotted_counter, key bigint) RETURNS text
+    AS 'MODULE_PATHNAME', 'sc_key_text' LANGUAGE C STRICT VOLATILE;
 CREATE FUNCTION sc_top_text(counter slotted_counter, n bigint, since timestamptz DEFAULT NULL,
                             until timestamptz DEFAULT NULL)
     RETURNS TABLE(key text, value bigint)
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'text' THEN k.key ELSE t.key::text END,
-           t.value
+    SELECT slotted_counter.key_text(counter, t.key), t.value
     FROM slotted_counter.top_ids(counter, n, since, until) WITH ORDINALITY
          AS t(key, value, place)
-    JOIN slotted_counter.counters c ON c.id OPERATOR(pg_catalog.=) counter::integer
-    LEFT JOIN slotted_counter.keys k
-      ON k.counter OPERATOR(pg_catalog.=) c.id AND k.id OPERATOR(pg_catalog.=) t.key
     ORDER BY t.place
 $$;
 
@@ -639,6 +640,8 @@ COMMENT ON FUNCTION sc_top_text(slotted_counter, bigint, timestamptz, timestampt
     'sc_top with the keys as text, for a counter keyed by text or bigint (SELECT)';
 COMMENT ON FUNCTION slotted_counter.top_ids(slotted_counter, bigint, timestamptz, timestamptz) IS
     'sc_top of a counter of either kind, a text key as its id in slotted_counter.keys: what sc_top_text reads (SELECT)';
+COMMENT ON FUNCTION slotted_counter.key_text(slotted_counter, bigint) IS
+    'the text of a key of top_ids, read with the latest snapshot: what sc_top_text shows (SELECT)';
 COMMENT ON FUNCTION sc_rebuild_counter_totals() IS
     'makes slotted_counter.counter_totals again from slotted_counter.key_values (after a restore without triggers); returns the rows made';
 COMMENT ON FUNCTION sc_rollup() IS

@@ -55,36 +55,55 @@ void Remember(int32 counter, uint64 hash, const char* key, int len, int64 id) {
   cache.Insert(counter, hash, copy, uint32(len), id);
 }
 
-// The stored id of the text, or kUnwrittenKey: an index look-up with the latest snapshot, so
-// that an id the flusher committed after this transaction's snapshot is found (a read is real
-// time, whatever the isolation level). The role's right to the counter was checked: the table's
-// row-level security is not needed here.
-int64 StoredId(int32 counter, const char* key, int len) {
+// Column `column` of the row of slotted_counter.keys that index `index_name` finds with the two
+// equality keys (attribute numbers of the table: systable_beginscan maps them), copied into the
+// caller's context (a text detoasted while the snapshot is held), or 0 with *found false. The
+// latest snapshot: what the flusher committed after this transaction's snapshot is found (a read
+// is real time, whatever the isolation level). The role's right to the counter was checked: the
+// table's row-level security is not needed here.
+Datum LookUpKeys(const char* index_name, const ScanKeyData (&scan_keys)[2], int column,
+                 bool* found) {
   Oid relation = ExtensionRelation("keys");
-  Oid index = ExtensionRelation("keys_counter_key");
+  Oid index = ExtensionRelation(index_name);
   if (!OidIsValid(relation) || !OidIsValid(index))
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("slotted_counter.keys is missing")));
+  ScanKeyData keys[2] = {scan_keys[0], scan_keys[1]};
+  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+  Relation rel = table_open(relation, AccessShareLock);
+  SysScanDesc scan = systable_beginscan(rel, index, true, snapshot, 2, keys);
+  Datum result = 0;
+  *found = false;
+  if (HeapTuple tuple = systable_getnext(scan)) {
+    bool isnull;
+    Form_pg_attribute attribute = TupleDescAttr(RelationGetDescr(rel), column - 1);
+    Datum value = heap_getattr(tuple, column, RelationGetDescr(rel), &isnull);
+    if (!isnull) {
+      Assert(attribute->attbyval || attribute->attlen == -1);
+      result = attribute->attbyval ? value
+                                   : PointerGetDatum(pg_detoast_datum_copy(
+                                         reinterpret_cast<struct varlena*>(DatumGetPointer(value))));
+      *found = true;
+    }
+  }
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  UnregisterSnapshot(snapshot);
+  return result;
+}
+
+// The stored id of the text, or kUnwrittenKey.
+int64 StoredId(int32 counter, const char* key, int len) {
   text* probe = cstring_to_text_with_len(key, len);
   ScanKeyData scan_keys[2];
   ScanKeyEntryInitialize(&scan_keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid,
                          F_INT4EQ, Int32GetDatum(counter));
   ScanKeyEntryInitialize(&scan_keys[1], 0, 3, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID,
                          F_TEXTEQ, PointerGetDatum(probe));
-  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-  Relation rel = table_open(relation, AccessShareLock);
-  SysScanDesc scan = systable_beginscan(rel, index, true, snapshot, 2, scan_keys);
-  int64 id = kUnwrittenKey;
-  if (HeapTuple tuple = systable_getnext(scan)) {
-    bool isnull;
-    Datum value = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
-    if (!isnull) id = DatumGetInt64(value);
-  }
-  systable_endscan(scan);
-  table_close(rel, AccessShareLock);
-  UnregisterSnapshot(snapshot);
+  bool found;
+  Datum id = LookUpKeys("keys_counter_key", scan_keys, 2, &found);
   pfree(probe);
-  return id;
+  return found ? DatumGetInt64(id) : kUnwrittenKey;
 }
 
 // Asks the flusher for the ids of the n texts (keys[want[i]]) and puts them in ids[want[i]].
@@ -147,6 +166,17 @@ int CompareMissing(const void* a, const void* b) {
 SPIPlanPtr plan_forget = nullptr;
 
 }  // namespace
+
+text* StoredText(int32 counter, int64 id) {
+  ScanKeyData scan_keys[2];
+  ScanKeyEntryInitialize(&scan_keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid,
+                         F_INT4EQ, Int32GetDatum(counter));
+  ScanKeyEntryInitialize(&scan_keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, InvalidOid,
+                         F_INT8EQ, Int64GetDatum(id));
+  bool found;
+  Datum key = LookUpKeys("keys_pkey", scan_keys, 3, &found);
+  return found ? DatumGetTextPP(key) : nullptr;
+}
 
 void ForgetAbortedKeys() {
   SPIPlanPtr plan = KeptPlan(

@@ -31,6 +31,13 @@ int64 TextKeyId(const CounterDef& def, const char* key, int len, bool create);
 void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens, int n,
                 bool create, int64* ids);
 
+// The text of `id` on counter `counter` (keyed by text), or nullptr if it has none: a look-up
+// with the latest snapshot, as an id is found, so that the text of every id a read of the buffer
+// returned is found (its mapping committed before any value used it), whatever the isolation
+// level and whenever the caller's snapshot was taken. The caller checked the role's right to the
+// counter.
+text* StoredText(int32 counter, int64 id);
+
 // Deletes the ids given to counters whose creating transaction aborted (their requests named it:
 // slotted_counter.key_creators), and forgets the creators that committed. In the flusher's
 // retention pass, inside its transaction, with SPI connected.

@@ -160,6 +160,22 @@ Datum KeysAboveText(PG_FUNCTION_ARGS) {
 }
 // sc_top of a counter of either kind, its keys as ids (sc_top_text gives them their texts).
 Datum TopIds(PG_FUNCTION_ARGS) { return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1)); }
+// The text of key `key` (an id of top_ids) of a counter of either kind, for sc_top_text: a text's
+// is read with the latest snapshot (StoredText), so that every key top_ids read in the buffer,
+// whose text was committed before its first value, has it, whenever the query's snapshot was taken.
+Datum KeyText(PG_FUNCTION_ARGS) {
+  RequireShared();
+  const CounterDef* def = CounterArgument(fcinfo, 0, kSelect);
+  int64 key = PG_GETARG_INT64(1);
+  if (!def->text_keys) {
+    char digits[MAXINT8LEN + 1];
+    pg_lltoa(key, digits);
+    PG_RETURN_TEXT_P(cstring_to_text(digits));
+  }
+  text* stored = StoredText(def->id, key);
+  if (stored == nullptr) PG_RETURN_NULL();
+  PG_RETURN_TEXT_P(stored);
+}
 
 SC_ENTRY_POINT(sc_incr_text, IncrText)
 SC_ENTRY_POINT(sc_incr_at_text, IncrAtText)
@@ -174,3 +190,4 @@ SC_ENTRY_POINT(sc_series_text, SeriesText)
 SC_ENTRY_POINT(sc_rank_text, RankText)
 SC_ENTRY_POINT(sc_keys_above_text, KeysAboveText)
 SC_ENTRY_POINT(sc_top_ids, TopIds)
+SC_ENTRY_POINT(sc_key_text, KeyText)

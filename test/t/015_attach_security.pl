@@ -340,7 +340,7 @@ SELECT sc_create('p_counter', 'buffered');
 SELECT sc_alter_owner('p_counter', 'passing');
 });
 as_role('passing', q{SELECT sc_attach('p_counter', 'public.t_passing', 'id', 'v', '0')});
-my ($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+($rc, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
 DROP ROLE passing;});
 like($err, qr/ERROR:  2BP01: .*\nDETAIL: (?s:.*)^owner of sequence slotted_counters\.p_counter$/m,
 	'owning role: DROP ROLE refused, naming the counter');
