@@ -23,24 +23,8 @@ PG_CONFIG=$(command -v "$PG_CONFIG")
 export PG_CONFIG
 jobs=$(nproc 2>/dev/null || echo 2)
 
-passed=0
-failed=()
-work=
-step() {
-  local name=$1; shift
-  local start=$SECONDS
-  echo "=== $name"
-  if "$@"; then
-    passed=$((passed + 1))
-    echo "=== $name passed ($((SECONDS - start)) s)"
-  else
-    failed+=("$name")
-    echo "=== $name FAILED ($((SECONDS - start)) s)"
-    if [ -n "$work" ]; then
-      find "$work" -name regression.diffs -exec cat {} + 2>/dev/null | head -200 || true
-    fi
-  fi
-}
+# The steps' runner and copy_sources (test/steps.sh).
+. "$top/test/steps.sh"
 
 # 1. Build and install. The installation is written as ourselves when we may, else with sudo.
 sudo=()
@@ -62,9 +46,7 @@ fi
 
 # 2. The database tests, in a scratch copy that the user who runs them owns.
 work=$(mktemp -d /tmp/slotted_counter_quick.XXXXXX)
-tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
-  --exclude='*.bc' --exclude=./results --exclude=./tmp_check --exclude=./tmp_check_iso \
-  --exclude=./output_iso --exclude=./log -cf - . | tar -C "$work" -xf -
+copy_sources "$work"
 run=()
 if [ "$(id -u)" -eq 0 ]; then
   chown -R postgres "$work"

@@ -46,13 +46,9 @@ packages_out=${SC_CACHE:-/var/cache/slotted_counter}/packages
 # The packages for 15, the extension's and the router's (whose tests need both), built from a copy
 # of the tree with warnings as errors (WERROR=1, for the objects and the bitcode alike) and
 # installed: every suite below runs against them.
-# A copy of the tree's sources into the folder $1, without git's data and build outputs (the
-# packages, the assert-enabled build and the chroots each build in a copy of their own).
-copy_sources() {
-  mkdir -p "$1" &&
-    tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
-      --exclude='*.bc' -cf - . | tar -C "$1" -xf -
-}
+# The steps' runner and copy_sources (test/steps.sh); a failure shows its logs.
+. "$top/test/steps.sh"
+show_logs=1
 copy_sources "$work/packages/15/src"
 "${sudo[@]}" bash "$top/test/versions/packages.sh" "$work/packages/15/src" "$work/packages/15/debs"
 "${sudo[@]}" rm -rf "$packages_out/15"
@@ -75,24 +71,6 @@ if [ "$(id -u)" -eq 0 ]; then
   run=(runuser -u postgres --)
 fi
 
-passed=0
-failed=0
-suite() {
-  local name=$1; shift
-  local start=$SECONDS
-  echo "=== $name"
-  if "$@"; then
-    passed=$((passed + 1))
-    echo "=== $name passed ($((SECONDS - start)) s)"
-  else
-    failed=$((failed + 1))
-    echo "=== $name FAILED ($((SECONDS - start)) s)"
-    find "$work" -name regression.diffs -exec cat {} + 2>/dev/null | head -200 || true
-    # Every test's own log, and every server log (pg_regress, isolation, TAP nodes, clients).
-    find "$work" \( -name 'regress_log_*' -o -name '*.log' \) -path '*log*' -type f 2>/dev/null |
-      sort | while read -r f; do echo "--- $f"; tail -n 300 "$f"; done
-  fi
-}
 check() { "${run[@]}" make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" "$@"; }
 # The router's TAP tests two at a time, as the extension's.
 check_proxy() { "${run[@]}" make -s -C "$work/proxy" installcheck PG_CONFIG="$PG_CONFIG" PROVE_FLAGS=-j2; }
@@ -108,40 +86,41 @@ lint_tap() {
   return 1
 }
 
-suite "lint" lint_tap
+step "lint" lint_tap
 # The modules of src/ include each other without a cycle (docs/design.md: "Modules").
-suite "modules" python3 "$top/test/lint/modules.py"
-suite "pg_regress" check ISOLATION= TAP_TESTS=
-suite "isolation" check REGRESS= TAP_TESTS=
+step "modules" python3 "$top/test/lint/modules.py"
+step "pg_regress" check ISOLATION= TAP_TESTS=
+step "isolation" check REGRESS= TAP_TESTS=
 # TAP tests two at a time: each starts servers of its own on ports of its own (PostgreSQL's test
 # modules lock the ports they take), and most of a test's time is spent waiting for events.
-suite "tap" check REGRESS= ISOLATION= PROVE_FLAGS=-j2
-suite "proxy" check_proxy
-suite "unit" bash "$top/test/unit/run.sh"
+step "tap" check REGRESS= ISOLATION= PROVE_FLAGS=-j2
+step "proxy" check_proxy
+step "unit" bash "$top/test/unit/run.sh"
 # In the scratch copy, so that npm installs node-postgres where the suite's user may write.
-suite "clients" "${run[@]}" bash "$work/test/clients/run.sh"
+step "clients" "${run[@]}" bash "$work/test/clients/run.sh"
 # Freed memory read back, assertions, and what Valgrind sees (test/memcheck/suites.sh).
 . "$top/test/memcheck/suites.sh"
-suite "cassert" memcheck_cassert
-suite "valgrind" memcheck_valgrind
+step "cassert" memcheck_cassert
+step "valgrind" memcheck_valgrind
 # PostgreSQL 17 and 18, each in a Debian chroot, against the packages built there
 # (test/versions/suites.sh).
 . "$top/test/versions/suites.sh"
 for version_suite in "17 trixie" "18 sid"; do
   read -r version debian <<<"$version_suite"
-  suite "$version packages" versions_packages "$debian" "$version"
-  suite "$version pg_regress" versions_check "$version" ISOLATION= TAP_TESTS=
-  suite "$version isolation" versions_check "$version" REGRESS= TAP_TESTS=
-  suite "$version tap" versions_check "$version" REGRESS= ISOLATION= PROVE_TESTS="$versions_tap" \
+  step "$version packages" versions_packages "$debian" "$version"
+  step "$version pg_regress" versions_check "$version" ISOLATION= TAP_TESTS=
+  step "$version isolation" versions_check "$version" REGRESS= TAP_TESTS=
+  step "$version tap" versions_check "$version" REGRESS= ISOLATION= PROVE_TESTS="$versions_tap" \
     PROVE_FLAGS=-j2
 done
 
 if [ -n "${SC_SMALL_FS:-}" ]; then umount "$work/small_fs"; fi
 trap - EXIT
-if [ "$failed" -eq 0 ]; then
+if [ "${#failed[@]}" -eq 0 ]; then
   "${sudo[@]}" rm -rf "$work"
+  echo "suites: $passed passed, 0 failed ($SECONDS s in all)"
 else
   echo "the scratch copy with every log is kept in $work"
+  echo "suites: $passed passed, ${#failed[@]} failed: ${failed[*]} ($SECONDS s in all)"
+  exit 1
 fi
-echo "suites: $passed passed, $failed failed ($SECONDS s in all)"
-[ "$failed" -eq 0 ]
