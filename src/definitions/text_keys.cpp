@@ -55,20 +55,28 @@ void Remember(int32 counter, uint64 hash, const char* key, int len, int64 id) {
   cache.Insert(counter, hash, copy, uint32(len), id);
 }
 
-// Column `column` of the row of slotted_counter.keys that index `index_name` finds with the two
-// equality keys (attribute numbers of the table: systable_beginscan maps them), copied into the
+// The columns of slotted_counter.keys (counter, id, key), as the table numbers them.
+constexpr AttrNumber kIdColumn = 2;
+constexpr AttrNumber kKeyColumn = 3;
+
+// Column `column` of the row of slotted_counter.keys of `counter` whose column `attribute` equals
+// `value` (by `equal`, under `collation`), found with index `index_name`, copied into the
 // caller's context (a text detoasted while the snapshot is held), or 0 with *found false. The
 // latest snapshot: what the flusher committed after this transaction's snapshot is found (a read
 // is real time, whatever the isolation level). The role's right to the counter was checked: the
 // table's row-level security is not needed here.
-Datum LookUpKeys(const char* index_name, const ScanKeyData (&scan_keys)[2], int column,
-                 bool* found) {
+Datum LookUpKeys(const char* index_name, int32 counter, AttrNumber attribute, RegProcedure equal,
+                 Oid collation, Datum value, AttrNumber column, bool* found) {
   Oid relation = ExtensionRelation("keys");
   Oid index = ExtensionRelation(index_name);
   if (!OidIsValid(relation) || !OidIsValid(index))
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("slotted_counter.keys is missing")));
-  ScanKeyData keys[2] = {scan_keys[0], scan_keys[1]};
+  ScanKeyData keys[2];
+  ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid, F_INT4EQ,
+                         Int32GetDatum(counter));
+  ScanKeyEntryInitialize(&keys[1], 0, attribute, BTEqualStrategyNumber, InvalidOid, collation,
+                         equal, value);
   Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
   Relation rel = table_open(relation, AccessShareLock);
   SysScanDesc scan = systable_beginscan(rel, index, true, snapshot, 2, keys);
@@ -76,13 +84,13 @@ Datum LookUpKeys(const char* index_name, const ScanKeyData (&scan_keys)[2], int 
   *found = false;
   if (HeapTuple tuple = systable_getnext(scan)) {
     bool isnull;
-    Form_pg_attribute attribute = TupleDescAttr(RelationGetDescr(rel), column - 1);
-    Datum value = heap_getattr(tuple, column, RelationGetDescr(rel), &isnull);
+    Form_pg_attribute form = TupleDescAttr(RelationGetDescr(rel), column - 1);
+    Datum stored = heap_getattr(tuple, column, RelationGetDescr(rel), &isnull);
     if (!isnull) {
-      Assert(attribute->attbyval || attribute->attlen == -1);
-      result = attribute->attbyval ? value
-                                   : PointerGetDatum(pg_detoast_datum_copy(
-                                         reinterpret_cast<struct varlena*>(DatumGetPointer(value))));
+      Assert(form->attbyval || form->attlen == -1);
+      result = form->attbyval ? stored
+                              : PointerGetDatum(pg_detoast_datum_copy(
+                                    reinterpret_cast<struct varlena*>(DatumGetPointer(stored))));
       *found = true;
     }
   }
@@ -95,13 +103,9 @@ Datum LookUpKeys(const char* index_name, const ScanKeyData (&scan_keys)[2], int 
 // The stored id of the text, or kUnwrittenKey.
 int64 StoredId(int32 counter, const char* key, int len) {
   text* probe = cstring_to_text_with_len(key, len);
-  ScanKeyData scan_keys[2];
-  ScanKeyEntryInitialize(&scan_keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid,
-                         F_INT4EQ, Int32GetDatum(counter));
-  ScanKeyEntryInitialize(&scan_keys[1], 0, 3, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID,
-                         F_TEXTEQ, PointerGetDatum(probe));
   bool found;
-  Datum id = LookUpKeys("keys_counter_key", scan_keys, 2, &found);
+  Datum id = LookUpKeys("keys_counter_key", counter, kKeyColumn, F_TEXTEQ, C_COLLATION_OID,
+                        PointerGetDatum(probe), kIdColumn, &found);
   pfree(probe);
   return found ? DatumGetInt64(id) : kUnwrittenKey;
 }
@@ -168,13 +172,9 @@ SPIPlanPtr plan_forget = nullptr;
 }  // namespace
 
 text* StoredText(int32 counter, int64 id) {
-  ScanKeyData scan_keys[2];
-  ScanKeyEntryInitialize(&scan_keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid,
-                         F_INT4EQ, Int32GetDatum(counter));
-  ScanKeyEntryInitialize(&scan_keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, InvalidOid,
-                         F_INT8EQ, Int64GetDatum(id));
   bool found;
-  Datum key = LookUpKeys("keys_pkey", scan_keys, 3, &found);
+  Datum key = LookUpKeys("keys_pkey", counter, kIdColumn, F_INT8EQ, InvalidOid, Int64GetDatum(id),
+                         kKeyColumn, &found);
   return found ? DatumGetTextPP(key) : nullptr;
 }
 

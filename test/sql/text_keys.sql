@@ -413,8 +413,13 @@ SELECT n, call, tk_try_as('tk_reader', call) AS "select", tk_try_as('tk_writer',
     (7, $$SELECT sc_sum_keys_text('tk_b', ARRAY['home', 'a'])$$),
     (8, $$SELECT sc_top_text('tk_b', 3)$$),
     (9, $$SELECT sc_rank('tk_b', 'home')$$),
-    (10, $$SELECT count(*) FROM slotted_counter.keys$$)) v(n, call)
+    (10, $$SELECT count(*) FROM slotted_counter.keys$$),
+    (11, $$SELECT slotted_counter.key_text('tk_b', 1)$$)) v(n, call)
  ORDER BY n;
+-- key_text reads slotted_counter.keys past its row security: only with SELECT on the counter.
+-- A key with no text reads NULL; a bigint counter's key reads as itself.
+SELECT slotted_counter.key_text('tk_b', 0) IS NULL AS no_text, slotted_counter.key_text('bk', 42) AS bigint_key,
+       tk_try($$SELECT slotted_counter.key_text('no_such_counter', 1)$$) AS no_counter;
 -- the keys written by each role: only the writer's exist
 SELECT key, sc_sum('tk_b', key) FROM slotted_counter.keys
  WHERE counter = 'tk_b'::slotted_counter::integer AND key LIKE '%by-tk_%' ORDER BY key;
