@@ -44,8 +44,10 @@ using Proto = sc::Protocol<CountedStdLocks>;
 constexpr int kThreads = 8;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 // No single operation of a test may take longer than this; past it the test fails, never hangs.
-constexpr auto kStuck = std::chrono::seconds(20);
-constexpr auto kWatchdog = std::chrono::seconds(90);
+// Both bounds are hang guards, not times: with a CPU hog on each core every thread that waits
+// by yielding waits out the hog's time slices, and a test of 0.2 s took 53 s (one of 4.5 s, 78).
+constexpr auto kStuck = std::chrono::seconds(120);
+constexpr auto kWatchdog = std::chrono::seconds(900);
 
 uint64_t Scaled(uint64_t n) {
   static const double scale = [] {

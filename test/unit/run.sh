@@ -54,6 +54,6 @@ fi
 echo "== threaded tests under ThreadSanitizer =="
 # At half the operations of the normal run (SC_UNIT_SCALE, counter_table_threads_test.cpp): a
 # race shows in the first thousands of them, and under TSan the server model's runs take a
-# minute each at full scale, near their watchdog on a loaded machine.
+# minute each at full scale on a quiet machine.
 SC_UNIT_SCALE="${SC_UNIT_SCALE:-0.5}" "${runner[@]}" "$bin" --gtest_brief=0
 echo "== all unit tests passed =="
