@@ -47,12 +47,7 @@ fi
 # 2. The database tests, in a scratch copy that the user who runs them owns.
 work=$(mktemp -d /tmp/slotted_counter_quick.XXXXXX)
 copy_sources "$work"
-run=()
-if [ "$(id -u)" -eq 0 ]; then
-  chown -R postgres "$work"
-  chmod 755 "$work"
-  run=(runuser -u postgres --)
-fi
+own_work
 check() { "${run[@]}" make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" "$@"; }
 step "pg_regress" check ISOLATION= TAP_TESTS=
 step "isolation" check REGRESS= TAP_TESTS=

@@ -64,12 +64,7 @@ if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=16m tmpfs "$work/small_fs" 2>/
 else
   echo "no small filesystem could be mounted: the full-disk test is skipped"
 fi
-run=()
-if [ "$(id -u)" -eq 0 ]; then
-  chown -R postgres "$work"
-  chmod 755 "$work"
-  run=(runuser -u postgres --)
-fi
+own_work
 
 check() { "${run[@]}" make -s -C "$work" installcheck PG_CONFIG="$PG_CONFIG" "$@"; }
 # The router's TAP tests two at a time, as the extension's.

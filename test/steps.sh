@@ -2,6 +2,9 @@
 #   step NAME COMMAND...  runs the command; says "=== NAME passed (N s)" or "=== NAME FAILED (N s)",
 #                         counts it in $passed or names it in $failed, and after a failure shows
 #                         what failed under the scratch copy $work (show_failures).
+#   own_work              gives the scratch copy $work to the user the tests run as (postgres
+#                         when we are root: PostgreSQL refuses root) and sets $run, the prefix
+#                         that runs a command as that user.
 #   copy_sources DIR      copies the tree's sources ($top) into DIR, without git's data and
 #                         build or test outputs.
 # $show_logs=1 (test/run.sh) adds each failed TAP test's assertions and the end of its servers'
@@ -62,4 +65,13 @@ copy_sources() {
     tar -C "$top" --exclude=./.git --exclude=./test/unit/build --exclude='*.o' --exclude='*.so' \
       --exclude='*.bc' --exclude=./results --exclude=./tmp_check --exclude=./tmp_check_iso \
       --exclude=./output_iso --exclude=./log -cf - . | tar -C "$1" -xf -
+}
+
+own_work() {
+  run=()
+  if [ "$(id -u)" -eq 0 ]; then
+    chown -R postgres "$work"
+    chmod 755 "$work"
+    run=(runuser -u postgres --)
+  fi
 }
