@@ -102,7 +102,7 @@ CREATE TABLE slotted_counter.attachments (
 -- (buffered ones); rows older than slotted_counter.dedupe_window are deleted by the flusher.
 CREATE TABLE slotted_counter.requests (
     counter    integer     NOT NULL,
-    request_id text        NOT NULL,
+    request_id text        COLLATE "C" NOT NULL,
     key        bigint      NOT NULL,
     bucket     timestamptz,
     result     bigint      NOT NULL,

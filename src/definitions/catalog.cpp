@@ -242,6 +242,25 @@ Oid ExtensionRelation(const char* name) {
   return OidIsValid(schema) ? get_relname_relid(name, schema) : InvalidOid;
 }
 
+bool ReadLatestRow(const char* table, const char* index, ScanKeyData* keys, int nkeys,
+                   void (*read)(HeapTuple tuple, TupleDesc desc, void* arg), void* arg) {
+  Oid relation = ExtensionRelation(table);
+  Oid index_oid = ExtensionRelation(index);
+  if (!OidIsValid(relation) || !OidIsValid(index_oid))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                    errmsg("relation \"slotted_counter.%s\" does not exist",
+                           OidIsValid(relation) ? index : table)));
+  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+  Relation rel = table_open(relation, AccessShareLock);
+  SysScanDesc scan = systable_beginscan(rel, index_oid, true, snapshot, nkeys, keys);
+  HeapTuple tuple = systable_getnext(scan);
+  if (tuple != nullptr) read(tuple, RelationGetDescr(rel), arg);
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  UnregisterSnapshot(snapshot);
+  return tuple != nullptr;
+}
+
 uint64 CachedCatalogEpoch() { return cached_epoch; }
 
 void ForgetCachedCounters() {

@@ -103,6 +103,17 @@ inline const CounterDef* GetCounter(const text* name, uint32 need) {
 // if the schema or the relation does not exist (the extension is not installed, or was dropped).
 Oid ExtensionRelation(const char* name);
 
+// Finds the first row of the extension's table slotted_counter.<table> that its index
+// slotted_counter.<index> matches for `keys` (sk_attno numbering the table's columns, each key
+// under the collation of its index column: systable_beginscan's contract), under the
+// latest snapshot (what committed after this transaction's snapshot is found: a look-up of
+// stored state is real time, whatever the isolation level), and calls read(tuple, descriptor,
+// arg) while the row is pinned: read copies what it needs into the caller's memory context.
+// False if no row matched. Row-level security is not applied: the caller checked the role's
+// right to the counter. 42P01 if the table or the index is missing.
+bool ReadLatestRow(const char* table, const char* index, ScanKeyData* keys, int nkeys,
+                   void (*read)(HeapTuple tuple, TupleDesc desc, void* arg), void* arg);
+
 // The epoch the cached definitions were read under (compare with shared->catalog_epoch).
 uint64 CachedCatalogEpoch();
 // Drops every cached definition: after this transaction created or dropped counters, or when

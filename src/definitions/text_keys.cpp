@@ -60,44 +60,39 @@ constexpr AttrNumber kIdColumn = 2;
 constexpr AttrNumber kKeyColumn = 3;
 
 // Column `column` of the row of slotted_counter.keys of `counter` whose column `attribute` equals
-// `value` (by `equal`, under `collation`), found with index `index_name`, copied into the
-// caller's context (a text detoasted while the snapshot is held), or 0 with *found false. The
-// latest snapshot: what the flusher committed after this transaction's snapshot is found (a read
-// is real time, whatever the isolation level). The role's right to the counter was checked: the
-// table's row-level security is not needed here.
+// `value` (by `equal`, under `collation`), found with index `index_name` under the latest
+// snapshot (ReadLatestRow), copied into the caller's context (a text detoasted while the row is
+// pinned), or 0 with *found false.
+struct KeyColumn {
+  AttrNumber column;
+  bool found;
+  Datum value;
+};
+
+void CopyKeyColumn(HeapTuple tuple, TupleDesc desc, void* arg) {
+  auto* out = static_cast<KeyColumn*>(arg);
+  bool isnull;
+  Form_pg_attribute form = TupleDescAttr(desc, out->column - 1);
+  Datum stored = heap_getattr(tuple, out->column, desc, &isnull);
+  if (isnull) return;
+  Assert(form->attbyval || form->attlen == -1);
+  out->value = form->attbyval ? stored
+                              : PointerGetDatum(pg_detoast_datum_copy(
+                                    reinterpret_cast<struct varlena*>(DatumGetPointer(stored))));
+  out->found = true;
+}
+
 Datum LookUpKeys(const char* index_name, int32 counter, AttrNumber attribute, RegProcedure equal,
                  Oid collation, Datum value, AttrNumber column, bool* found) {
-  Oid relation = ExtensionRelation("keys");
-  Oid index = ExtensionRelation(index_name);
-  if (!OidIsValid(relation) || !OidIsValid(index))
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
-                    errmsg("slotted_counter.keys is missing")));
   ScanKeyData keys[2];
   ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid, F_INT4EQ,
                          Int32GetDatum(counter));
   ScanKeyEntryInitialize(&keys[1], 0, attribute, BTEqualStrategyNumber, InvalidOid, collation,
                          equal, value);
-  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-  Relation rel = table_open(relation, AccessShareLock);
-  SysScanDesc scan = systable_beginscan(rel, index, true, snapshot, 2, keys);
-  Datum result = 0;
-  *found = false;
-  if (HeapTuple tuple = systable_getnext(scan)) {
-    bool isnull;
-    Form_pg_attribute form = TupleDescAttr(RelationGetDescr(rel), column - 1);
-    Datum stored = heap_getattr(tuple, column, RelationGetDescr(rel), &isnull);
-    if (!isnull) {
-      Assert(form->attbyval || form->attlen == -1);
-      result = form->attbyval ? stored
-                              : PointerGetDatum(pg_detoast_datum_copy(
-                                    reinterpret_cast<struct varlena*>(DatumGetPointer(stored))));
-      *found = true;
-    }
-  }
-  systable_endscan(scan);
-  table_close(rel, AccessShareLock);
-  UnregisterSnapshot(snapshot);
-  return result;
+  KeyColumn out{column, false, 0};
+  (void)ReadLatestRow("keys", index_name, keys, 2, CopyKeyColumn, &out);
+  *found = out.found;
+  return out.value;
 }
 
 // The stored id of the text, or kUnwrittenKey.

@@ -15,6 +15,8 @@
 #include "functions/once.hpp"
 
 #include "buffer/buffer.hpp"
+#include "core/checked_math.hpp"
+#include "definitions/catalog.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/request_ids.hpp"
 #include "settings.hpp"
@@ -29,46 +31,46 @@ namespace {
 // How long a call waits for an entry of the request id table before it fails.
 constexpr int kIdRoomWaitMs = 10000;
 
-SPIPlanPtr plan_known = nullptr;
 SPIPlanPtr plan_claim = nullptr;
 SPIPlanPtr plan_forget = nullptr;
 
 int64 WindowMicros() { return int64(settings.dedupe_window) * USECS_PER_SEC; }
 
+// The columns of slotted_counter.requests (counter, request_id, key, bucket, result, applied_at),
+// as the table numbers them.
+constexpr AttrNumber kCounterColumn = 1;
+constexpr AttrNumber kIdColumn = 2;
+constexpr AttrNumber kResultColumn = 5;
+constexpr AttrNumber kAppliedAtColumn = 6;
+
+struct StoredRow {
+  int64 result;
+  TimestampTz applied_at;
+};
+
+void CopyStoredRow(HeapTuple tuple, TupleDesc desc, void* arg) {
+  auto* out = static_cast<StoredRow*>(arg);
+  bool isnull;
+  out->result = DatumGetInt64(heap_getattr(tuple, kResultColumn, desc, &isnull));
+  out->applied_at = DatumGetTimestampTz(heap_getattr(tuple, kAppliedAtColumn, desc, &isnull));
+}
+
 // The result of the id's row (and when it was applied) if that was at or after `since`, as of
-// the latest commit (and this transaction's own rows).
+// the latest commit (and this transaction's own rows): a probe of the primary key, without SQL.
 bool StoredResult(int32 counter, text* id, TimestampTz since, int64* result,
                   TimestampTz* applied_at = nullptr) {
-  static const Oid types[2] = {INT4OID, TEXTOID};
-  SpiSession spi = ConnectSpi();
-  SPIPlanPtr plan = KeptPlan(
-      &plan_known,
-      "SELECT result, applied_at FROM slotted_counter.requests WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND request_id OPERATOR(pg_catalog.=) $2",
-      2, types);
-  Datum args[2] = {Int32GetDatum(counter), PointerGetDatum(id)};
-  // Through the primary key always: the time is checked here, not in the query, whose generic
-  // plan could otherwise scan the index on applied_at (and, with statistics of an empty table,
-  // the whole table: spi.hpp).
-  int nest_level = PlannerSettingsOff({"enable_seqscan"});
-  if (SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false,
-                           1) != SPI_OK_SELECT)
-    elog(ERROR, "reading slotted_counter.requests failed");
-  PlannerSettingsBack(nest_level);
-  bool found = false;
-  if (SPI_processed == 1) {
-    bool isnull;
-    TimestampTz at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-                                                       SPI_tuptable->tupdesc, 2, &isnull));
-    found = at >= since;
-    if (found) {
-      *result = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-                                            &isnull));
-      if (applied_at != nullptr) *applied_at = at;
-    }
-  }
-  FinishSpi(spi);
-  return found;
+  ScanKeyData keys[2];
+  ScanKeyEntryInitialize(&keys[0], 0, kCounterColumn, BTEqualStrategyNumber, InvalidOid,
+                         InvalidOid, F_INT4EQ, Int32GetDatum(counter));
+  ScanKeyEntryInitialize(&keys[1], 0, kIdColumn, BTEqualStrategyNumber, InvalidOid,
+                         C_COLLATION_OID, F_TEXTEQ, PointerGetDatum(id));
+  StoredRow row{0, 0};
+  if (!ReadLatestRow("requests", "requests_pkey", keys, 2, CopyStoredRow, &row) ||
+      row.applied_at < since)
+    return false;
+  *result = row.result;
+  if (applied_at != nullptr) *applied_at = row.applied_at;
+  return true;
 }
 
 // Inserts the id's row in this transaction (or takes over one older than the window); false if
@@ -103,12 +105,22 @@ bool ClaimRequest(int32 counter, text* id, int64 key, int64 bucket, int64 result
 int64 TransactionalOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, text* id) {
   TimestampTz now = GetCurrentTimestamp();
   int64 result;
-  if (StoredResult(def.id, id, now - WindowMicros(), &result)) return result;
+  // The claim is the look-up: a new id (the common case) costs one statement. The pending delta
+  // is added first, so that the row carries its result; a claim that finds the id takes it back.
+  // An add that would leave the bigint range looks first: a retry of an applied id returns its
+  // result, whatever the key holds now.
+  int64 held;
+  if (!CheckedAdd(BufferRead(def, key, bucket, true), TransactionalPending(def.id, key, bucket),
+                  &held) ||
+      !CheckedAdd(held, delta, &held)) {
+    if (StoredResult(def.id, id, now - WindowMicros(), &result)) return result;
+  }
   CounterDef copy = def;
   int64 value = TransactionalIncrement(copy, key, bucket, delta);
   if (ClaimRequest(def.id, id, key, bucket, value, now)) return value;
-  // Applied by another transaction that committed while this one waited for it: this delta
-  // goes, and the first call's result is the answer.
+  // Applied within the window, by an earlier call of this transaction or by another transaction
+  // (that committed, if this one waited for it): this delta goes, and the first call's result is
+  // the answer.
   (void)TransactionalIncrement(copy, key, bucket, -delta);
   if (!StoredResult(def.id, id, DT_NOBEGIN, &result))
     elog(ERROR, "request id of counter \"%s\" vanished", def.name);
