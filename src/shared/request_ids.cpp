@@ -1,7 +1,8 @@
 // request_ids.cpp: the request ids of buffered sc_incr_once calls waiting for their flush (the
-// protocol: request_ids.hpp). A chained hash table of fixed capacity in shared memory; every
-// function takes request_ids_lock EXCLUSIVE for a few instructions and a look-up (a flush's take,
-// for a chunk of the table at a time).
+// protocol: request_ids.hpp). Parts of a chained hash table of fixed capacity in shared memory;
+// every function takes a part's lock EXCLUSIVE for a few instructions and a look-up (a flush's
+// take, for a chunk of a part at a time). An entry's index, outside this file, names its part
+// and its place in it (IndexOf).
 #include <algorithm>
 
 #include "core/fair_share.hpp"
@@ -13,11 +14,11 @@ namespace {
 
 constexpr uint32 kNoEntry = UINT32_MAX;
 
-uint32* Heads(RequestIdTable* t) {
-  return reinterpret_cast<uint32*>(reinterpret_cast<char*>(t) + MAXALIGN(sizeof(RequestIdTable)));
+uint32* Heads(RequestIdPart* t) {
+  return reinterpret_cast<uint32*>(reinterpret_cast<char*>(t) + MAXALIGN(sizeof(RequestIdPart)));
 }
 
-RequestIdEntry* Entries(RequestIdTable* t) {
+RequestIdEntry* Entries(RequestIdPart* t) {
   return reinterpret_cast<RequestIdEntry*>(reinterpret_cast<char*>(Heads(t)) +
                                            MAXALIGN(sizeof(uint32) * t->nbuckets));
 }
@@ -34,7 +35,37 @@ uint32 NBuckets(int capacity) {
   return n;
 }
 
-// How many entries a flush's take looks at under one hold of request_ids_lock.
+// How many parts a table of `capacity` ids has: a power of two, each part at least kMinPartIds
+// (one for a small table), at most kIdParts.
+uint32 NParts(int capacity) {
+  uint32 n = 1;
+  while (n < kIdParts && uint32(capacity) / (n * 2) >= kMinPartIds) n <<= 1;
+  return n;
+}
+
+// The capacity of part p: the table's split evenly, the remainder to the first parts.
+uint32 PartCapacity(int capacity, uint32 nparts, uint32 p) {
+  return uint32(capacity) / nparts + (p < uint32(capacity) % nparts ? 1 : 0);
+}
+
+Size PartSize(uint32 capacity) {
+  Size size = MAXALIGN(sizeof(RequestIdPart));
+  size = add_size(size, MAXALIGN(mul_size(sizeof(uint32), NBuckets(int(capacity)))));
+  return MAXALIGN(add_size(size, mul_size(sizeof(RequestIdEntry), capacity)));
+}
+
+// The part an id's hash names (the low bits pick the bucket in it).
+uint32 PartOf(const RequestIdTable* t, uint32 hash) { return (hash >> 24) & (t->nparts - 1); }
+
+// An entry's index outside this file: its part in the top bits, its place in the part below.
+constexpr int kPartShift = 26;
+static_assert(10000000 < (1u << kPartShift) && kIdParts <= (1u << (32 - kPartShift)),
+              "every place of the largest table (max_request_ids, module.cpp) fits below the part");
+uint32 IndexOf(uint32 part, uint32 place) { return (part << kPartShift) | place; }
+uint32 PartOfIndex(uint32 index) { return index >> kPartShift; }
+uint32 PlaceOfIndex(uint32 index) { return index & ((uint32(1) << kPartShift) - 1); }
+
+// How many entries a flush's take looks at under one hold of a part's lock.
 constexpr uint32 kTakeChunk = 1024;
 
 bool Unflushed(uint32 state) {
@@ -42,7 +73,7 @@ bool Unflushed(uint32 state) {
 }
 
 // db's cell in holders, or (with take) a free one made db's; nullptr if none.
-IdHolder* HolderOf(RequestIdTable* t, Oid db, bool take) {
+IdHolder* HolderOf(RequestIdPart* t, Oid db, bool take) {
   IdHolder* free_cell = nullptr;
   for (IdHolder& h : t->holders) {
     if (h.db == db && h.unflushed > 0) return &h;
@@ -54,7 +85,7 @@ IdHolder* HolderOf(RequestIdTable* t, Oid db, bool take) {
 }
 
 // Every change of an entry's state: db's count of unflushed ids follows.
-void SetState(RequestIdTable* t, RequestIdEntry& e, uint32 state) {
+void SetState(RequestIdPart* t, RequestIdEntry& e, uint32 state) {
   bool was = Unflushed(e.state), is = Unflushed(state);
   e.state = state;
   if (was == is) return;
@@ -69,7 +100,7 @@ void SetState(RequestIdTable* t, RequestIdEntry& e, uint32 state) {
 }
 
 // Whether db may take an entry under the fair share (core/fair_share.hpp).
-bool MayTake(RequestIdTable* t, Oid db) {
+bool MayTake(RequestIdPart* t, Oid db) {
   Holding holdings[kIdHolders];
   int n = 0;
   for (const IdHolder& h : t->holders)
@@ -78,14 +109,14 @@ bool MayTake(RequestIdTable* t, Oid db) {
   return MayTakeFree(view, 1);
 }
 
-void Unlink(RequestIdTable* t, uint32 index) {
+void Unlink(RequestIdPart* t, uint32 index) {
   RequestIdEntry* es = Entries(t);
   uint32* link = &Heads(t)[es[index].hash & (t->nbuckets - 1)];
   while (*link != kNoEntry && *link != index) link = &es[*link].next;
   if (*link == index) *link = es[index].next;
 }
 
-void Free(RequestIdTable* t, uint32 index) {
+void Free(RequestIdPart* t, uint32 index) {
   RequestIdEntry* es = Entries(t);
   Unlink(t, index);
   SetState(t, es[index], kIdFree);
@@ -96,7 +127,7 @@ void Free(RequestIdTable* t, uint32 index) {
 
 // A free entry, or a kDurable one (its id is in the table) taken from its chain, for database db;
 // kNoEntry if none, or none that db may take.
-uint32 TakeEntry(RequestIdTable* t, Oid db) {
+uint32 TakeEntry(RequestIdPart* t, Oid db) {
   RequestIdEntry* es = Entries(t);
   if (!MayTake(t, db)) return kNoEntry;
   if (t->free_head != kNoEntry) {
@@ -118,40 +149,9 @@ uint32 TakeEntry(RequestIdTable* t, Oid db) {
   return kNoEntry;
 }
 
-}  // namespace
-
-Size RequestIdTableSize(int capacity) {
-  Size size = MAXALIGN(sizeof(RequestIdTable));
-  size = add_size(size, MAXALIGN(mul_size(sizeof(uint32), NBuckets(capacity))));
-  return add_size(size, mul_size(sizeof(RequestIdEntry), capacity));
-}
-
-RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLock* lock,
-                                     LWLockPadded* apply_locks) {
-  auto* t = static_cast<RequestIdTable*>(mem);
-  t->lock = lock;
-  for (int i = 0; i < kApplyLocks; i++) t->apply_locks[i] = &apply_locks[i].lock;
-  for (IdHolder& h : t->holders) h = IdHolder{InvalidOid, 0};
-  t->capacity = uint32(capacity);
-  t->nbuckets = NBuckets(capacity);
-  t->clock = 0;
-  t->used = 0;
-  t->durable_possible = false;
-  for (uint32 b = 0; b < t->nbuckets; b++) Heads(t)[b] = kNoEntry;
+IdLookup PartLookUp(RequestIdPart* t, uint32 hash, Oid db, int32 counter, const char* id, int len,
+                    TimestampTz now, int64 window_us, int64* result, uint32* index) {
   RequestIdEntry* es = Entries(t);
-  for (uint32 i = 0; i < t->capacity; i++) {
-    memset(static_cast<void*>(&es[i]), 0, offsetof(RequestIdEntry, id));
-    es[i].state = kIdFree;
-    es[i].next = i + 1 < t->capacity ? i + 1 : kNoEntry;
-  }
-  t->free_head = t->capacity > 0 ? 0 : kNoEntry;
-  return t;
-}
-
-IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len, TimestampTz now,
-                         int64 window_us, int64* result, uint32* index) {
-  RequestIdEntry* es = Entries(t);
-  uint32 hash = HashOf(db, counter, id, len);
   IdLookup outcome = IdLookup::kOwned;
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   uint32 found = kNoEntry;
@@ -197,7 +197,7 @@ IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* i
   return outcome;
 }
 
-void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz applied_at) {
+void PartKnown(RequestIdPart* t, uint32 index, int64 result, TimestampTz applied_at) {
   RequestIdEntry& e = Entries(t)[index];
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   e.result = result;
@@ -207,8 +207,8 @@ void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz a
   LWLockRelease(t->lock);
 }
 
-void AppliedRequestId(RequestIdTable* t, uint32 index, int64 key, int64 bucket, int64 result,
-                      TimestampTz at) {
+void PartApplied(RequestIdPart* t, uint32 index, int64 key, int64 bucket, int64 result,
+                 TimestampTz at) {
   RequestIdEntry& e = Entries(t)[index];
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   e.key = key;
@@ -219,15 +219,15 @@ void AppliedRequestId(RequestIdTable* t, uint32 index, int64 key, int64 bucket, 
   LWLockRelease(t->lock);
 }
 
-void AbandonRequestId(RequestIdTable* t, uint32 index) {
+void PartAbandon(RequestIdPart* t, uint32 index) {
   RequestIdEntry& e = Entries(t)[index];
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   if (e.state == kIdApplying && e.owner_pid == MyProcPid) Free(t, index);
   LWLockRelease(t->lock);
 }
 
-int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int nkeys,
-                          bool (*settled)(const CounterKey& key), TakenRequestId** out) {
+int PartTake(RequestIdPart* t, uint32 part, Oid db, const CounterKey* keys, int nkeys,
+             bool (*settled)(const CounterKey& key), TakenRequestId** out) {
   RequestIdEntry* es = Entries(t);
   auto pending = [&](const RequestIdEntry& e) { return e.state == kIdPending && e.db == db; };
   auto key_of = [&](const RequestIdEntry& e) {
@@ -238,7 +238,7 @@ int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int
   };
   // Counted, allocated, then marked and copied: nothing that can fail runs under the lock, and no
   // id is marked without its copy. The lock is let go between chunks, so that other databases'
-  // look-ups need not wait for the whole table. No id of db turns kPending meanwhile (the caller
+  // look-ups need not wait for the whole part. No id of db turns kPending meanwhile (the caller
   // holds db's apply lock); one may go (a drop): fewer are then marked than counted.
   int nclaimed = 0, nothers = 0;
   for (uint32 first = 0; first < t->capacity; first += kTakeChunk) {
@@ -290,7 +290,8 @@ int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int
       e.owner_pid = MyProcPid;
       char* copy = ids + size_t(copied) * (kMaxRequestIdLen + 1);
       memcpy(copy, e.id, e.len + 1);
-      taken[copied++] = TakenRequestId{i, e.counter, e.key, e.bucket, e.result, e.applied_at, copy};
+      taken[copied++] = TakenRequestId{IndexOf(part, i), e.counter, e.key,       e.bucket,
+                                       e.result,         e.applied_at, copy};
     }
     LWLockRelease(t->lock);
   }
@@ -300,25 +301,26 @@ int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int
   return copied;
 }
 
-void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, bool committed) {
+void PartSettle(RequestIdPart* t, const TakenRequestId* taken, int n, bool committed) {
   RequestIdEntry* es = Entries(t);
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
-  for (int i = 0; i < n; i++)
-    if (es[taken[i].index].state == kIdTaken)
-      SetState(t, es[taken[i].index], committed ? kIdDurable : kIdPending);
+  for (int i = 0; i < n; i++) {
+    RequestIdEntry& e = es[PlaceOfIndex(taken[i].index)];
+    if (e.state == kIdTaken) SetState(t, e, committed ? kIdDurable : kIdPending);
+  }
   if (committed && n > 0) t->durable_possible = true;
   LWLockRelease(t->lock);
 }
 
-uint32 CopyUnflushedRequestIds(const RequestIdTable* t, RequestIdEntry* out) {
-  const RequestIdEntry* es = Entries(const_cast<RequestIdTable*>(t));
+uint32 PartCopyUnflushed(RequestIdPart* t, RequestIdEntry* out) {
+  const RequestIdEntry* es = Entries(t);
   uint32 n = 0;
   for (uint32 i = 0; i < t->capacity; i++)
     if (es[i].state == kIdPending || es[i].state == kIdTaken) out[n++] = es[i];
   return n;
 }
 
-bool RestoreRequestId(RequestIdTable* t, const RequestIdEntry& saved) {
+bool PartRestore(RequestIdPart* t, uint32 hash, const RequestIdEntry& saved) {
   Assert(saved.state == kIdPending || saved.state == kIdTaken);
   RequestIdEntry* es = Entries(t);
   if (t->free_head == kNoEntry) return false;
@@ -326,7 +328,7 @@ bool RestoreRequestId(RequestIdTable* t, const RequestIdEntry& saved) {
   t->free_head = es[e].next;
   t->used++;
   es[e] = saved;
-  es[e].hash = HashOf(saved.db, saved.counter, saved.id, saved.len);
+  es[e].hash = hash;
   es[e].state = kIdFree;
   SetState(t, es[e], kIdPending);
   es[e].owner_pid = 0;
@@ -336,7 +338,7 @@ bool RestoreRequestId(RequestIdTable* t, const RequestIdEntry& saved) {
   return true;
 }
 
-uint32 UnflushedRequestIds(RequestIdTable* t, Oid db) {
+uint32 PartUnflushed(RequestIdPart* t, Oid db) {
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   IdHolder* h = HolderOf(t, db, false);
   uint32 n = h != nullptr ? h->unflushed : 0;
@@ -344,7 +346,7 @@ uint32 UnflushedRequestIds(RequestIdTable* t, Oid db) {
   return n;
 }
 
-void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter) {
+void PartForget(RequestIdPart* t, Oid db, int32 counter) {
   RequestIdEntry* es = Entries(t);
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   for (uint32 i = 0; i < t->capacity; i++)
@@ -352,6 +354,132 @@ void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter) {
         es[i].state != kIdApplying && es[i].state != kIdTaken)
       Free(t, i);
   LWLockRelease(t->lock);
+}
+
+}  // namespace
+
+Size RequestIdTableSize(int capacity) {
+  uint32 nparts = NParts(capacity);
+  Size size = MAXALIGN(sizeof(RequestIdTable));
+  for (uint32 p = 0; p < nparts; p++)
+    size = add_size(size, PartSize(PartCapacity(capacity, nparts, p)));
+  return size;
+}
+
+RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLockPadded* part_locks,
+                                     LWLockPadded* apply_locks) {
+  auto* table = static_cast<RequestIdTable*>(mem);
+  for (int i = 0; i < kApplyLocks; i++) table->apply_locks[i] = &apply_locks[i].lock;
+  table->capacity = uint32(capacity);
+  table->nparts = NParts(capacity);
+  char* next = static_cast<char*>(mem) + MAXALIGN(sizeof(RequestIdTable));
+  for (uint32 p = 0; p < kIdParts; p++) table->parts[p] = nullptr;
+  for (uint32 p = 0; p < table->nparts; p++) {
+    auto* t = reinterpret_cast<RequestIdPart*>(next);
+    table->parts[p] = t;
+    t->lock = &part_locks[p].lock;
+    for (IdHolder& h : t->holders) h = IdHolder{InvalidOid, 0};
+    t->capacity = PartCapacity(capacity, table->nparts, p);
+    t->nbuckets = NBuckets(int(t->capacity));
+    t->clock = 0;
+    t->used = 0;
+    t->durable_possible = false;
+    for (uint32 b = 0; b < t->nbuckets; b++) Heads(t)[b] = kNoEntry;
+    RequestIdEntry* es = Entries(t);
+    for (uint32 i = 0; i < t->capacity; i++) {
+      memset(static_cast<void*>(&es[i]), 0, offsetof(RequestIdEntry, id));
+      es[i].state = kIdFree;
+      es[i].next = i + 1 < t->capacity ? i + 1 : kNoEntry;
+    }
+    t->free_head = t->capacity > 0 ? 0 : kNoEntry;
+    next += PartSize(t->capacity);
+  }
+  return table;
+}
+
+IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len,
+                         TimestampTz now, int64 window_us, int64* result, uint32* index) {
+  uint32 hash = HashOf(db, counter, id, len);
+  uint32 part = PartOf(t, hash);
+  uint32 place = 0;
+  IdLookup outcome =
+      PartLookUp(t->parts[part], hash, db, counter, id, len, now, window_us, result, &place);
+  if (outcome == IdLookup::kOwned) *index = IndexOf(part, place);
+  return outcome;
+}
+
+void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz applied_at) {
+  PartKnown(t->parts[PartOfIndex(index)], PlaceOfIndex(index), result, applied_at);
+}
+
+void AppliedRequestId(RequestIdTable* t, uint32 index, int64 key, int64 bucket, int64 result,
+                      TimestampTz at) {
+  PartApplied(t->parts[PartOfIndex(index)], PlaceOfIndex(index), key, bucket, result, at);
+}
+
+void AbandonRequestId(RequestIdTable* t, uint32 index) {
+  PartAbandon(t->parts[PartOfIndex(index)], PlaceOfIndex(index));
+}
+
+int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int nkeys,
+                          bool (*settled)(const CounterKey& key), TakenRequestId** out) {
+  // Each part's, then one array of them all in part order (SettleRequestIds relies on nothing
+  // of the order).
+  TakenRequestId* taken[kIdParts];
+  int counts[kIdParts];
+  int n = 0;
+  for (uint32 p = 0; p < t->nparts; p++) {
+    counts[p] = PartTake(t->parts[p], p, db, keys, nkeys, settled, &taken[p]);
+    n += counts[p];
+  }
+  *out = nullptr;
+  if (n == 0) return 0;
+  if (t->nparts == 1) {
+    *out = taken[0];
+    return n;
+  }
+  auto* all = static_cast<TakenRequestId*>(palloc(sizeof(TakenRequestId) * n));
+  int copied = 0;
+  for (uint32 p = 0; p < t->nparts; p++)
+    if (counts[p] > 0) {
+      memcpy(all + copied, taken[p], sizeof(TakenRequestId) * counts[p]);
+      copied += counts[p];
+      pfree(taken[p]);
+    }
+  *out = all;
+  return n;
+}
+
+void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, bool committed) {
+  // A run of the same part at a time (TakePendingRequestIds returns them in part order).
+  for (int first = 0; first < n;) {
+    uint32 part = PartOfIndex(taken[first].index);
+    int end = first + 1;
+    while (end < n && PartOfIndex(taken[end].index) == part) end++;
+    PartSettle(t->parts[part], taken + first, end - first, committed);
+    first = end;
+  }
+}
+
+uint32 CopyUnflushedRequestIds(const RequestIdTable* t, RequestIdEntry* out) {
+  uint32 n = 0;
+  for (uint32 p = 0; p < t->nparts; p++) n += PartCopyUnflushed(t->parts[p], out + n);
+  return n;
+}
+
+bool RestoreRequestId(RequestIdTable* t, const RequestIdEntry& saved) {
+  uint32 hash = HashOf(saved.db, saved.counter, saved.id, saved.len);
+  return PartRestore(t->parts[PartOf(t, hash)], hash, saved);
+}
+
+uint32 UnflushedRequestIds(RequestIdTable* t, Oid db) {
+  uint32 n = 0;
+  for (uint32 p = 0; p < t->nparts; p++) n += PartUnflushed(t->parts[p], db);
+  return n;
+}
+
+void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter) {
+  for (uint32 p = 0; p < t->nparts; p++) PartForget(t->parts[p], db, counter);
 }
 
 }  // namespace sc

@@ -6,25 +6,31 @@
 // after it counts once. So the id waits in shared memory, beside the increment, until the flush
 // that writes the increment writes the id too.
 //
-// The lock protocol (the table's LWLock `lock`, and the apply locks, one per database):
-//   - lock (request_ids_lock, EXCLUSIVE for every look-up and change) guards the table: the
-//     entries, their states, the hash chains and the count of each database's unflushed ids.
-//     Nothing that can fail runs under it, and nothing long: a flush's take of its ids lets it go
-//     every kTakeChunk entries.
+// The lock protocol (the parts' LWLocks, and the apply locks, one per database):
+//   - The table is kIdParts parts (fewer for a small table: each holds at least kMinPartIds), each
+//     a table of its own: its entries, their states, its hash chains, its free list and the count
+//     of each database's unflushed ids in it, guarded by its LWLock (EXCLUSIVE for every look-up
+//     and change). An id lives in the part its hash names, so that calls with different ids take
+//     different locks. Nothing that can fail runs under a part's lock, and nothing long: a
+//     flush's take of its ids lets it go every kTakeChunk entries, and holds one part's at a
+//     time.
 //   - the apply lock of a database (ApplyLockOf: one of kApplyLocks LWLocks, by the database's
 //     oid, so that databases whose oids fall on the same one share it): a call holds it SHARED
-//     from just before its add to the buffer until its id is marked kPending (it takes `lock`
-//     inside, never the other way round); a flush holds its database's EXCLUSIVE while it takes
-//     the pending ids of its database (kPending -> kTaken) and claims the buffer's dirty entries.
+//     from just before its add to the buffer until its id is marked kPending (it takes its
+//     part's lock inside, never the other way round); a flush holds its database's EXCLUSIVE
+//     while it takes the pending ids of its database (kPending -> kTaken) and claims the
+//     buffer's dirty entries.
 //     So every id it takes had its increment added before the claims (the flush writes both), and
 //     every increment it claims whose id it did not take was added after the take... which cannot
 //     be: the add and the mark are one SHARED section. The ids a flush writes are exactly those
 //     whose increments it writes. Another database's flush never holds up a call: its apply lock
 //     is another (but for a shared one).
-//   - The fair share (core/fair_share.hpp, a pool whose units come back only at their flush):
-//     an id is unflushed from its kApplying to its kDurable (or its removal), and each database's
-//     unflushed ids are counted in `holders` (kIdHolders cells of database and count, under
-//     `lock`; a database beyond them is not counted, and neither limited nor protected). A call
+//   - The fair share (core/fair_share.hpp, a pool whose units come back only at their flush),
+//     applied in each part to the part's entries (the ids of a database spread over the parts by
+//     their hashes, so its share of each part is its share of the table): an id is unflushed
+//     from its kApplying to its kDurable (or its removal), and each database's unflushed ids are
+//     counted in its part's `holders` (kIdHolders cells of database and count, under the part's
+//     lock; a database beyond them is not counted, and neither limited nor protected). A call
 //     takes an entry only as the rule allows its database (a sixteenth of the table is kept for a
 //     database that holds none; one above its share takes none of what those below it lack);
 //     otherwise it finds the table full for it, and waits for its own database's flush.
@@ -72,29 +78,41 @@ struct IdHolder {
   uint32 unflushed;        // kApplying, kPending and kTaken ids of db
 };
 
-struct RequestIdTable {
-  LWLock* lock;            // request_ids_lock
-  LWLock* apply_locks[kApplyLocks];
-  uint32 capacity;         // slotted_counter.max_request_ids
+// How many parts the table has at most, and how many ids each holds at least.
+constexpr uint32 kIdParts = 16;
+constexpr uint32 kMinPartIds = 1024;
+
+// One part: a chained hash table of fixed capacity, with its own lock (see above).
+struct RequestIdPart {
+  LWLock* lock;
+  uint32 capacity;         // entries of this part
   uint32 nbuckets;         // a power of two
   uint32 free_head;
   uint32 clock;            // where the search for a kDurable entry to reuse goes on
   uint32 used;
   // False once a search found no kDurable entry, until an entry becomes kDurable again: while
-  // the table is full of unflushed ids, waiting calls do not scan it again and again.
+  // the part is full of unflushed ids, waiting calls do not scan it again and again.
   bool durable_possible;
   IdHolder holders[kIdHolders];
   // followed by nbuckets heads (uint32), then capacity entries
 };
 
+struct RequestIdTable {
+  LWLock* apply_locks[kApplyLocks];
+  uint32 capacity;         // slotted_counter.max_request_ids: of all parts together
+  uint32 nparts;           // a power of two, at most kIdParts
+  RequestIdPart* parts[kIdParts];
+};
+
 static_assert(std::is_standard_layout<RequestIdTable>::value &&
+                  std::is_standard_layout<RequestIdPart>::value &&
                   std::is_standard_layout<RequestIdEntry>::value &&
                   std::is_standard_layout<IdHolder>::value,
               "shared structs have a standard layout");
 
 Size RequestIdTableSize(int capacity);
-// apply_locks: kApplyLocks of them.
-RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLock* lock,
+// part_locks: kIdParts of them; apply_locks: kApplyLocks.
+RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLockPadded* part_locks,
                                      LWLockPadded* apply_locks);
 
 // The apply lock of database db (see the protocol above).
@@ -103,12 +121,12 @@ inline LWLock* ApplyLockOf(RequestIdTable* t, Oid db) { return t->apply_locks[db
 // What a buffered call found for its id.
 enum class IdLookup { kOwned, kKnown, kBusy, kFull };
 
-// Under request_ids_lock: the id of (db, counter) with its result if a call applied it within the
-// window (kKnown, *result), kBusy if a call is applying it now, kFull if there is no entry that
-// db may take (none free, or db at its fair share); otherwise a new kApplying entry owned by this
-// backend (kOwned, *index).
-IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len, TimestampTz now,
-                         int64 window_us, int64* result, uint32* index);
+// Under the id's part's lock: the id of (db, counter) with its result if a call applied it within
+// the window (kKnown, *result), kBusy if a call is applying it now, kFull if there is no entry
+// that db may take in the part (none free, or db at its fair share of the part); otherwise a new
+// kApplying entry owned by this backend (kOwned, *index).
+IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len,
+                         TimestampTz now, int64 window_us, int64* result, uint32* index);
 // The call found the id in slotted_counter.requests: the entry becomes kDurable with its result
 // and time.
 void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz applied_at);
@@ -151,7 +169,7 @@ void ForgetRequestIds(RequestIdTable* t, Oid db, int32 counter);
 
 // ---- across a clean restart (saved_values.cpp), with no other process running: no locks ----
 
-// How many ids of database db are unflushed (monitoring; under request_ids_lock).
+// How many ids of database db are unflushed (monitoring; under each part's lock in turn).
 uint32 UnflushedRequestIds(RequestIdTable* t, Oid db);
 
 // Copies into out (room for t->capacity) every id whose increment is not flushed yet (kPending,

@@ -41,7 +41,7 @@ Size SharedStateSize() {
 
 void RequestSharedState() {
   RequestAddinShmemSpace(SharedStateSize());
-  RequestNamedLWLockTranche(kTranche, kPartitions + 2 + kApplyLocks + kRankLocks);
+  RequestNamedLWLockTranche(kTranche, kPartitions + 1 + kIdParts + kApplyLocks + kRankLocks);
 }
 
 bool CreateSharedState() {
@@ -111,12 +111,12 @@ bool CreateSharedState() {
     s->table = CounterTable::Create(p, uint32(settings.max_entries));
     p += CounterTable::BytesFor(uint32(settings.max_entries));
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
-    s->request_ids = CreateRequestIdTable(p, settings.max_request_ids,
-                                          &locks[kPartitions + 1].lock, &locks[kPartitions + 2]);
+    s->request_ids = CreateRequestIdTable(p, settings.max_request_ids, &locks[kPartitions + 1],
+                                          &locks[kPartitions + 1 + kIdParts]);
     p += RequestIdTableSize(settings.max_request_ids);
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->rank_indexes = reinterpret_cast<RankIndexes*>(p);
-    InitRankIndexes(s->rank_indexes, &locks[kPartitions + 2 + kApplyLocks]);
+    InitRankIndexes(s->rank_indexes, &locks[kPartitions + 1 + kIdParts + kApplyLocks]);
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;

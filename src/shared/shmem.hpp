@@ -36,7 +36,7 @@
 //     snapshot; a flusher reads the clock, counts itself in, and only then starts its transaction,
 //     whose now() stamps the rows it writes. So every row that run cannot see is stamped at or
 //     after the watermark it keeps (attach_run.cpp).
-//   - request_ids, with its LWLock and the databases' apply locks: the ids of buffered
+//   - request_ids, with its parts' LWLocks and the databases' apply locks: the ids of buffered
 //     sc_incr_once calls until the flush that writes their increments writes them, shared by the
 //     databases by the fair share of core/fair_share.hpp (request_ids.hpp).
 //   - bucket_drops: the old buckets that committing transactions dropped (sc_drop_buckets), from
@@ -139,7 +139,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 20;
+constexpr uint32 kLayoutVersion = 21;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always

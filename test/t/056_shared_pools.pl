@@ -9,7 +9,8 @@
 #      sc_rank, and another role's in the same database, get an index all the same (the role over
 #      its share gives one up), where before they counted rows in slotted_counter.key_values on every
 #      call. A rank answered by an index reads no table: pg_stat_xact_all_tables shows it.
-#   3. Request ids of buffered sc_incr_once (slotted_counter.max_request_ids = 128): one database
+#   3. Request ids of buffered sc_incr_once (slotted_counter.max_request_ids = 2048: two parts,
+#      each shared on its own, request_ids.hpp): one database
 #      takes every id it can while its flush cannot write (its values table is locked), and its
 #      next call fails after 10 s (begun first, it waits while 1 and 2 run); another database's
 #      calls complete at once, where before they waited 10 s for the other database's flush and
@@ -33,7 +34,7 @@ my $node = preloaded_node('shared_pools', q{
 slotted_counter.flush_interval = 0
 slotted_counter.idle_timeout = 0
 slotted_counter.rank_memory = 1
-slotted_counter.max_request_ids = 128
+slotted_counter.max_request_ids = 2048
 });
 $node->safe_psql('postgres', q{
 CREATE DATABASE mem; CREATE DATABASE ranks; CREATE DATABASE other;
@@ -86,7 +87,7 @@ my ($flood_out, $flood_err) = ('', '');
 my $flood = IPC::Run::start(
 	[
 		'psql', '-X', '-At', '-v', 'VERBOSITY=verbose', '-c',
-		q{SELECT count(sc_incr_once('f', 1, 1, 'flood-' || g)) FROM generate_series(1, 200) g},
+		q{SELECT count(sc_incr_once('f', 1, 1, 'flood-' || g)) FROM generate_series(1, 2500) g},
 		'-h', $node->host, '-p', $node->port, 'flood'
 	],
 	'>', \$flood_out, '2>', \$flood_err);
@@ -164,11 +165,11 @@ is($locker->query_safe('SELECT 1'), '1', 'the lock was held all along');
 
 $locker->query_safe('COMMIT');
 $locker->quit;
-# Every id of both counts once: flood's 200 sent again apply those that had not been.
+# Every id of both counts once: flood's 2500 sent again apply those that had not been.
 is( $node->safe_psql('flood', q{SELECT sc_rollup() >= 0;
-SELECT count(sc_incr_once('f', 1, 1, 'flood-' || g)) FROM generate_series(1, 200) g;
+SELECT count(sc_incr_once('f', 1, 1, 'flood-' || g)) FROM generate_series(1, 2500) g;
 SELECT sc_sum('f', 1)}),
-	"t\n200\n200", "the flood's ids count once each");
+	"t\n2500\n2500", "the flood's ids count once each");
 is($node->safe_psql('quiet', q{SELECT sc_rollup() >= 0, sc_sum('q', 1)}),
 	't|10', "quiet's count once each");
 
