@@ -19,7 +19,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64};
+Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64, 65536};
 
 // A failed SC_ASSERT of the pure core (core/core_assert.hpp): as a failed Assert().
 void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
@@ -90,6 +90,12 @@ void DefineSettings() {
       "How many request ids of buffered sc_incr_once calls shared memory holds until their "
       "flush (about 330 bytes each); a call that finds none free waits for a flush.",
       nullptr, &settings.max_request_ids, 16384, 128, 10000000, PGC_POSTMASTER, 0, nullptr,
+      nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.shared_text_keys",
+      "How many ids of text keys (of up to 94 bytes) shared memory keeps for every backend to "
+      "find, 128 bytes each; 0 keeps none.",
+      nullptr, &settings.shared_text_keys, 65536, 0, 16777216, PGC_POSTMASTER, 0, nullptr,
       nullptr, nullptr);
   DefineCustomIntVariable(
       "slotted_counter.dedupe_window",

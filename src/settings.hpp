@@ -12,6 +12,7 @@ struct Settings {
   int max_request_ids; // slotted_counter.max_request_ids (postmaster): buffered sc_incr_once ids
   int dedupe_window;   // slotted_counter.dedupe_window (sighup), s: how long an id applies once
   int rank_memory;     // slotted_counter.rank_memory (sighup), MB: the rank indexes' shared memory
+  int shared_text_keys;  // slotted_counter.shared_text_keys (postmaster): text keys' ids shared
 };
 
 extern Settings settings;

@@ -189,6 +189,7 @@ void ReleaseExpiryHold(uint32 p) { ReleaseHold(shared->through_holds, MyDatabase
 
 void PurgeCounter(Oid db, int32 counter) {
   ForgetRequestIds(shared->request_ids, db, counter);
+  if (SharedKeysOn()) SharedKeys().Purge(db, counter);
   FailRequests(db, counter);
   // Its keys' entries and their sum entries.
   Table().PurgeIf([&](const Entry& e) {
@@ -220,6 +221,7 @@ void PurgeBuckets(Oid db, int32 counter, int64 before) {
 
 void PurgeDatabase(Oid db) {
   ForgetRequestIds(shared->request_ids, db, 0);
+  if (SharedKeysOn()) SharedKeys().Purge(db, 0);
   FailRequests(db, 0);
   Table().PurgeIf([&](const Entry& e) { return e.id.db == db; });
 }

@@ -12,6 +12,7 @@
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
 #include "core/rank_index.hpp"
+#include "core/shared_key_cache.hpp"
 #include "core/through_holds.hpp"
 #include "core/write_through_request.hpp"
 

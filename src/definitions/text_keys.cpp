@@ -55,6 +55,17 @@ void Remember(int32 counter, uint64 hash, const char* key, int len, int64 id) {
   cache.Insert(counter, hash, copy, uint32(len), id);
 }
 
+// The id the backends share for the text (core/shared_key_cache.hpp), found or given under
+// catalog epoch `epoch`; or kUnwrittenKey.
+int64 FindShared(int32 counter, uint64 hash, const char* key, int len, uint64 epoch) {
+  if (!SharedKeysOn()) return kUnwrittenKey;
+  return SharedKeys().Find(MyDatabaseId, counter, hash, key, uint32(len), epoch);
+}
+
+void Share(int32 counter, uint64 hash, const char* key, int len, uint64 epoch, int64 id) {
+  if (SharedKeysOn()) SharedKeys().Insert(MyDatabaseId, counter, hash, key, uint32(len), epoch, id);
+}
+
 // The columns of slotted_counter.keys (counter, id, key), as the table numbers them.
 constexpr AttrNumber kIdColumn = 2;
 constexpr AttrNumber kKeyColumn = 3;
@@ -199,6 +210,8 @@ void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens,
                 bool create, int64* ids) {
   Assert(def.text_keys);
   ValidateCache();
+  // Every id this call shares was found (or given) after the catalog was at this epoch.
+  uint64 epoch = cache_epoch;
   MissingKey* missing = nullptr;
   int nmissing = 0;
   for (int i = 0; i < n; i++) {
@@ -206,7 +219,11 @@ void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens,
     uint64 hash = HashOf(def.id, keys[i], lens[i]);
     ids[i] = cache.Find(def.id, hash, keys[i], uint32(lens[i]));
     if (ids[i] != kUnwrittenKey) continue;
-    ids[i] = StoredId(def.id, keys[i], lens[i]);
+    ids[i] = FindShared(def.id, hash, keys[i], lens[i], epoch);
+    if (ids[i] == kUnwrittenKey) {
+      ids[i] = StoredId(def.id, keys[i], lens[i]);
+      if (ids[i] != kUnwrittenKey) Share(def.id, hash, keys[i], lens[i], epoch, ids[i]);
+    }
     if (ids[i] != kUnwrittenKey) {
       Remember(def.id, hash, keys[i], lens[i], ids[i]);
       continue;
@@ -228,7 +245,9 @@ void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens,
   ValidateCache();
   for (int w = 0; w < distinct; w++) {
     int i = want[w];
-    Remember(def.id, HashOf(def.id, keys[i], lens[i]), keys[i], lens[i], ids[i]);
+    uint64 hash = HashOf(def.id, keys[i], lens[i]);
+    Share(def.id, hash, keys[i], lens[i], epoch, ids[i]);
+    Remember(def.id, hash, keys[i], lens[i], ids[i]);
   }
   for (int m = 1; m < nmissing; m++)
     if (CompareMissing(&missing[m - 1], &missing[m]) == 0)

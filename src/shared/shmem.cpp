@@ -15,6 +15,16 @@ int counted_partition = -1;
 
 namespace {
 
+// The sets of the shared text keys' cache that slotted_counter.shared_text_keys asks for (0:
+// none), and their bytes.
+uint32 SharedKeySetsWanted() {
+  return settings.shared_text_keys > 0 ? SharedKeySets(uint32(settings.shared_text_keys)) : 0;
+}
+
+Size SharedKeysSize() {
+  return mul_size(mul_size(SharedKeySetsWanted(), kKeySetWays), sizeof(SharedKeySlot));
+}
+
 // The shared memory found was made by a library of another layout (CreateSharedState).
 bool layout_mismatch = false;
 
@@ -34,6 +44,8 @@ Size SharedStateSize() {
   size = add_size(size, RequestIdTableSize(settings.max_request_ids));
   size = add_size(size, 64);  // the rank indexes' registry is cache-line aligned
   size = add_size(size, RankIndexesSize());
+  size = add_size(size, 64);  // the shared text keys are cache-line aligned
+  size = add_size(size, SharedKeysSize());
   return size;
 }
 
@@ -41,7 +53,8 @@ Size SharedStateSize() {
 
 void RequestSharedState() {
   RequestAddinShmemSpace(SharedStateSize());
-  RequestNamedLWLockTranche(kTranche, kPartitions + 1 + kIdParts + kApplyLocks + kRankLocks);
+  RequestNamedLWLockTranche(kTranche,
+                            kPartitions + 1 + kIdParts + kApplyLocks + kRankLocks + kKeyCacheLocks);
 }
 
 bool CreateSharedState() {
@@ -117,6 +130,12 @@ bool CreateSharedState() {
     p = reinterpret_cast<char*>(TYPEALIGN(64, p));
     s->rank_indexes = reinterpret_cast<RankIndexes*>(p);
     InitRankIndexes(s->rank_indexes, &locks[kPartitions + 1 + kIdParts + kApplyLocks]);
+    p += RankIndexesSize();
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->shared_key_sets = SharedKeySetsWanted();
+    s->shared_keys = reinterpret_cast<SharedKeySlot*>(p);
+    s->shared_key_locks = &locks[kPartitions + 1 + kIdParts + kApplyLocks + kRankLocks];
+    memset(p, 0, SharedKeysSize());
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;

@@ -54,6 +54,7 @@
 #include "core/fold_epochs.hpp"
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
+#include "core/shared_key_cache.hpp"
 #include "core/through_holds.hpp"
 #include "core/write_through_request.hpp"
 #include "pg.hpp"
@@ -139,7 +140,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 21;
+constexpr uint32 kLayoutVersion = 22;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -167,6 +168,12 @@ struct SharedState {
   // request_ids.hpp).
   RequestIdTable* request_ids;
   RankIndexes* rank_indexes;      // buffer/rank_indexes.hpp
+  // The ids of text keys the backends share (core/shared_key_cache.hpp; SharedKeys() below):
+  // shared_key_sets sets of slots under kKeyCacheLocks LWLocks; no slots when
+  // slotted_counter.shared_text_keys is 0.
+  SharedKeySlot* shared_keys;
+  uint32 shared_key_sets;
+  LWLockPadded* shared_key_locks;
   // Each flush's commit and settle, as readers of key_values see them (core/commit_window.hpp);
   // database db's in cell db % kCommitWindowCells.
   CommitWindow commit_windows[kCommitWindowCells];
@@ -291,6 +298,14 @@ struct SpinMutex {
   void lock() { SpinLockAcquire(mutex); }
   void unlock() { SpinLockRelease(mutex); }
 };
+
+// The ids of text keys the backends share (core/shared_key_cache.hpp has the rules), over their
+// LWLocks; SharedKeysOn() says whether there are any (slotted_counter.shared_text_keys > 0).
+inline bool SharedKeysOn() { return shared->shared_key_sets > 0; }
+inline SharedKeyCache<PartitionLWLocks> SharedKeys() {
+  return SharedKeyCache<PartitionLWLocks>(shared->shared_keys, shared->shared_key_sets,
+                                          PartitionLWLocks{shared->shared_key_locks});
+}
 
 // The slots' lock policy (core/database_slot.hpp) over the LWLock slots_lock.
 struct SlotsLWLock {

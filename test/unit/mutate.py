@@ -39,6 +39,7 @@ FE = "core/fold_epochs.hpp"
 DS = "core/database_slot.hpp"
 WTR = "core/write_through_request.hpp"
 TH = "core/through_holds.hpp"
+SK = "core/shared_key_cache.hpp"
 DR = "core/dirty_ring.hpp"
 RI = "core/rank_index.hpp"
 RIB = "core/rank_index_blocks.hpp"
@@ -567,6 +568,17 @@ MUTATIONS = [
      "  RequestAnswer answer{RequestState(r.state), r.result, r.sqlerrcode};\n  r.state = kRequestEmpty;",
      "  RequestAnswer answer{RequestState(r.state), r.result, r.sqlerrcode};", False),
     # the partition holds against loads
+    ("shared keys: a slot answers for any epoch", SK,
+     " s.epoch == epoch &&", "", False),
+    ("shared keys: a slot answers for another text of the same hash and length", SK,
+     "          s.len == len && memcmp(s.text, text, len) == 0)", "          s.len == len)", False),
+    ("shared keys: a slot answers for another database", SK,
+     " s.db == db && s.counter == counter &&", " s.counter == counter &&", False),
+    ("shared keys: a purge forgets every database's keys", SK,
+     "if (s.hash != 0 && s.db == db && (counter == 0 || s.counter == counter)) s.hash = 0;",
+     "if (s.hash != 0 && (counter == 0 || s.counter == counter)) s.hash = 0;", False),
+    ("shared keys: a newer slot is taken for stale", SK,
+     "first[w].epoch < epoch", "first[w].epoch != epoch", False),
     ("hold: a batch holds while a key is being loaded", TH,
      "    if (!loading) hold_step::Raise(holds, db, p);", "    hold_step::Raise(holds, db, p);", False),
     ("hold: a batch's hold is raised after the lock", TH,
