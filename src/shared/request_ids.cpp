@@ -87,6 +87,7 @@ IdHolder* HolderOf(RequestIdPart* t, Oid db, bool take) {
 // Every change of an entry's state: db's count of unflushed ids follows.
 void SetState(RequestIdPart* t, RequestIdEntry& e, uint32 state) {
   bool was = Unflushed(e.state), is = Unflushed(state);
+  t->pending += (state == kIdPending ? 1 : 0) - (e.state == kIdPending ? 1 : 0);
   e.state = state;
   if (was == is) return;
   IdHolder* h = HolderOf(t, e.db, is);
@@ -240,6 +241,13 @@ int PartTake(RequestIdPart* t, uint32 part, Oid db, const CounterKey* keys, int 
   // id is marked without its copy. The lock is let go between chunks, so that other databases'
   // look-ups need not wait for the whole part. No id of db turns kPending meanwhile (the caller
   // holds db's apply lock); one may go (a drop): fewer are then marked than counted.
+  // A part with no pending id (of any database) has none to give: most parts, most flushes, where
+  // sc_incr_once is not called.
+  LWLockAcquire(t->lock, LW_EXCLUSIVE);
+  bool none = t->pending == 0;
+  LWLockRelease(t->lock);
+  *out = nullptr;
+  if (none) return 0;
   int nclaimed = 0, nothers = 0;
   for (uint32 first = 0; first < t->capacity; first += kTakeChunk) {
     uint32 end = Min(t->capacity, first + kTakeChunk);
@@ -287,6 +295,7 @@ int PartTake(RequestIdPart* t, uint32 part, Oid db, const CounterKey* keys, int 
       RequestIdEntry& e = es[i];
       if (!pending(e) || !(claimed(e) || settled_other(i))) continue;
       e.state = kIdTaken;  // unflushed still: db's count stays
+      t->pending--;
       e.owner_pid = MyProcPid;
       char* copy = ids + size_t(copied) * (kMaxRequestIdLen + 1);
       memcpy(copy, e.id, e.len + 1);
@@ -383,6 +392,7 @@ RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLockPadded* part
     t->nbuckets = NBuckets(int(t->capacity));
     t->clock = 0;
     t->used = 0;
+    t->pending = 0;
     t->durable_possible = false;
     for (uint32 b = 0; b < t->nbuckets; b++) Heads(t)[b] = kNoEntry;
     RequestIdEntry* es = Entries(t);

@@ -90,6 +90,7 @@ struct RequestIdPart {
   uint32 free_head;
   uint32 clock;            // where the search for a kDurable entry to reuse goes on
   uint32 used;
+  uint32 pending;          // its kPending entries (any database): a take skips a part of none
   // False once a search found no kDurable entry, until an entry becomes kDurable again: while
   // the part is full of unflushed ids, waiting calls do not scan it again and again.
   bool durable_possible;
