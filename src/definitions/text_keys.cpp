@@ -123,8 +123,12 @@ void Intern(const CounterDef& def, const char* const* keys, const int* lens, con
             int n, int64* ids) {
   Size size = sizeof(InternItem) * Size(n);
   for (int i = 0; i < n; i++) size += Size(lens[want[i]]);
-  dsm_segment* segment = dsm_create(size, 0);
-  char* base = static_cast<char*>(dsm_segment_address(segment));
+  // The request's own room when the texts fit (a call's one new text, most often), else a
+  // segment; the room is the request's once FreeRequest returned it.
+  WriteThroughRequest* r = FreeRequest();
+  dsm_segment* segment = size <= Size(kInlineInternBytes) ? nullptr : dsm_create(size, 0);
+  char* base = segment != nullptr ? static_cast<char*>(dsm_segment_address(segment))
+                                  : r->inline_intern;
   auto* items = reinterpret_cast<InternItem*>(base);
   uint32 offset = uint32(sizeof(InternItem) * Size(n));
   for (int i = 0; i < n; i++) {
@@ -133,13 +137,13 @@ void Intern(const CounterDef& def, const char* const* keys, const int* lens, con
     memcpy(base + offset, keys[j], lens[j]);
     offset += uint32(lens[j]);
   }
-  WriteThroughRequest* r = FreeRequest();
   HOLD_INTERRUPTS();
-  PublishIntern(r, def.id, n, dsm_segment_handle(segment), CreatorOf(def.id));
+  PublishIntern(r, def.id, n, segment != nullptr ? dsm_segment_handle(segment) : 0,
+                CreatorOf(def.id));
   RequestAnswer answer = AwaitAnswer(r, true, kInternWaitMs);
   RESUME_INTERRUPTS();
   if (answer.state != kRequestDone) {
-    dsm_detach(segment);
+    if (segment != nullptr) dsm_detach(segment);
     CHECK_FOR_INTERRUPTS();
     if (answer.sqlerrcode == ERRCODE_UNDEFINED_OBJECT) ReportUnknownCounter(def.name);
     if (answer.sqlerrcode == ERRCODE_QUERY_CANCELED)
@@ -156,7 +160,7 @@ void Intern(const CounterDef& def, const char* const* keys, const int* lens, con
     Assert(items[i].id > 0);
     ids[want[i]] = items[i].id;
   }
-  dsm_detach(segment);
+  if (segment != nullptr) dsm_detach(segment);
 }
 
 // A text with no id yet, at index `index` of a call's keys.

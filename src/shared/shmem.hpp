@@ -119,9 +119,16 @@ struct DatabaseSlot {
 
 // One backend's write-through request (core/write_through_request.hpp: its states and steps),
 // guarded by its own spinlock.
+// The bytes of an intern request that fit in the request itself (its one text and its item), so
+// that the common case, a call's one new text, needs no segment (write_through.hpp).
+constexpr int kInlineInternBytes = 240;
+
 struct WriteThroughRequest {
   slock_t mutex;
   ThroughRequest request;
+  // An intern request whose `batch` is 0: its items and texts, as a segment would hold them.
+  // Written by the requester before it publishes, by the flusher that took it before it answers.
+  alignas(8) char inline_intern[kInlineInternBytes];
 };
 static_assert(sizeof(dsm_handle) == sizeof(ThroughRequest::batch), "a segment's handle fits");
 
@@ -140,7 +147,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 23;
+constexpr uint32 kLayoutVersion = 24;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always

@@ -19,7 +19,8 @@ struct ThroughItem {
 ThroughItem* FindThroughItem(ThroughItem* items, int n, int64 key);
 
 // One text of an intern request (ThroughRequest::intern): its len bytes at `offset` from the
-// start of the segment, and the id the flusher gave it in slotted_counter.keys.
+// start of the segment (or of the request's inline_intern, when its `batch` is 0), and the id
+// the flusher gave it in slotted_counter.keys.
 struct InternItem {
   int64 id;
   uint32 offset;

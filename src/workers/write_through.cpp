@@ -127,14 +127,15 @@ const char* const kCreatorSql =
     "INSERT INTO slotted_counter.key_creators (counter, creator) "
     "VALUES ($1, $2::pg_catalog.text::pg_catalog.xid8) ON CONFLICT (counter) DO NOTHING";
 
-// Gives ids to the texts of an intern request (in its requester's segment) and puts them there;
-// false if the requester's segment is gone (it was cancelled and left). Inside the serving
-// subtransaction.
+// Gives ids to the texts of an intern request (in the request's own room, or in its requester's
+// segment) and puts them there; false if the requester's segment is gone (it was cancelled and
+// left). Inside the serving subtransaction.
 bool InternTexts(int i) {
   const ThroughRequest* r = &shared->requests[i].request;
-  dsm_segment* segment = dsm_attach(r->batch);
-  if (segment == nullptr) return false;
-  auto* base = static_cast<char*>(dsm_segment_address(segment));
+  dsm_segment* segment = r->batch != 0 ? dsm_attach(r->batch) : nullptr;
+  if (r->batch != 0 && segment == nullptr) return false;
+  char* base = segment != nullptr ? static_cast<char*>(dsm_segment_address(segment))
+                                  : shared->requests[i].inline_intern;
   auto* items = reinterpret_cast<InternItem*>(base);
   int n = r->nbatch;
   auto* texts = static_cast<Datum*>(palloc(sizeof(Datum) * n));
@@ -166,7 +167,7 @@ bool InternTexts(int i) {
                          nullptr, false, 0) != SPI_OK_INSERT)
       elog(ERROR, "recording the creator of a counter failed");
   }
-  dsm_detach(segment);
+  if (segment != nullptr) dsm_detach(segment);
   return true;
 }
 
