@@ -227,73 +227,88 @@ void PartAbandon(RequestIdPart* t, uint32 index) {
   LWLockRelease(t->lock);
 }
 
-int PartTake(RequestIdPart* t, uint32 part, Oid db, const CounterKey* keys, int nkeys,
-             bool (*settled)(const CounterKey& key), TakenRequestId** out) {
+// What a flush's take found in one part before it marks anything (PartSurvey): how many ids of
+// its database are pending there, and those on keys the step did not claim, in index order,
+// each with whether its key holds nothing unflushed.
+struct OtherId {
+  uint32 index;
+  bool settled;
+};
+struct PartSurveyed {
+  int n;             // pending ids of db, claimed keys or not (at most this many are marked)
+  OtherId* others;   // palloc'd, nothers of them
+  int nothers;
+};
+
+bool PendingOf(const RequestIdEntry& e, Oid db) { return e.state == kIdPending && e.db == db; }
+
+bool Claimed(const RequestIdEntry& e, Oid db, const CounterKey* keys, int nkeys) {
+  return std::binary_search(keys, keys + nkeys, CounterKey{uint32(db), e.counter, e.key, e.bucket},
+                            KeyBefore);
+}
+
+// Counts the part's pending ids of db and asks settled() of those on unclaimed keys (with no
+// lock of the table held: the buffer's partition locks come after the apply lock, as in a
+// call). Allocates; marks nothing. No id of db turns kPending meanwhile (the caller holds db's
+// apply lock); one may go (a drop): fewer are then marked than counted.
+PartSurveyed PartSurvey(RequestIdPart* t, Oid db, const CounterKey* keys, int nkeys,
+                        bool (*settled)(const CounterKey& key)) {
   RequestIdEntry* es = Entries(t);
-  auto pending = [&](const RequestIdEntry& e) { return e.state == kIdPending && e.db == db; };
-  auto key_of = [&](const RequestIdEntry& e) {
-    return CounterKey{uint32(db), e.counter, e.key, e.bucket};
-  };
-  auto claimed = [&](const RequestIdEntry& e) {
-    return std::binary_search(keys, keys + nkeys, key_of(e), KeyBefore);
-  };
-  // Counted, allocated, then marked and copied: nothing that can fail runs under the lock, and no
-  // id is marked without its copy. The lock is let go between chunks, so that other databases'
-  // look-ups need not wait for the whole part. No id of db turns kPending meanwhile (the caller
-  // holds db's apply lock); one may go (a drop): fewer are then marked than counted.
+  PartSurveyed survey{0, nullptr, 0};
   // A part with no pending id (of any database) has none to give: most parts, most flushes, where
   // sc_incr_once is not called.
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   bool none = t->pending == 0;
   LWLockRelease(t->lock);
-  *out = nullptr;
-  if (none) return 0;
-  int nclaimed = 0, nothers = 0;
+  if (none) return survey;
+  int nothers = 0;
   for (uint32 first = 0; first < t->capacity; first += kTakeChunk) {
     uint32 end = Min(t->capacity, first + kTakeChunk);
     LWLockAcquire(t->lock, LW_EXCLUSIVE);
     for (uint32 i = first; i < end; i++)
-      if (pending(es[i])) (claimed(es[i]) ? nclaimed : nothers)++;
-    LWLockRelease(t->lock);
-  }
-  *out = nullptr;
-  if (nclaimed + nothers == 0) return 0;
-  int n = nclaimed + nothers;
-  auto* taken = static_cast<TakenRequestId*>(palloc(sizeof(TakenRequestId) * n));
-  char* ids = static_cast<char*>(palloc(size_t(n) * (kMaxRequestIdLen + 1)));
-  // The ids on keys this step did not claim, in index order: taken only if their keys hold
-  // nothing unflushed, asked with no lock of the table held (the buffer's partition locks come
-  // after the apply lock, as in a call).
-  struct Other {
-    uint32 index;
-    bool settled;
-  };
-  auto* others = static_cast<Other*>(palloc(sizeof(Other) * (nothers + 1)));
-  auto* other_keys = static_cast<CounterKey*>(palloc(sizeof(CounterKey) * (nothers + 1)));
-  int nfound = 0;
-  for (uint32 first = 0; first < t->capacity && nfound < nothers; first += kTakeChunk) {
-    uint32 end = Min(t->capacity, first + kTakeChunk);
-    LWLockAcquire(t->lock, LW_EXCLUSIVE);
-    for (uint32 i = first; i < end && nfound < nothers; i++)
-      if (pending(es[i]) && !claimed(es[i])) {
-        other_keys[nfound] = key_of(es[i]);
-        others[nfound++] = Other{i, false};
+      if (PendingOf(es[i], db)) {
+        survey.n++;
+        if (!Claimed(es[i], db, keys, nkeys)) nothers++;
       }
     LWLockRelease(t->lock);
   }
-  for (int j = 0; j < nfound; j++) others[j].settled = settled(other_keys[j]);
-  auto settled_other = [&](uint32 i) {
-    const Other* o = std::lower_bound(others, others + nfound, i,
-                                      [](const Other& x, uint32 index) { return x.index < index; });
-    return o != others + nfound && o->index == i && o->settled;
-  };
-  int copied = 0;
-  for (uint32 first = 0; first < t->capacity && copied < n; first += kTakeChunk) {
+  if (nothers == 0) return survey;
+  survey.others = static_cast<OtherId*>(palloc(sizeof(OtherId) * nothers));
+  auto* other_keys = static_cast<CounterKey*>(palloc(sizeof(CounterKey) * nothers));
+  for (uint32 first = 0; first < t->capacity && survey.nothers < nothers; first += kTakeChunk) {
     uint32 end = Min(t->capacity, first + kTakeChunk);
     LWLockAcquire(t->lock, LW_EXCLUSIVE);
-    for (uint32 i = first; i < end && copied < n; i++) {
+    for (uint32 i = first; i < end && survey.nothers < nothers; i++)
+      if (PendingOf(es[i], db) && !Claimed(es[i], db, keys, nkeys)) {
+        other_keys[survey.nothers] = CounterKey{uint32(db), es[i].counter, es[i].key, es[i].bucket};
+        survey.others[survey.nothers++] = OtherId{i, false};
+      }
+    LWLockRelease(t->lock);
+  }
+  for (int j = 0; j < survey.nothers; j++) survey.others[j].settled = settled(other_keys[j]);
+  pfree(other_keys);
+  return survey;
+}
+
+// Marks kTaken the part's pending ids of db that are on claimed keys or on settled ones (as
+// surveyed), at most `room` of them, and copies each into taken[] with its text in ids (room
+// texts of kMaxRequestIdLen + 1 bytes). Allocates nothing and cannot fail. Returns how many.
+int PartMark(RequestIdPart* t, uint32 part, Oid db, const CounterKey* keys, int nkeys,
+             const PartSurveyed& survey, TakenRequestId* taken, char* ids, int room) {
+  RequestIdEntry* es = Entries(t);
+  auto settled_other = [&](uint32 i) {
+    const OtherId* o = std::lower_bound(
+        survey.others, survey.others + survey.nothers, i,
+        [](const OtherId& x, uint32 index) { return x.index < index; });
+    return o != survey.others + survey.nothers && o->index == i && o->settled;
+  };
+  int copied = 0;
+  for (uint32 first = 0; first < t->capacity && copied < room; first += kTakeChunk) {
+    uint32 end = Min(t->capacity, first + kTakeChunk);
+    LWLockAcquire(t->lock, LW_EXCLUSIVE);
+    for (uint32 i = first; i < end && copied < room; i++) {
       RequestIdEntry& e = es[i];
-      if (!pending(e) || !(claimed(e) || settled_other(i))) continue;
+      if (!PendingOf(e, db) || !(Claimed(e, db, keys, nkeys) || settled_other(i))) continue;
       e.state = kIdTaken;  // unflushed still: db's count stays
       t->pending--;
       e.owner_pid = MyProcPid;
@@ -304,9 +319,6 @@ int PartTake(RequestIdPart* t, uint32 part, Oid db, const CounterKey* keys, int 
     }
     LWLockRelease(t->lock);
   }
-  pfree(others);
-  pfree(other_keys);
-  *out = taken;
   return copied;
 }
 
@@ -433,31 +445,27 @@ void AbandonRequestId(RequestIdTable* t, uint32 index) {
 
 int TakePendingRequestIds(RequestIdTable* t, Oid db, const CounterKey* keys, int nkeys,
                           bool (*settled)(const CounterKey& key), TakenRequestId** out) {
-  // Each part's, then one array of them all in part order (SettleRequestIds relies on nothing
-  // of the order).
-  TakenRequestId* taken[kIdParts];
-  int counts[kIdParts];
+  // Every part surveyed and everything allocated first, then the marks (which cannot fail): an
+  // error leaves no id taken that the step does not know of.
+  PartSurveyed surveys[kIdParts];
   int n = 0;
   for (uint32 p = 0; p < t->nparts; p++) {
-    counts[p] = PartTake(t->parts[p], p, db, keys, nkeys, settled, &taken[p]);
-    n += counts[p];
+    surveys[p] = PartSurvey(t->parts[p], db, keys, nkeys, settled);
+    n += surveys[p].n;
   }
   *out = nullptr;
   if (n == 0) return 0;
-  if (t->nparts == 1) {
-    *out = taken[0];
-    return n;
-  }
-  auto* all = static_cast<TakenRequestId*>(palloc(sizeof(TakenRequestId) * n));
+  auto* taken = static_cast<TakenRequestId*>(palloc(sizeof(TakenRequestId) * n));
+  char* ids = static_cast<char*>(palloc(size_t(n) * (kMaxRequestIdLen + 1)));
   int copied = 0;
   for (uint32 p = 0; p < t->nparts; p++)
-    if (counts[p] > 0) {
-      memcpy(all + copied, taken[p], sizeof(TakenRequestId) * counts[p]);
-      copied += counts[p];
-      pfree(taken[p]);
-    }
-  *out = all;
-  return n;
+    if (surveys[p].n > 0)
+      copied += PartMark(t->parts[p], p, db, keys, nkeys, surveys[p], taken + copied,
+                         ids + size_t(copied) * (kMaxRequestIdLen + 1), surveys[p].n);
+  for (uint32 p = 0; p < t->nparts; p++)
+    if (surveys[p].others != nullptr) pfree(surveys[p].others);
+  *out = taken;
+  return copied;
 }
 
 void SettleRequestIds(RequestIdTable* t, const TakenRequestId* taken, int n, bool committed) {

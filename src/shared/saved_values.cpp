@@ -252,11 +252,12 @@ void RestoreSavedValues() {
             "slotted_counter.max_entries is too small to hold them all");
   // An id goes back only with every value: one without its increment would make a retry of a
   // call whose increment was lost count nothing.
+  // Each id goes to the part of the table its hash names: one part full does not stop the others
+  // (the parts may be cut otherwise than when they were saved).
   uint64 restored_ids = 0;
   if (restored == nsaved)
-    while (restored_ids < nsaved_ids &&
-           RestoreRequestId(shared->request_ids, saved_ids[restored_ids]))
-      restored_ids++;
+    for (uint64 j = 0; j < nsaved_ids; j++)
+      if (RestoreRequestId(shared->request_ids, saved_ids[j])) restored_ids++;
   LogLostIds(nsaved_ids - restored_ids,
              restored == nsaved ? "slotted_counter.max_request_ids is too small to hold them all"
                                 : "not every value they belong to could be restored");
