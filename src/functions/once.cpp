@@ -15,7 +15,6 @@
 #include "functions/once.hpp"
 
 #include "buffer/buffer.hpp"
-#include "core/checked_math.hpp"
 #include "definitions/catalog.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/request_ids.hpp"
@@ -105,23 +104,22 @@ bool ClaimRequest(int32 counter, text* id, int64 key, int64 bucket, int64 result
 int64 TransactionalOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, text* id) {
   TimestampTz now = GetCurrentTimestamp();
   int64 result;
-  // The claim is the look-up: a new id (the common case) costs one statement. The pending delta
-  // is added first, so that the row carries its result; a claim that finds the id takes it back.
-  // An add that would leave the bigint range looks first: a retry of an applied id returns its
-  // result, whatever the key holds now.
-  int64 held;
-  if (!CheckedAdd(BufferRead(def, key, bucket, true), TransactionalPending(def.id, key, bucket),
-                  &held) ||
-      !CheckedAdd(held, delta, &held)) {
-    if (StoredResult(def.id, id, now - WindowMicros(), &result)) return result;
-  }
+  // Looked up first, with the latest snapshot: a retry of an id that another transaction applied
+  // since this one's snapshot returns its result (an INSERT ... ON CONFLICT would lock the row,
+  // wait for other retries, and fail with 40001 under REPEATABLE READ).
+  if (StoredResult(def.id, id, now - WindowMicros(), &result)) return result;
   CounterDef copy = def;
   int64 value = TransactionalIncrement(copy, key, bucket, delta);
   if (ClaimRequest(def.id, id, key, bucket, value, now)) return value;
-  // Applied within the window, by an earlier call of this transaction or by another transaction
-  // (that committed, if this one waited for it): this delta goes, and the first call's result is
-  // the answer.
-  (void)TransactionalIncrement(copy, key, bucket, -delta);
+  // Applied by another transaction that committed while this one waited for it: this delta goes
+  // (in two steps when it is the one bigint whose negation is not one), and the first call's
+  // result is the answer.
+  if (delta == PG_INT64_MIN) {
+    (void)TransactionalIncrement(copy, key, bucket, PG_INT64_MAX);
+    (void)TransactionalIncrement(copy, key, bucket, 1);
+  } else {
+    (void)TransactionalIncrement(copy, key, bucket, -delta);
+  }
   if (!StoredResult(def.id, id, DT_NOBEGIN, &result))
     elog(ERROR, "request id of counter \"%s\" vanished", def.name);
   return result;
