@@ -43,6 +43,8 @@ bool DroppedInThisTransaction(int32 id) { return Any(Change::kDropped, id); }
 bool BucketsDroppedInThisTransaction(int32 id) { return Any(Change::kBucketsDropped, id); }
 bool CounterCreatedInThisTransaction(int32 id) { return Any(Change::kCreated, id); }
 
+bool ExtensionDroppedInThisTransaction() { return Any(Change::kExtensionDropped, 0); }
+
 uint64 CreatorOf(int32 id) {
   for (int i = 0; i < noted_count; i++)
     if (noted[i].change == Change::kCreated && noted[i].id == id) return noted[i].xid;

@@ -42,6 +42,8 @@ bool DroppedInThisTransaction(int32 id);
 bool BucketDroppedInThisTransaction(int32 id, int64 bucket);
 // Whether this transaction dropped buckets of the counter (and so holds its row FOR UPDATE).
 bool BucketsDroppedInThisTransaction(int32 id);
+// Whether this transaction (or a subtransaction of it still alive) dropped the extension.
+bool ExtensionDroppedInThisTransaction();
 // Whether this transaction (or a subtransaction of it still alive) created counter id.
 bool CounterCreatedInThisTransaction(int32 id);
 // The (sub)transaction of this transaction that created counter id (a FullTransactionId), or 0

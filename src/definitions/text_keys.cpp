@@ -245,13 +245,14 @@ void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens,
     if (m == 0 || CompareMissing(&missing[m - 1], &missing[m]) != 0)
       want[distinct++] = missing[m].index;
   Intern(def, keys, lens, want, distinct, ids);
-  // The catalog epoch may have moved while this waited: the cache is checked again.
+  // The catalog epoch may have moved while this waited: the cache is checked again, and learns
+  // these ids only if it did not (they were given under the old one).
   ValidateCache();
   for (int w = 0; w < distinct; w++) {
     int i = want[w];
     uint64 hash = HashOf(def.id, keys[i], lens[i]);
     Share(def.id, hash, keys[i], lens[i], epoch, ids[i]);
-    Remember(def.id, hash, keys[i], lens[i], ids[i]);
+    if (cache_epoch == epoch) Remember(def.id, hash, keys[i], lens[i], ids[i]);
   }
   for (int m = 1; m < nmissing; m++)
     if (CompareMissing(&missing[m - 1], &missing[m]) == 0)

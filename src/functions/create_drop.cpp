@@ -95,6 +95,13 @@ Datum Create(PG_FUNCTION_ARGS) {
                               "\"%s\".", get_database_name(MyDatabaseId))));
   EnsureFlusher();
 
+  // The extension created again in the transaction that dropped it numbers its counters from 1
+  // again, while the dropped counters' values, and every cache of their ids, stay until the drop
+  // commits (and come back if it does not): a counter made now would share them.
+  if (ExtensionDroppedInThisTransaction())
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("cannot create a counter in the transaction that dropped the extension"),
+                    errhint("Commit DROP EXTENSION slotted_counter first.")));
   Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID, TEXTOID};
   Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
                    retains ? PG_GETARG_DATUM(3) : (Datum)0, CStringGetTextDatum(key_type)};

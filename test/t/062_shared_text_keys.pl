@@ -2,8 +2,8 @@
 # session looked up or was given is found by a new session without reading slotted_counter.keys
 # (pg_stat_xact_all_tables counts its scans), a key too long to share is read as before, and no
 # shared id outlives its counter: after DROP EXTENSION and CREATE EXTENSION, a counter with the
-# same id as the dropped one reads its own texts. With shared_text_keys = 0 nothing is shared and
-# everything still counts.
+# same id as the dropped one reads its own texts; in the transaction that drops the extension no
+# counter is created. With shared_text_keys = 0 nothing is shared and everything still counts.
 
 use strict;
 use warnings;
@@ -59,6 +59,21 @@ is($node->safe_psql('postgres', q{SELECT sc_sum('b', '/x'), sc_sum('b', '/y')}),
 	'0|7', 'a new session reads no shared id of the dropped counter');
 is($node->safe_psql('postgres', q{SELECT sc_incr('b', '/x', 1), sc_sum('b', '/y')}),
 	'1|7', 'and counts the old text from 0');
+
+# In one transaction, the extension dropped and created again: a counter created then would have
+# the dropped one's id while the dropped one's values and cached ids stay until the commit (and
+# come back with a rollback), so sc_create refuses (before, the new counter read the old one's
+# value and the rollback purged the old one's unflushed increments).
+my ($ret, $out, $err) = $node->psql(
+	'postgres', q{BEGIN;
+DROP EXTENSION slotted_counter CASCADE;
+CREATE EXTENSION slotted_counter;
+SELECT sc_create('c', 'buffered', key_type => 'text');
+ROLLBACK;}, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  0A000: cannot create a counter in the transaction that dropped the extension/,
+	'sc_create refuses in the transaction that dropped the extension');
+is($node->safe_psql('postgres', q{SELECT sc_sum('b', '/x'), sc_sum('b', '/y')}),
+	'1|7', 'and the rolled back drop left the old counter as it was');
 
 # Nothing shared: the setting at 0.
 $node->append_conf('postgresql.conf', 'slotted_counter.shared_text_keys = 0');
