@@ -20,10 +20,13 @@ use lib $FindBin::RealBin;
 use SlottedCounterTest;
 
 # flush_interval = 0 on the primary: deltas stay unfolded and buffered values stay in the buffer
-# until a rollup, so the test decides what the table holds.
+# until a rollup, so the test decides what the table holds. idle_timeout = 0: the flusher stays
+# (one that leaves flushes and folds first; it counts as idle any moment between this test's
+# connections, so on a slow run it left between two of them).
 # preloaded_node inits without streaming (wal_level = minimal, no WAL senders): turn it on.
 my $primary = preloaded_node('primary', qq{
 slotted_counter.flush_interval = 0
+slotted_counter.idle_timeout = 0
 wal_level = replica
 max_wal_senders = 4
 });
