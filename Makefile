@@ -34,6 +34,7 @@ OBJS = \
 	src/buffer/read.o \
 	src/buffer/reserve.o \
 	src/buffer/stored.o \
+	src/transactions/large_commit.o \
 	src/transactions/transactional.o \
 	src/transactions/xact.o \
 	src/functions/attach.o \

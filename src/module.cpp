@@ -19,7 +19,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64, 65536};
+Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64, 65536, 10000000};
 
 // A failed SC_ASSERT of the pure core (core/core_assert.hpp): as a failed Assert().
 void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
@@ -64,6 +64,12 @@ void DefineSettings() {
       "Size of the shared-memory buffer of counter values (96 bytes each, and its share of the hash table).", nullptr,
       &settings.max_entries, 100000, 128, 100000000, PGC_POSTMASTER, 0, nullptr, nullptr,
       nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.max_transaction_keys",
+      "How many keys of transactional counters one transaction may change (about 250 bytes of "
+      "the backend's memory each, at the commit).",
+      nullptr, &settings.max_transaction_keys, 10000000, 1, INT_MAX / 2, PGC_USERSET, 0, nullptr,
+      nullptr, nullptr);
   DefineCustomIntVariable(
       "slotted_counter.max_databases",
       "How many databases can use slotted_counter at once (one flusher each).", nullptr,

@@ -13,6 +13,7 @@ struct Settings {
   int dedupe_window;   // slotted_counter.dedupe_window (sighup), s: how long an id applies once
   int rank_memory;     // slotted_counter.rank_memory (sighup), MB: the rank indexes' shared memory
   int shared_text_keys;  // slotted_counter.shared_text_keys (postmaster): text keys' ids shared
+  int max_transaction_keys;  // slotted_counter.max_transaction_keys (user): keys one txn changes
 };
 
 extern Settings settings;

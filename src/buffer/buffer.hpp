@@ -116,6 +116,19 @@ void BufferReserve(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
 // At commit (adds the delta to the value) or abort; cannot fail.
 void BufferSettle(const Reservation& r, bool committed);
 
+// A commit too large to pin its keys (transactions/large_commit.hpp) holds the loads of each of
+// its counters (core/through_holds.hpp: counter holds) from before it looks at its keys until its
+// commit is visible or aborted; neither can fail.
+void HoldCounterLoads(int32 counter);
+void ReleaseCounterLoads(int32 counter);
+// With def's loads held: kMissing if the key is not in the buffer (an entry that held nothing the
+// tables lack is removed): the caller writes its row; kReserved as BufferReserve (22003, 23514 as
+// there); kBusy: expired while another commit holds it: the caller gives back every reservation
+// and hold it has, waits (BufferWaitForSettle) and starts again. Waits for a load under way.
+Reserve BufferReserveOrWriteOwn(const CounterDef& def, int64 key, int64 bucket, int64 delta,
+                                Bounds bounds, Write w, Reservation* out);
+void BufferWaitForSettle(int* waits);
+
 // A buffered sc_incr_once that owns its request id (request_ids.hpp: kIdApplying at id_index):
 // adds delta like BufferIncrement, but never writes through (it waits for room as sc_set does),
 // and marks the id kPending with the new value in the same section as the add. 22003 if the

@@ -212,17 +212,30 @@ bool WouldFit(Oid db, Oid owner, uint64 want) {
 
 SPIPlanPtr plan_build = nullptr;
 
+SPIPlanPtr plan_build_lock = nullptr;
+
 // Builds slot i's index of (db, counter) from the stored values of its counter (in the current
-// transaction), unless the slot was taken back meanwhile.
+// transaction), unless the slot was taken back meanwhile. Not while a large commit of the counter
+// writes its rows (transactions/large_commit.hpp: it holds the counter FOR UPDATE, and forgets
+// the index): the slot stays wanted, for the next pass; its rows are read after the lock, in a
+// snapshot of their own.
 void BuildSlot(int i, Oid db, int32 counter) {
   static const Oid type = INT4OID;
+  SPIPlanPtr lock = KeptPlan(&plan_build_lock,
+                             "SELECT FROM slotted_counter.counters "
+                             "WHERE id OPERATOR(pg_catalog.=) $1 FOR KEY SHARE SKIP LOCKED",
+                             1, &type);
+  Datum id = Int32GetDatum(counter);
+  if (SPI_execute_plan(lock, &id, nullptr, false, 1) != SPI_OK_SELECT)
+    elog(ERROR, "locking the counter failed");
+  if (SPI_processed == 0) return;
   SPIPlanPtr plan = KeptPlan(&plan_build,
                              "SELECT key, value FROM slotted_counter.key_values "
                              "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
                              "AND value OPERATOR(pg_catalog.<>) 0",
                              1, &type);
   Datum arg = Int32GetDatum(counter);
-  if (SPI_execute_plan(plan, &arg, nullptr, true, 0) != SPI_OK_SELECT)
+  if (SPI_execute_plan(plan, &arg, nullptr, false, 0) != SPI_OK_SELECT)
     elog(ERROR, "reading slotted_counter.key_values failed");
   uint64 n = SPI_processed;
   auto* keys = static_cast<int64*>(MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * (n + 1)));

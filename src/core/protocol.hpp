@@ -237,6 +237,9 @@ class Protocol {
   Reserve ReserveIfResident(const CounterKey& k, uint32_t hash, int64_t delta, Reservation* out,
                             int64_t* committed, Bounds bounds = Bounds{},
                             Write w = Write{}) noexcept;
+  // The same, under k's partition lock EXCLUSIVE, which the caller holds.
+  Reserve ReserveLocked(const CounterKey& k, uint32_t hash, int64_t delta, Reservation* out,
+                        int64_t* committed, Bounds bounds, Write w) noexcept;
 
   // At commit (adds the delta, tags the entry with epoch) or abort. False if the entry is gone
   // (a purge removed it meanwhile).

@@ -14,6 +14,16 @@ Reserve Protocol<Locks>::ReserveIfResident(const CounterKey& k, uint32_t hash, i
                                            Write w) noexcept {
   uint32_t p = CounterTable::PartitionOf(hash);
   locks_.Exclusive(p);
+  Reserve result = ReserveLocked(k, hash, delta, out, committed, bounds, w);
+  locks_.Release(p);
+  return result;
+}
+
+template <typename Locks>
+Reserve Protocol<Locks>::ReserveLocked(const CounterKey& k, uint32_t hash, int64_t delta,
+                                       Reservation* out, int64_t* committed, Bounds bounds,
+                                       Write w) noexcept {
+  uint32_t p = CounterTable::PartitionOf(hash);
   uint32_t index = t_.Find(k, hash);
   Reserve result = index == kNil ? Reserve::kMissing : Reserve::kLoading;
   if (index != kNil && t_.at(index).state.load(std::memory_order_acquire) == kResident) {
@@ -21,10 +31,7 @@ Reserve Protocol<Locks>::ReserveIfResident(const CounterKey& k, uint32_t hash, i
     *committed = e.value.load(std::memory_order_relaxed);
     int64_t expired = 0;  // the value this commit takes away
     if (CounterTable::ExpiredValue(e, w.cutoff)) {
-      if (e.pins.load(std::memory_order_relaxed) != 0) {
-        locks_.Release(p);
-        return Reserve::kBusy;
-      }
+      if (e.pins.load(std::memory_order_relaxed) != 0) return Reserve::kBusy;
       expired = *committed;
       *committed = 0;
     }
@@ -58,7 +65,6 @@ Reserve Protocol<Locks>::ReserveIfResident(const CounterKey& k, uint32_t hash, i
                          expired, w.stamp};
     }
   }
-  locks_.Release(p);
   return result;
 }
 

@@ -20,6 +20,16 @@
 // Databases share the counters by a hash of their OID (kHoldGroups groups, HoldGroup), so one
 // database's batches hold off the loads of few others: a hold only delays a load, and it is
 // never wrong to wait for one.
+//
+// A commit that writes its keys' rows itself (transactions/large_commit.hpp: more keys than the
+// buffer should pin) holds its counters instead (CounterHoldOf: kCounterHoldSlots counts shared
+// by a hash of (db, counter), so it delays the loads of few other counters). The rule: the hold is
+// raised (RaiseCounterHold) before the commit looks at any of its keys; a key the commit writes
+// itself is one it found, under its partition's lock EXCLUSIVE, without an entry, or with one
+// that held nothing the tables lack, which it removed (ReserveOrWriteOwn); loaders check the
+// hold under the same lock (BeginLoadUnlessHeld). So none of those keys is linked into the buffer
+// with a value read before the commit is visible. It is lowered (ReleaseCounterHold) with no
+// lock, once the commit is visible or aborted.
 #pragma once
 
 #include <atomic>
@@ -36,8 +46,12 @@ namespace sc {
 // Groups of databases sharing the counters of the holds.
 constexpr uint32_t kHoldGroups = 16;
 
+// Slots of the counters' holds.
+constexpr uint32_t kCounterHoldSlots = 64;
+
 struct ThroughHolds {
   std::atomic<uint32_t> held[kHoldGroups][kPartitions];
+  std::atomic<uint32_t> counters[kCounterHoldSlots];
 };
 static_assert(std::is_standard_layout<ThroughHolds>::value,
               "shared structs have a standard layout");
@@ -46,6 +60,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "the holds are lock-fr
 inline void InitThroughHolds(ThroughHolds& holds) noexcept {
   for (auto& group : holds.held)
     for (std::atomic<uint32_t>& hold : group) hold.store(0, std::memory_order_relaxed);
+  for (std::atomic<uint32_t>& hold : holds.counters) hold.store(0, std::memory_order_relaxed);
 }
 
 // The group whose counters database db shares.
@@ -60,6 +75,29 @@ inline std::atomic<uint32_t>& HoldOf(ThroughHolds& holds, uint32_t db, uint32_t 
 // Whether loads of db's keys in partition p must wait. Under p's lock EXCLUSIVE.
 inline bool LoadsHeld(ThroughHolds& holds, uint32_t db, uint32_t p) noexcept {
   return HoldOf(holds, db, p).load(std::memory_order_seq_cst) != 0;
+}
+
+// The hold of database db on its counter `counter`.
+inline std::atomic<uint32_t>& CounterHoldOf(ThroughHolds& holds, uint32_t db,
+                                            int32_t counter) noexcept {
+  uint64_t mixed = MixBits((uint64_t(db) << 32) | uint32_t(counter));
+  return holds.counters[mixed % kCounterHoldSlots];
+}
+
+// Whether loads of db's keys of `counter` must wait. Under the key's partition lock EXCLUSIVE.
+inline bool CounterLoadsHeld(ThroughHolds& holds, uint32_t db, int32_t counter) noexcept {
+  return CounterHoldOf(holds, db, counter).load(std::memory_order_seq_cst) != 0;
+}
+
+// Before a commit looks at its keys of `counter`. No lock needed.
+inline void RaiseCounterHold(ThroughHolds& holds, uint32_t db, int32_t counter) noexcept {
+  CounterHoldOf(holds, db, counter).fetch_add(1, std::memory_order_seq_cst);
+}
+
+// Lowers a hold that the caller raised (RaiseCounterHold). No lock needed.
+inline void ReleaseCounterHold(ThroughHolds& holds, uint32_t db, int32_t counter) noexcept {
+  uint32_t before = CounterHoldOf(holds, db, counter).fetch_sub(1, std::memory_order_seq_cst);
+  SC_ASSERT(before > 0);
 }
 
 // Lowers a hold that the caller raised (HoldPartitionForBatch, HoldForExpiry). No lock needed.
@@ -119,14 +157,35 @@ void HoldPartitionForExpiry(Protocol<Locks>& table, ThroughHolds& holds, uint32_
                         [&] { hold_step::Raise(holds, db, p); });
 }
 
+// A commit of `counter`'s keys that holds it (RaiseCounterHold), for one of them: under k's
+// partition lock EXCLUSIVE, kMissing if k has no entry, or had one that held nothing the tables
+// lack (DropCleanLocked removed it): the commit writes k's row itself, and no load links k until
+// the hold is released. Otherwise reserves delta on the entry as ReserveIfResident does (kLoading,
+// kBusy, kOverflow, kOutOfBounds as there).
+template <typename Locks>
+Reserve ReserveOrWriteOwn(Protocol<Locks>& table, ThroughHolds& holds, const CounterKey& k,
+                          uint32_t hash, int64_t delta, Reservation* out, int64_t* committed,
+                          Bounds bounds, Write w) noexcept {
+  SC_ASSERT(CounterLoadsHeld(holds, k.db, k.counter));
+  Reserve result = Reserve::kMissing;
+  table.Exclusively(CounterTable::PartitionOf(hash), [&] {
+    if (!table.DropCleanLocked(k, hash))
+      result = table.ReserveLocked(k, hash, delta, out, committed, bounds, w);
+  });
+  return result;
+}
+
 // A load (Protocol::BeginLoad) that also waits (kRetry) while k's partition is held for k's
-// database; refuse() decides otherwise, as for BeginLoad.
+// database, or k's counter by a commit; refuse() decides otherwise, as for BeginLoad.
 template <typename Locks, typename Refuse>
 LoadStart BeginLoadUnlessHeld(Protocol<Locks>& table, ThroughHolds& holds, uint32_t index,
                               const CounterKey& k, uint32_t hash, Refuse&& refuse,
                               Loading* loading) noexcept {
   return table.BeginLoad(index, k, hash, [&] {
-    return LoadsHeld(holds, k.db, CounterTable::PartitionOf(hash)) ? LoadStart::kRetry : refuse();
+    return LoadsHeld(holds, k.db, CounterTable::PartitionOf(hash)) ||
+                   CounterLoadsHeld(holds, k.db, k.counter)
+               ? LoadStart::kRetry
+               : refuse();
   }, loading);
 }
 

@@ -216,6 +216,14 @@ void ReportUnknownCounter(const char* what) {
                           "with SELECT name FROM slotted_counter.counters.")));
 }
 
+void ReportDroppedSinceCounted(const char* name) {
+  ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                  errmsg("counter \"%s\" does not exist", name),
+                  errdetail("It was dropped after this transaction counted into it; nothing of "
+                            "this transaction is committed.")));
+  pg_unreachable();
+}
+
 void ReportValueOutOfRange(const char* name, const char* detail) {
   ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
                   errmsg("value of counter \"%s\" out of range", name),

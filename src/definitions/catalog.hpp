@@ -46,6 +46,8 @@ int32 FindCounterByName(const char* name);
 const CounterDef* FindCounter(const char* name, int len);
 // Fails with 42704 (and a hint) when the name or id is unknown.
 void ReportUnknownCounter(const char* what);
+// Fails with 42704 at a commit: the counter the transaction counted into under `name` was dropped.
+[[noreturn]] void ReportDroppedSinceCounted(const char* name);
 // Fails with 22003: a value of counter `name` would leave the bigint range; detail may be nullptr.
 [[noreturn]] void ReportValueOutOfRange(const char* name, const char* detail);
 

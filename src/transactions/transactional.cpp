@@ -26,7 +26,9 @@
 #include "core/checked_math.hpp"
 #include "core/counter_table.hpp"
 #include "definitions/expiry.hpp"
+#include "settings.hpp"
 #include "shared/shmem.hpp"
+#include "transactions/large_commit.hpp"
 
 namespace sc {
 
@@ -128,12 +130,7 @@ CounterDef CommittingCounter(int32 id) {
   const CounterDef* def = FindCounter(id);
   if (def != nullptr) return *def;
   auto* entry = static_cast<CounterName*>(hash_search(names, &id, HASH_FIND, nullptr));
-  ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                  errmsg("counter \"%s\" does not exist",
-                         entry != nullptr ? entry->name : psprintf("%d", id)),
-                  errdetail("It was dropped after this transaction counted into it; nothing of "
-                            "this transaction is committed.")));
-  return CounterDef{};
+  ReportDroppedSinceCounted(entry != nullptr ? entry->name : psprintf("%d", id));
 }
 
 void Empty(HTAB* table) {
@@ -252,6 +249,17 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
   if (!found) {
     total->delta = 0;
     total->bounds = Bounds{};
+    if (hash_get_num_entries(pending_sums) > settings.max_transaction_keys) {
+      hash_search(pending_sums, &k, HASH_REMOVE, nullptr);
+      ereport(ERROR,
+              (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+               errmsg("transaction changes more than %d keys of transactional counters",
+                      settings.max_transaction_keys),
+               errdetail("slotted_counter.max_transaction_keys bounds the backend memory a "
+                         "transaction's changes take, about 250 bytes per key at its commit."),
+               errhint("Raise slotted_counter.max_transaction_keys, or commit in smaller "
+                       "transactions.")));
+    }
   }
   int64 new_pending, value;
   if (!CheckedAdd(total->delta, delta, &new_pending) ||
@@ -367,27 +375,30 @@ void TransactionalPreCommit() {
   }
   pfree(order);
   // Reserve (and pin) every entry first, then write: if either fails, the abort settles the
-  // reservations made so far.
-  // Every changed key is pinned until the end of the commit; a transaction that would pin more
-  // than half the buffer could wait for room that only it can free.
-  uint32 limit = shared->table->capacity() / 2;
-  if (uint32(rows) > limit)
-    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                    errmsg("transaction changed %d keys of transactional counters", rows),
-                    errdetail("At most %u (half of slotted_counter.max_entries) can commit in "
-                              "one transaction.", limit),
-                    errhint("Raise slotted_counter.max_entries, or commit in smaller "
-                            "transactions.")));
+  // reservations made so far. A commit of more keys than the buffer should pin writes those out
+  // of it itself (large_commit.hpp).
   // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
-  // The commit's time is each key's last write; a key that expired by then counts from 0, its
-  // row carrying the change (the delta less the expired value).
-  TimestampTz now = GetCurrentTimestamp();
-  for (int i = 0; i < rows; i++) {
-    CounterDef def = CommittingCounter(counters[i]);
-    BufferReserve(def, keys[i], buckets[i], deltas[i], bounds[i], CommitWrite(def, now),
-                  &reservations[reservation_count]);
-    deltas[i] -= reservations[reservation_count].expired;
-    reservation_count++;
+  TimestampTz now;
+  if (IsLargeCommit(rows)) {
+    auto* defs = static_cast<CounterDef*>(palloc(sizeof(CounterDef) * (rows + 1)));
+    int ncounters = 0;
+    for (int i = 0; i < rows; i++)
+      if (i == 0 || counters[i] != counters[i - 1])
+        defs[ncounters++] = CommittingCounter(counters[i]);
+    now = LargeCommitPrepare(defs, ncounters, rows, counters, keys, buckets, deltas, bounds,
+                             reservations, &reservation_count);
+    rows = reservation_count;
+  } else {
+    // The commit's time is each key's last write; a key that expired by then counts from 0, its
+    // row carrying the change (the delta less the expired value).
+    now = GetCurrentTimestamp();
+    for (int i = 0; i < rows; i++) {
+      CounterDef def = CommittingCounter(counters[i]);
+      BufferReserve(def, keys[i], buckets[i], deltas[i], bounds[i], CommitWrite(def, now),
+                    &reservations[reservation_count]);
+      deltas[i] -= reservations[reservation_count].expired;
+      reservation_count++;
+    }
   }
   if (rows > 0) InsertDeltas(rows, counters, keys, buckets, deltas, now);
 }
@@ -410,6 +421,7 @@ void TransactionalPrePrepare() {
 
 void TransactionalEnd(bool committed) {
   for (int i = 0; i < reservation_count; i++) BufferSettle(reservations[i], committed);
+  LargeCommitEnd();
   Forget();
 }
 

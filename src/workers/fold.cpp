@@ -15,6 +15,7 @@
 
 #include "buffer/rank_indexes.hpp"
 #include "spi.hpp"
+#include "transactions/fold_sql.hpp"
 #include "workers/flush_internal.hpp"
 
 namespace sc {
@@ -24,19 +25,6 @@ namespace {
 // Pages of slotted_counter.deltas one step reads: about 60,000 deltas.
 constexpr BlockNumber kFoldPages = 512;
 
-// One transaction's deltas may touch a key that another's also touched: sum them per key. The
-// pages are a TID range ($2 to $3): a scan of those pages alone.
-#define SC_FOLD_SQL                                                                             \
-  "WITH folded AS (DELETE FROM slotted_counter.deltas "                                       \
-  "WHERE counter OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int4[]) "                         \
-  "AND ctid OPERATOR(pg_catalog.>=) $2 AND ctid OPERATOR(pg_catalog.<) $3 "                   \
-  "RETURNING counter, key, bucket, delta, written_at) "                                       \
-  "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "    \
-  "SELECT counter, key, bucket, pg_catalog.sum(delta)::pg_catalog.int8, "                     \
-  "pg_catalog.max(written_at) FROM folded GROUP BY counter, key, bucket "                     \
-  "ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                            \
-  "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), " \
-  "written_at = GREATEST(t.written_at, excluded.written_at)"
 SPIPlanPtr plan_fold = nullptr;
 // The same, returning each row it wrote, when the database has rank indexes.
 SPIPlanPtr plan_fold_returning = nullptr;

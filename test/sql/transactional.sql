@@ -199,3 +199,34 @@ SELECT sc_sum_keys('nested', ARRAY(SELECT generate_series(1, 1000))::bigint[]);
 COMMIT;
 SELECT sc_sum_keys('nested', ARRAY(SELECT generate_series(1, 1000))::bigint[]);
 SELECT sc_drop('nested');
+-- A transaction of more keys than a quarter of the buffer (max_entries: 100000) commits as a
+-- large commit (large_commit.hpp): the rows of the keys out of the buffer are its own to write;
+-- a key with a commit in the buffer not yet folded is reserved as in any commit. With a mix of
+-- counters, a bucketed one, a bounded increment and a savepoint rolled back.
+SELECT sc_create('large'), sc_create('large_hourly', 'transactional', bucket => '1 hour');
+BEGIN;
+SELECT sc_incr('large', 3, 1000);
+COMMIT;
+BEGIN;
+SELECT count(sc_incr('large', k, k % 7 + 1)) FROM generate_series(1, 25001) k;
+SELECT count(sc_incr('large_hourly', k, 1, '2026-01-01 00:30+00'::timestamptz + (k % 2) * interval '1 hour'))
+  FROM generate_series(1, 100) k;
+SELECT sc_incr_bounded('large', 4, 10, 0, 15);
+SAVEPOINT s;
+SELECT count(sc_incr('large', k, 1000)) FROM generate_series(1, 10) k;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT sc_sum('large', 3), sc_sum('large', 4), sc_sum('large', 25001), sc_sum('large', 25002),
+       sc_total('large') = 1000 + 10 + (SELECT sum(k % 7 + 1) FROM generate_series(1, 25001) k),
+       sc_total('large_hourly');
+-- again, the keys' rows now written: a value that would leave its bounds fails the commit, and
+-- nothing of it counts
+BEGIN;
+SELECT count(sc_incr('large', k, 1)) FROM generate_series(5, 25005) k;
+SELECT sc_incr_bounded('large', 4, -1, 0, 15);
+UPDATE slotted_counter.key_values SET value = 0
+ WHERE counter = 'large'::slotted_counter::integer AND key = 4;
+COMMIT;
+\echo :LAST_ERROR_SQLSTATE
+SELECT sc_sum('large', 4), sc_sum('large', 25001);
+SELECT sc_drop('large'), sc_drop('large_hourly');

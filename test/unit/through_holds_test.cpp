@@ -1,8 +1,9 @@
 // Single-threaded tests of the partition holds against loads (src/core/through_holds.hpp), with
 // the lock policy that records each acquisition (RecordingLocks): a hold is raised under its
 // partition's lock EXCLUSIVE, after the keys it covers were pinned if resident, and never while
-// one is being loaded; a loader refuses while its partition is held for its database's group;
-// a release lowers it, never below zero.
+// one is being loaded; a loader refuses while its partition is held for its database's group, or
+// its counter by a large commit; a release lowers it, never below zero. A large commit writes a
+// key itself only if it has no entry or one that held nothing the tables lack (removed).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -238,6 +239,118 @@ TEST_F(HoldTest, AnExpiryUnlinksItsCleanKeysAndHoldsUnderTheSameLock) {
   Load(keys[0], 0);
 }
 
+// ---- a large commit's counter holds ------------------------------------------------------------
+
+uint32_t CounterHeld(ThroughHolds& holds, uint32_t db, int32_t counter) {
+  return sc::CounterHoldOf(holds, db, counter).load();
+}
+
+// A counter whose hold is counted apart from counter 3's of database 7.
+int32_t OtherHeldCounter(ThroughHolds& holds) {
+  for (int32_t c = 4; c < 1000; c++)
+    if (&sc::CounterHoldOf(holds, 7, c) != &sc::CounterHoldOf(holds, 7, 3)) return c;
+  return 4;
+}
+
+TEST_F(HoldTest, CounterHoldsStartAtZero) {
+  for (uint32_t i = 0; i < sc::kCounterHoldSlots; i++) ASSERT_EQ((*holds_).counters[i].load(), 0u);
+}
+
+TEST_F(HoldTest, NoKeyOfAHeldCounterIsLoadedUntilItsHoldIsReleased) {
+  sc::RaiseCounterHold(*holds_, 7, 3);
+  sc::RaiseCounterHold(*holds_, 7, 3);  // two commits
+  for (int64_t key = 1; key <= 8; key++) {
+    sc::Loading loading{kNil, 0, 0};
+    EXPECT_EQ(BeginLoad(Key(key), &loading), LoadStart::kRetry) << "every key of it waits";
+    EXPECT_EQ(t().Find(Key(key), H(Key(key))), kNil);
+  }
+  EXPECT_EQ(t().used(), 0u) << "a refused load gives its entry back";
+  // Another counter loads, in any partition.
+  int32_t other = OtherHeldCounter(*holds_);
+  Load(Key(1, 7, other));
+  sc::ReleaseCounterHold(*holds_, 7, 3);
+  sc::Loading loading{kNil, 0, 0};
+  EXPECT_EQ(BeginLoad(Key(2), &loading), LoadStart::kRetry) << "one commit still holds it";
+  sc::ReleaseCounterHold(*holds_, 7, 3);
+  EXPECT_EQ(CounterHeld(*holds_, 7, 3), 0u);
+  Load(Key(2), 3);
+  EXPECT_NE(t().Find(Key(2), H(Key(2))), kNil);
+}
+
+TEST_F(HoldTest, ALargeCommitWritesTheKeysOutOfTheBufferItself) {
+  sc::RaiseCounterHold(*holds_, 7, 3);
+  CounterKey k = Key(1);
+  Reservation r{};
+  int64_t committed = 99;
+  log_.events.clear();
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 5, &r, &committed, Bounds{}, sc::Write{}),
+            Reserve::kMissing);
+  EXPECT_EQ(log_.Ops(), "XR") << "decided under the partition's exclusive lock";
+  EXPECT_EQ(log_.events[0].partition, P(k));
+  EXPECT_EQ(t().Find(k, H(k)), kNil);
+  sc::ReleaseCounterHold(*holds_, 7, 3);
+}
+
+TEST_F(HoldTest, ALargeCommitRemovesACleanEntryAndWritesItsKeyItself) {
+  CounterKey k = Key(1);
+  Load(k, 5);
+  sc::RaiseCounterHold(*holds_, 7, 3);
+  Reservation r{};
+  int64_t committed = 0;
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 5, &r, &committed, Bounds{}, sc::Write{}),
+            Reserve::kMissing);
+  EXPECT_EQ(t().Find(k, H(k)), kNil) << "the entry would hold a value read before the commit";
+  sc::Loading loading{kNil, 0, 0};
+  EXPECT_EQ(BeginLoad(k, &loading), LoadStart::kRetry) << "and it is not loaded again";
+  sc::ReleaseCounterHold(*holds_, 7, 3);
+}
+
+TEST_F(HoldTest, ALargeCommitReservesAnEntryThatHoldsAnUnfoldedCommit) {
+  CounterKey k = Key(1);
+  Load(k, 5);
+  Reservation first{};
+  int64_t committed = 0;
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 2, &first, &committed), Reserve::kReserved);
+  ASSERT_TRUE(p_.SettleReservation(first, true, 4));  // committed, not folded yet
+  sc::RaiseCounterHold(*holds_, 7, 3);
+  Reservation r{};
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 3, &r, &committed, Bounds{}, sc::Write{}),
+            Reserve::kReserved);
+  EXPECT_EQ(committed, 7);
+  uint32_t index = t().Find(k, H(k));
+  ASSERT_NE(index, kNil);
+  EXPECT_EQ(t().at(index).pins.load(), 1u);
+  EXPECT_EQ(t().at(index).reserved_up.load(), 3);
+  EXPECT_TRUE(p_.SettleReservation(r, true, 5));
+  EXPECT_EQ(t().at(index).value.load(), 10);
+  sc::ReleaseCounterHold(*holds_, 7, 3);
+}
+
+TEST_F(HoldTest, ALargeCommitWaitsForALoadUnderWayAndForAnExpiredKeyAnotherHolds) {
+  CounterKey k = Key(1);
+  sc::Loading loading{kNil, 0, 0};
+  ASSERT_EQ(BeginLoad(k, &loading), LoadStart::kLinked);  // before the hold
+  sc::RaiseCounterHold(*holds_, 7, 3);
+  Reservation r{};
+  int64_t committed = 0;
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 1, &r, &committed, Bounds{}, sc::Write{}),
+            Reserve::kLoading);
+  ASSERT_TRUE(p_.FinishLoad(loading, 4, [] { return false; }, /*stamp=*/100));
+  // Expired for a cutoff of 200, and reserved by another commit: wait for its settle.
+  Reservation other{};
+  ASSERT_EQ(p_.ReserveIfResident(k, H(k), 1, &other, &committed, Bounds{}, sc::Write{300, 200}),
+            Reserve::kReserved);
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 1, &r, &committed, Bounds{},
+                                  sc::Write{300, 200}),
+            Reserve::kBusy);
+  p_.SettleReservation(other, false, 1);
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 1, &r, &committed, Bounds{},
+                                  sc::Write{300, 200}),
+            Reserve::kMissing)
+      << "settled, it holds nothing the tables lack";
+  sc::ReleaseCounterHold(*holds_, 7, 3);
+}
+
 // ---- the seams -----------------------------------------------------------------------------
 
 using HoldDeathTest = HoldTest;
@@ -251,6 +364,17 @@ TEST_F(HoldDeathTest, AReleaseNeverGoesBelowZero) {
   ASSERT_TRUE(HoldBatch(keys, &pinned, &pins));
   sc::ReleaseHold(*holds_, 7, P(keys[0]));
   EXPECT_DEATH(sc::ReleaseHold(*holds_, 7, P(keys[0])), "SC_ASSERT") << "released twice";
+}
+
+TEST_F(HoldDeathTest, ALargeCommitDecidesOnlyUnderItsCountersHold) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  CounterKey k = Key(1);
+  Reservation r{};
+  int64_t committed = 0;
+  EXPECT_DEATH(
+      sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 1, &r, &committed, Bounds{}, sc::Write{}),
+      "SC_ASSERT");
+  EXPECT_DEATH(sc::ReleaseCounterHold(*holds_, 7, 3), "SC_ASSERT");
 }
 
 TEST_F(HoldDeathTest, ABatchHoldsOnlyItsOwnPartitionsKeys) {

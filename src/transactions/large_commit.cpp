@@ -1,0 +1,242 @@
+// large_commit.cpp: a commit too large to pin its keys (the protocol is in large_commit.hpp).
+#include "transactions/large_commit.hpp"
+
+#include "buffer/rank_indexes.hpp"
+#include "definitions/expiry.hpp"
+#include "settings.hpp"
+#include "shared/shmem.hpp"
+#include "spi.hpp"
+#include "transactions/fold_sql.hpp"
+
+namespace sc {
+
+namespace {
+
+// The counters whose loads this commit holds (in TopTransactionContext), and the slot it counts
+// itself in as a writer of key_values.
+int32* held = nullptr;
+int nheld = 0;
+DatabaseSlot* writing_slot = nullptr;
+
+void ReleaseHolds() {
+  for (int i = 0; i < nheld; i++) ReleaseCounterLoads(held[i]);
+  nheld = 0;
+}
+
+Datum Int4Array(const int32* values, int n) {
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  for (int i = 0; i < n; i++) datums[i] = Int32GetDatum(values[i]);
+  return PointerGetDatum(construct_array(datums, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+Datum Int8Array(const int64* values, int n) {
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  for (int i = 0; i < n; i++) datums[i] = Int64GetDatum(values[i]);
+  return PointerGetDatum(construct_array(datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+// Buckets, kNoBucket as NULL.
+Datum BucketArray(const int64* buckets, int n) {
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * (n + 1)));
+  for (int i = 0; i < n; i++) {
+    datums[i] = TimestampTzGetDatum(buckets[i]);
+    nulls[i] = buckets[i] == kNoBucket;
+  }
+  int dims[1] = {n};
+  int lbs[1] = {1};
+  return PointerGetDatum(construct_md_array(datums, nulls, 1, dims, lbs, TIMESTAMPTZOID, 8, true,
+                                            TYPALIGN_DOUBLE));
+}
+
+// Step 1: the counters' rows FOR UPDATE, in id order, with the latest snapshot; 42704 naming one
+// dropped since this transaction counted into it.
+void LockCounters(const CounterDef* defs, int n) {
+  auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
+  for (int i = 0; i < n; i++) ids[i] = defs[i].id;
+  Oid type = INT4ARRAYOID;
+  Datum arg = Int4Array(ids, n);
+  int rc = ExecuteWithLatestSnapshot(
+      "SELECT id FROM slotted_counter.counters WHERE id OPERATOR(pg_catalog.=) "
+      "ANY ($1::pg_catalog.int4[]) ORDER BY id FOR UPDATE",
+      1, &type, &arg);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "locking the counters failed: %d", rc);
+  if (SPI_processed == uint64(n)) return;
+  for (int i = 0; i < n; i++) {
+    bool found = false;
+    for (uint64 r = 0; r < SPI_processed && !found; r++) {
+      bool isnull;
+      found = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1,
+                                          &isnull)) == defs[i].id;
+    }
+    if (!found) ReportDroppedSinceCounted(defs[i].name);
+  }
+}
+
+// Step 3: the committed deltas of the counters into key_values, every page of them.
+void FoldDeltas(const CounterDef* defs, int n) {
+  auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
+  for (int i = 0; i < n; i++) ids[i] = defs[i].id;
+  auto* first = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData)));
+  auto* beyond = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData)));
+  ItemPointerSet(first, 0, 0);
+  ItemPointerSet(beyond, MaxBlockNumber, 0);
+  Oid types[3] = {INT4ARRAYOID, TIDOID, TIDOID};
+  Datum args[3] = {Int4Array(ids, n), PointerGetDatum(first), PointerGetDatum(beyond)};
+  int rc = ExecuteWithLatestSnapshot(SC_FOLD_SQL, 3, types, args);
+  if (rc != SPI_OK_INSERT) elog(ERROR, "folding slotted_counter.deltas failed: %d", rc);
+}
+
+// Step 5 for one counter's n rows that are the commit's to write: adds each delta to its key's
+// row (an expired key, last written at or before cutoff, counts from 0), stamped `now`; checks
+// the bounds of bounded rows against the values written.
+void WriteOwnRows(const CounterDef& def, int n, const int64* keys, const int64* buckets,
+                  const int64* deltas, const Bounds* bounds, TimestampTz now, int64 cutoff) {
+  bool bounded = false;
+  for (int i = 0; i < n && !bounded; i++)
+    bounded = bounds[i].lower != INT64_MIN || bounds[i].upper != INT64_MAX;
+  const char* sql =
+      "INSERT INTO slotted_counter.key_values AS t "
+      "(counter, key, bucket, value, written_at, updated_at) "
+      "SELECT $1, u.k, u.b, u.d, $5, $5 FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int8[]), "
+      "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
+      "AS u(k, b, d) ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "
+      "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "
+      "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, "
+      "written_at = GREATEST(t.written_at, excluded.written_at), updated_at = excluded.updated_at";
+  if (bounded) sql = psprintf("%s RETURNING t.key, t.bucket, t.value", sql);
+  Oid types[6] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID,
+                  TIMESTAMPTZOID};
+  Datum args[6] = {Int32GetDatum(def.id),          Int8Array(keys, n), BucketArray(buckets, n),
+                   Int8Array(deltas, n),           TimestampTzGetDatum(now),
+                   TimestampTzGetDatum(cutoff)};
+  int rc = 0;
+  ErrorData* error = InSubtransaction([&] { rc = ExecuteWithLatestSnapshot(sql, 6, types, args); });
+  if (error != nullptr && error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+    ReportValueOutOfRange(def.name, "A key's value plus this transaction's change leaves the "
+                                    "bigint range. Nothing of this transaction is committed.");
+  if (error != nullptr) ReThrowError(error);
+  if (rc != (bounded ? SPI_OK_INSERT_RETURNING : SPI_OK_INSERT))
+    elog(ERROR, "writing slotted_counter.key_values failed: %d", rc);
+  for (uint64 r = 0; bounded && r < SPI_processed; r++) {
+    HeapTuple tuple = SPI_tuptable->vals[r];
+    bool null_key, null_bucket, null_value;
+    int64 key = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &null_key));
+    Datum b = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &null_bucket);
+    int64 bucket = null_bucket ? kNoBucket : DatumGetTimestampTz(b);
+    int64 value = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 3, &null_value));
+    // The rows are sorted by key, then bucket.
+    int lo = 0, hi = n;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (keys[mid] < key || (keys[mid] == key && buckets[mid] < bucket))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < n && keys[lo] == key && buckets[lo] == bucket && !bounds[lo].Admit(value))
+      ereport(ERROR,
+              (errcode(ERRCODE_CHECK_VIOLATION),
+               errmsg("bounded increment of counter \"%s\" would leave its bounds", def.name),
+               errdetail("Key %lld would be %lld after this transaction, outside the bounds its "
+                         "bounded increments allow. Nothing of this transaction is committed.",
+                         (long long)key, (long long)value)));
+  }
+}
+
+}  // namespace
+
+bool IsLargeCommit(int rows) { return rows > settings.max_entries / 4; }
+
+TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, int32* counters,
+                               int64* keys, int64* buckets, int64* deltas, Bounds* bounds,
+                               Reservation* reservations, int* nreserved) {
+  Assert(nheld == 0 && writing_slot == nullptr && ncounters > 0);
+  SpiSession spi = ConnectSpi();
+  LockCounters(defs, ncounters);
+  for (int c = 0; c < ncounters; c++)
+    if (RankIndexed(MyDatabaseId, defs[c].id)) ForgetRankIndex(MyDatabaseId, defs[c].id);
+  if (StoredReadsNeedDeltas()) FoldDeltas(defs, ncounters);
+  // A writer of key_values from before its clock is read: the rows' stamp is not before the
+  // watermark of an attachment run that cannot see them (shmem.hpp).
+  if (DatabaseSlot* slot = FindSlot(MyDatabaseId)) {
+    OpenTotalsWrite(slot);
+    writing_slot = slot;
+  }
+  TimestampTz now = GetCurrentTimestamp();
+
+  MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+  held = static_cast<int32*>(palloc(sizeof(int32) * ncounters));
+  auto* own = static_cast<bool*>(palloc(sizeof(bool) * (rows + 1)));
+  auto* writes = static_cast<Write*>(palloc(sizeof(Write) * ncounters));
+  MemoryContextSwitchTo(old);
+  for (int c = 0; c < ncounters; c++) writes[c] = CommitWrite(defs[c], now);
+  int waits = 0;
+  for (;;) {
+    for (int c = 0; c < ncounters; c++) {
+      held[nheld] = defs[c].id;  // noted before it is raised: an error releases what was
+      HoldCounterLoads(held[nheld++]);
+    }
+    bool busy = false;
+    for (int i = 0, c = 0; i < rows && !busy; i++) {
+      while (defs[c].id != counters[i]) c++;
+      Reservation* r = &reservations[*nreserved];
+      Reserve result = BufferReserveOrWriteOwn(defs[c], keys[i], buckets[i], deltas[i],
+                                               bounds[i], writes[c], r);
+      own[i] = result == Reserve::kMissing;
+      busy = result == Reserve::kBusy;
+      if (result == Reserve::kReserved) (*nreserved)++;
+    }
+    if (!busy) break;
+    // Expired, and held by a commit that may wait for a load this commit holds: give everything
+    // back, wait for that commit's settle, and start again.
+    for (int j = 0; j < *nreserved; j++) BufferSettle(reservations[j], false);
+    *nreserved = 0;
+    ReleaseHolds();
+    BufferWaitForSettle(&waits);
+  }
+
+  // The rows of the keys kept, counter by counter; then the reserved ones to the front.
+  int nown = 0;
+  for (int i = 0; i < rows; i++) nown += own[i];
+  if (nown > 0) {
+    auto* own_keys = static_cast<int64*>(palloc(sizeof(int64) * nown));
+    auto* own_buckets = static_cast<int64*>(palloc(sizeof(int64) * nown));
+    auto* own_deltas = static_cast<int64*>(palloc(sizeof(int64) * nown));
+    auto* own_bounds = static_cast<Bounds*>(palloc(sizeof(Bounds) * nown));
+    for (int c = 0, i = 0; c < ncounters; c++) {
+      int n = 0;
+      for (; i < rows && counters[i] == defs[c].id; i++) {
+        if (!own[i]) continue;
+        own_keys[n] = keys[i];
+        own_buckets[n] = buckets[i];
+        own_deltas[n] = deltas[i];
+        own_bounds[n++] = bounds[i];
+      }
+      if (n > 0)
+        WriteOwnRows(defs[c], n, own_keys, own_buckets, own_deltas, own_bounds, now,
+                     writes[c].cutoff);
+    }
+  }
+  FinishSpi(spi);
+  int kept = 0;
+  for (int i = 0, j = 0; i < rows; i++) {
+    if (own[i]) continue;
+    counters[kept] = counters[i];
+    keys[kept] = keys[i];
+    buckets[kept] = buckets[i];
+    deltas[kept] = deltas[i] - reservations[j++].expired;
+    bounds[kept++] = bounds[i];
+  }
+  Assert(kept == *nreserved);
+  return now;
+}
+
+void LargeCommitEnd() {
+  ReleaseHolds();
+  held = nullptr;  // in TopTransactionContext
+  if (writing_slot != nullptr) CloseTotalsWrite(writing_slot);
+  writing_slot = nullptr;
+}
+
+}  // namespace sc
