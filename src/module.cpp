@@ -66,7 +66,7 @@ void DefineSettings() {
       nullptr);
   DefineCustomIntVariable(
       "slotted_counter.max_transaction_keys",
-      "How many keys of transactional counters one transaction may change (about 250 bytes of "
+      "How many keys of transactional counters one transaction may change (about 300 bytes of "
       "the backend's memory each, at the commit).",
       nullptr, &settings.max_transaction_keys, 10000000, 1, INT_MAX / 2, PGC_USERSET, 0, nullptr,
       nullptr, nullptr);

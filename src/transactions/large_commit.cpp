@@ -1,4 +1,6 @@
 // large_commit.cpp: a commit too large to pin its keys (the protocol is in large_commit.hpp).
+#include <initializer_list>
+
 #include "transactions/large_commit.hpp"
 
 #include "buffer/rank_indexes.hpp"
@@ -73,17 +75,38 @@ void LockCounters(const CounterDef* defs, int n) {
   }
 }
 
-// Step 3: the committed deltas of the counters into key_values, every page of them.
-void FoldDeltas(const CounterDef* defs, int n) {
+// Before the holds: every table the commit writes, and its indexes and sequences, locked as its
+// statements will lock them, so that no wait for a lock comes once loads wait for this commit
+// (the lock manager cannot see a loader that waits for the holds).
+void LockTables() {
+  for (const char* name : {"key_values", "counter_totals", "deltas"}) {
+    Oid relid = ExtensionRelation(name);
+    if (!OidIsValid(relid)) continue;  // the statement reports it
+    Relation rel = table_open(relid, RowExclusiveLock);
+    List* indexes = RelationGetIndexList(rel);
+    ListCell* cell;
+    foreach (cell, indexes)
+      LockRelationOid(lfirst_oid(cell), RowExclusiveLock);
+    list_free(indexes);
+    table_close(rel, NoLock);
+  }
+  Oid sequence = ExtensionRelation("key_values_id_seq");
+  if (OidIsValid(sequence)) LockRelationOid(sequence, RowExclusiveLock);
+}
+
+// Step 3: the committed deltas of the counters into key_values, every page of them, stamped
+// `now`.
+void FoldDeltas(const CounterDef* defs, int n, TimestampTz now) {
   auto* ids = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
   for (int i = 0; i < n; i++) ids[i] = defs[i].id;
   auto* first = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData)));
   auto* beyond = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData)));
   ItemPointerSet(first, 0, 0);
   ItemPointerSet(beyond, MaxBlockNumber, 0);
-  Oid types[3] = {INT4ARRAYOID, TIDOID, TIDOID};
-  Datum args[3] = {Int4Array(ids, n), PointerGetDatum(first), PointerGetDatum(beyond)};
-  int rc = ExecuteWithLatestSnapshot(SC_FOLD_SQL, 3, types, args);
+  Oid types[4] = {INT4ARRAYOID, TIDOID, TIDOID, TIMESTAMPTZOID};
+  Datum args[4] = {Int4Array(ids, n), PointerGetDatum(first), PointerGetDatum(beyond),
+                   TimestampTzGetDatum(now)};
+  int rc = ExecuteWithLatestSnapshot(SC_FOLD_SQL_STAMPED("$4"), 4, types, args);
   if (rc != SPI_OK_INSERT) elog(ERROR, "folding slotted_counter.deltas failed: %d", rc);
 }
 
@@ -154,16 +177,17 @@ TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, 
   Assert(nheld == 0 && writing_slot == nullptr && ncounters > 0);
   SpiSession spi = ConnectSpi();
   LockCounters(defs, ncounters);
-  for (int c = 0; c < ncounters; c++)
-    if (RankIndexed(MyDatabaseId, defs[c].id)) ForgetRankIndex(MyDatabaseId, defs[c].id);
-  if (StoredReadsNeedDeltas()) FoldDeltas(defs, ncounters);
-  // A writer of key_values from before its clock is read: the rows' stamp is not before the
-  // watermark of an attachment run that cannot see them (shmem.hpp).
+  LockTables();
+  // Unconditionally: an index whose change is under way reads as not ready meanwhile.
+  for (int c = 0; c < ncounters; c++) ForgetRankIndex(MyDatabaseId, defs[c].id);
+  // A writer of key_values from before its clock is read: the rows' stamp (its own and those of
+  // its fold) is not before the watermark of an attachment run that cannot see them (shmem.hpp).
   if (DatabaseSlot* slot = FindSlot(MyDatabaseId)) {
     OpenTotalsWrite(slot);
     writing_slot = slot;
   }
   TimestampTz now = GetCurrentTimestamp();
+  if (StoredReadsNeedDeltas()) FoldDeltas(defs, ncounters, now);
 
   MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
   held = static_cast<int32*>(palloc(sizeof(int32) * ncounters));
@@ -171,29 +195,32 @@ TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, 
   auto* writes = static_cast<Write*>(palloc(sizeof(Write) * ncounters));
   MemoryContextSwitchTo(old);
   for (int c = 0; c < ncounters; c++) writes[c] = CommitWrite(defs[c], now);
-  int waits = 0;
   for (;;) {
     for (int c = 0; c < ncounters; c++) {
       held[nheld] = defs[c].id;  // noted before it is raised: an error releases what was
       HoldCounterLoads(held[nheld++]);
     }
-    bool busy = false;
-    for (int i = 0, c = 0; i < rows && !busy; i++) {
+    int busy = -1, busy_counter = 0;
+    for (int i = 0, c = 0; i < rows && busy < 0; i++) {
       while (defs[c].id != counters[i]) c++;
       Reservation* r = &reservations[*nreserved];
       Reserve result = BufferReserveOrWriteOwn(defs[c], keys[i], buckets[i], deltas[i],
                                                bounds[i], writes[c], r);
       own[i] = result == Reserve::kMissing;
-      busy = result == Reserve::kBusy;
+      if (result == Reserve::kBusy) busy = i, busy_counter = c;
       if (result == Reserve::kReserved) (*nreserved)++;
     }
-    if (!busy) break;
+    if (busy < 0) break;
     // Expired, and held by a commit that may wait for a load this commit holds: give everything
-    // back, wait for that commit's settle, and start again.
+    // back and wait for that commit's settle as a small commit would (reserving the key, then
+    // giving it back), holding nothing else, before starting again.
     for (int j = 0; j < *nreserved; j++) BufferSettle(reservations[j], false);
     *nreserved = 0;
     ReleaseHolds();
-    BufferWaitForSettle(&waits);
+    Reservation settled;
+    BufferReserve(defs[busy_counter], keys[busy], buckets[busy], deltas[busy], Bounds{},
+                  writes[busy_counter], &settled);
+    BufferSettle(settled, false);
   }
 
   // The rows of the keys kept, counter by counter; then the reserved ones to the front.

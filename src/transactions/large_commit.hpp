@@ -7,18 +7,21 @@
 //   1. locks its counters' rows FOR UPDATE, in id order, as a drop does: the flusher's fold,
 //      its expiry of old keys and its rank index builds skip or wait for those counters, a drop
 //      or another large commit of them waits for this one, and it sees every row committed
-//      before the locks were granted;
+//      before the locks were granted; then the tables it writes (and their indexes), so that no
+//      lock is waited for once loads wait for it (step 4: the lock manager cannot see them);
 //   2. forgets their rank indexes (the next sc_rank builds them again, after this commit);
-//   3. moves any committed deltas of its counters into key_values if loads must still read
-//      deltas (after a restart, until the flusher's first fold), so that every key out of the
-//      buffer is its row alone;
+//   3. counts itself a writer of key_values (shmem.hpp: attachments) and reads the clock, the
+//      commit's time, which stamps every row it writes; moves any committed deltas of its
+//      counters into key_values if loads must still read deltas (after a restart, until the
+//      flusher's first fold), so that every key out of the buffer is its row alone;
 //   4. holds its counters' loads (core/through_holds.hpp) and, key by key in order, reserves the
 //      delta of a key whose entry holds what the tables lack (as a small commit does), or else
-//      removes its entry, if any, and keeps the key to write itself;
+//      removes its entry, if any, and keeps the key to write itself; a key expired and reserved
+//      by another commit (which may wait for a load this one holds) makes it give back every
+//      reservation and hold, wait for that commit's settle holding nothing, and start again;
 //   5. writes the deltas of the reserved keys as deltas rows, and adds those of the others to
 //      their key_values rows in one upsert per counter (an expired key counts from 0; a value
-//      that leaves bigint fails the commit with 22003, one that leaves its bounds with 23514),
-//      stamped with the commit's time as a writer of key_values (attachments read it: shmem.hpp).
+//      that leaves bigint fails the commit with 22003, one that leaves its bounds with 23514).
 // After the commit (or the abort) the reservations settle and the holds go. Until then, loads of
 // its counters' keys out of the buffer wait: other sessions' first reads of those keys wait for
 // the commit, as for a lock.

@@ -160,14 +160,27 @@ CounterKey MakeKey(int32 counter, int64 key, int64 bucket) {
 
 bool any_pending = false;  // the tables hold something of this transaction
 
+// Tables grown past this many entries are given back at the end of their transaction, rather
+// than emptied and kept (a backfill's million keys would otherwise stay in the backend's memory).
+constexpr long kKeptEntries = 65536;
+
 void Forget() {
-  if (any_pending) {
+  if (any_pending && (hash_get_num_entries(pending_sums) > kKeptEntries ||
+                      hash_get_num_entries(at_level) > kKeptEntries)) {
+    hash_destroy(at_level);
+    hash_destroy(names);
+    hash_destroy(pending_sums);
+    pfree(moved_space);
+    at_level = names = pending_sums = nullptr;  // made again by the next increment
+    moved_space = nullptr;
+    moved_capacity = 0;
+  } else if (any_pending) {
     Empty(at_level);
     Empty(pending_sums);
     Empty(names);
-    last_named = 0;
-    any_pending = false;
   }
+  last_named = 0;
+  any_pending = false;
   reservations = nullptr;  // in TopTransactionContext
   reservation_count = 0;
 }
@@ -256,7 +269,7 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
                errmsg("transaction changes more than %d keys of transactional counters",
                       settings.max_transaction_keys),
                errdetail("slotted_counter.max_transaction_keys bounds the backend memory a "
-                         "transaction's changes take, about 250 bytes per key at its commit."),
+                         "transaction's changes take, about 300 bytes per key at its commit."),
                errhint("Raise slotted_counter.max_transaction_keys, or commit in smaller "
                        "transactions.")));
     }

@@ -203,11 +203,15 @@ SELECT sc_drop('nested');
 -- large commit (large_commit.hpp): the rows of the keys out of the buffer are its own to write;
 -- a key with a commit in the buffer not yet folded is reserved as in any commit. With a mix of
 -- counters, a bucketed one, a bounded increment and a savepoint rolled back.
+-- A bucket drop first, so that loads read the deltas until the next fold: the large commit folds
+-- its counters' deltas itself (key 3's), stamped with its own time, not its transaction's start.
 SELECT sc_create('large'), sc_create('large_hourly', 'transactional', bucket => '1 hour');
 BEGIN;
 SELECT sc_incr('large', 3, 1000);
 COMMIT;
+SELECT sc_drop_buckets('large_hourly', '2020-01-01');
 BEGIN;
+CREATE TEMP TABLE large_start AS SELECT now() AS t;
 SELECT count(sc_incr('large', k, k % 7 + 1)) FROM generate_series(1, 25001) k;
 SELECT count(sc_incr('large_hourly', k, 1, '2026-01-01 00:30+00'::timestamptz + (k % 2) * interval '1 hour'))
   FROM generate_series(1, 100) k;
@@ -219,6 +223,8 @@ COMMIT;
 SELECT sc_sum('large', 3), sc_sum('large', 4), sc_sum('large', 25001), sc_sum('large', 25002),
        sc_total('large') = 1000 + 10 + (SELECT sum(k % 7 + 1) FROM generate_series(1, 25001) k),
        sc_total('large_hourly');
+SELECT updated_at > (SELECT t FROM large_start) AS stamped_at_commit
+  FROM slotted_counter.key_values WHERE counter = 'large'::slotted_counter::integer AND key = 3;
 -- again, the keys' rows now written: a value that would leave its bounds fails the commit, and
 -- nothing of it counts
 BEGIN;

@@ -4,6 +4,7 @@
 # commits count into its keys; a value that another commit pushed out of range or out of bounds
 # fails it with 22003 or 23514 and nothing of it counts; a key expired by its retention counts from
 # 0; a drop of its counter fails it with 42704; a rank index built before it is not used after it;
+# a read does not wait for a large commit that waits for a lock the reader holds;
 # slotted_counter.max_transaction_keys bounds its keys with 53400.
 
 use strict;
@@ -155,7 +156,34 @@ $node->safe_psql('postgres', q{SELECT sc_rollup()});
 is($node->safe_psql('postgres', q{SELECT sc_rank('k', 30000), sc_rank('k', 2)}), '30000|2',
 	'and the index built after it');
 
-# 7. slotted_counter.max_transaction_keys.
+# 7. A session holding a lock the large commit needs (SHARE on key_values, as
+# sc_rebuild_counter_totals takes) reads a key of the counter out of the buffer while the commit
+# waits for it: the read does not wait for the commit, which then goes on (no hidden deadlock).
+# (A flush first: its complete fold leaves loads reading key_values alone, so the commit reaches
+# the rows it writes itself before any lock it waits for.)
+$node->safe_psql('postgres', q{SELECT sc_create('dl', 'transactional'); SELECT sc_rollup()});
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN');
+$locker->query_safe('SELECT sc_rebuild_counter_totals()');
+my ($lout, $lerr) = ('', '');
+my $committer = IPC::Run::start(
+	[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+	  '-c', q{BEGIN; SELECT count(sc_incr('dl', k, 1)) FROM generate_series(1, 30000) k; COMMIT;} ],
+	'>', \$lout, '2>', \$lerr,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+$node->poll_query_until('postgres', q{
+SELECT count(*) = 1 FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND query LIKE 'BEGIN; SELECT count(sc_incr(''dl''%'});
+is($locker->query_safe(q{SELECT sc_sum('dl', 99999), sc_sum('dl', 1)}), '0|0',
+	'a read of the counter does not wait for a large commit that waits for its lock');
+$locker->query_safe('COMMIT');
+$locker->quit;
+$committer->finish;
+is($lerr, '', 'the large commit then commits');
+is($node->safe_psql('postgres', q{SELECT sc_total('dl'), sc_sum('dl', 30000)}), '30000|1',
+	'and counts everything');
+
+# 8. slotted_counter.max_transaction_keys.
 my ($ret, $stdout, $stderr) = $node->psql('postgres', q{
 \set VERBOSITY verbose
 SET slotted_counter.max_transaction_keys = 1000;
