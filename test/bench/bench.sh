@@ -14,12 +14,14 @@
 #
 # Usage: test/bench/bench.sh [--install] [--quick]
 #   --install  make and make install first (with sudo when not root)
-#   --quick    smoke test: CLIENTS=8 DURATION=2 FLUSH_KEYS=100000 INPROC_N=200000 INPROC_REPS=3
+#   --quick    smoke test: CLIENTS=8 DURATION=2 FLUSH_KEYS=100000 BIGTXN_KEYS=100000
+#              INPROC_N=200000 INPROC_REPS=3
 #              (each still overridable from the environment)
 # Environment: PGBIN (/usr/lib/postgresql/15/bin: the server to measure), DURATION (10 s per
 #   point), CLIENTS ("1 8 32 64"), JOBS (2), SYNCHRONOUS_COMMIT (on),
 #   ONLY (names of workloads and sections to run, default all; see --list), MAX_ENTRIES (2000000),
-#   BATCH (1000 keys per batch call), FLUSH_KEYS (1000000), INPROC_N (1000000), INPROC_REPS (5),
+#   BATCH (1000 keys per batch call), FLUSH_KEYS (1000000), BIGTXN_KEYS (1000000: the keys of the
+#   bigtxn section), INPROC_N (1000000), INPROC_REPS (5),
 #   REDIS (auto | no), FLUSH_INTERVAL (1000 ms: slotted_counter.flush_interval of the throughput
 #   runs), OUT (test/bench/out/<UTC timestamp>).
 set -euo pipefail
@@ -80,7 +82,7 @@ ALL_WORKLOADS=(
     "batch|batch sc_incr, buffered, BATCH keys per call|batch_buffered.sql||BATCH|SELECT sc_sum_keys('batch', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
     "txbatch|batch sc_incr, transactional, BATCH keys per call|batch_transactional.sql||BATCH|SELECT sc_sum_keys('batch_tx', ARRAY(SELECT generate_series(1, BATCH)::bigint))"
 )
-SECTIONS=(inproc flush shmem)
+SECTIONS=(inproc flush bigtxn shmem)
 
 install=0 quick=0
 for arg in "$@"; do
@@ -90,15 +92,17 @@ for arg in "$@"; do
         --list)
             for w in "${ALL_WORKLOADS[@]}"; do IFS='|' read -r n l _ <<<"$w"; printf '%-18s %s\n' "$n" "$l"; done
             printf '%-18s %s\n' inproc "one backend: ns per sc_incr / sc_sum" flush "time of sc_rollup() by dirty and resident keys" \
+                bigtxn "one transaction of 1,000,000 keys against an INSERT of as many rows" \
                 shmem "shared memory per counter value"
             exit 0 ;;
-        -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; echo "  --list     the workload and section names ONLY accepts"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; echo "  --list     the workload and section names ONLY accepts"; exit 0 ;;
         *) die "unknown argument \"$arg\" (try --help)" ;;
     esac
 done
 
 if [[ $quick -eq 1 ]]; then
     DURATION=${DURATION:-2} CLIENTS=${CLIENTS:-8} FLUSH_KEYS=${FLUSH_KEYS:-100000}
+    BIGTXN_KEYS=${BIGTXN_KEYS:-100000}
     INPROC_N=${INPROC_N:-200000} INPROC_REPS=${INPROC_REPS:-3}
 fi
 DURATION=${DURATION:-10}
@@ -109,6 +113,7 @@ ONLY=${ONLY:-}
 MAX_ENTRIES=${MAX_ENTRIES:-2000000}
 BATCH=${BATCH:-1000}
 FLUSH_KEYS=${FLUSH_KEYS:-1000000}
+BIGTXN_KEYS=${BIGTXN_KEYS:-1000000}
 INPROC_N=${INPROC_N:-1000000}
 INPROC_REPS=${INPROC_REPS:-5}
 REDIS=${REDIS:-auto}
@@ -499,6 +504,43 @@ if wanted flush; then
         "SELECT sum(value) FROM slotted_counter.key_values WHERE counter IN ('flush_small'::slotted_counter::integer, 'flush_big'::slotted_counter::integer)"
 fi
 
+# ---- a transaction of 1,000,000 keys ---------------------------------------------------------
+# A table of counters moved into a counter in one statement (its own transaction, the COMMIT
+# timed with it), new keys and then the same keys again, against an INSERT of as many rows into a
+# table with a primary key, on the same server. Timed from the client: psql's round trip is in
+# each, a few milliseconds of seconds.
+BIGTXN_ROWS=()
+if wanted bigtxn; then
+    log "a transaction of $(thousands "$BIGTXN_KEYS") keys"
+    q "DROP TABLE IF EXISTS bigtxn_source, bigtxn_baseline" >/dev/null
+    q "CREATE TABLE bigtxn_source AS SELECT g::bigint AS id, (g % 1000 + 1)::bigint AS n
+         FROM generate_series(1, $BIGTXN_KEYS) g" >/dev/null
+    q "CREATE TABLE bigtxn_baseline (id bigint PRIMARY KEY, n bigint NOT NULL)" >/dev/null
+    q "SELECT sc_create('bigtxn_t', 'transactional'), sc_create('bigtxn_b', 'buffered')" >/dev/null
+    timed_ms() {    # SQL, in a transaction of its own: milliseconds, the commit included
+        q "CHECKPOINT" >/dev/null
+        local start end
+        start=$(date +%s%N)
+        q "$1" >/dev/null || die "failed: $1"
+        end=$(date +%s%N)
+        echo $(( (end - start) / 1000000 ))
+    }
+    base=$(timed_ms "INSERT INTO bigtxn_baseline SELECT id, n FROM bigtxn_source")
+    bigtxn_row() {    # label, SQL
+        local ms
+        ms=$(timed_ms "$2")
+        BIGTXN_ROWS+=("| $1 | $ms | $(awk -v a="$base" -v b="$ms" 'BEGIN { printf "%.2f", a / b }') |")
+        echo "$1: $ms ms (INSERT: $base ms)" >>"$OUT/raw/bigtxn.out"
+        printf 'bench: %s: %s ms\n' "$1" "$ms" >&2
+    }
+    bigtxn_row "transactional \`sc_set\`, new keys" "SELECT count(sc_set('bigtxn_t', id, n)) FROM bigtxn_source"
+    bigtxn_row "transactional \`sc_incr\`, the same keys" "SELECT count(sc_incr('bigtxn_t', id, 1)) FROM bigtxn_source"
+    bigtxn_row "buffered \`sc_set\`, new keys" "SELECT count(sc_set('bigtxn_b', id, n)) FROM bigtxn_source"
+    verify "\`sc_sum('bigtxn_t')\` of every key" "$(q "SELECT sum(n) + count(*) FROM bigtxn_source")" \
+        "SELECT sum(sc_sum('bigtxn_t', id)) FROM bigtxn_source"
+    q "DROP TABLE bigtxn_source, bigtxn_baseline" >/dev/null
+fi
+
 # ---- the tables -----------------------------------------------------------------------------
 ratio() {    # a / b with two decimals, "-" when either is missing
     [[ ${1:-} =~ ^[0-9]+$ && ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "-"; return; }
@@ -623,6 +665,14 @@ report() {
         echo "| dirty keys are | dirty keys | dirty_entries | entries_used | rows written | sc_rollup() ms | stats.last_flush_ms | µs per dirty key | × INSERT of as many rows |"
         echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         printf '%s\n' "${FLUSH_ROWS[@]}"
+    fi
+    if wanted bigtxn; then
+        echo
+        echo "#### A transaction of $(thousands "$BIGTXN_KEYS") keys: one statement and its COMMIT, against an INSERT of as many rows into a table with a primary key ($base ms)"
+        echo
+        echo "| statement | ms | speed × the INSERT's (target ≥ 0.5) |"
+        echo "|---|---:|---:|"
+        printf '%s\n' "${BIGTXN_ROWS[@]}"
     fi
     if (( ${#SHMEM_LINES[@]} > 0 )); then
         echo
