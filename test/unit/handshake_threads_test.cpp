@@ -239,6 +239,21 @@ TEST(WriteThroughRequests, EveryToldIncrementIsInTheTableOnceAndNoLoadIsStale) {
               added.load());
 }
 
+// A loader's step for a missing key k: an entry taken (a clean one evicted if none is free),
+// linked unless a hold refuses it, and made resident with the table's value read after the link.
+void LoadUnlessHeld(Proto& table, ThroughHolds& holds, const CounterKey& k,
+                    const std::atomic<int64_t>& stored) {
+  uint64_t evicted = 0;
+  uint32_t index =
+      table.TakeFreeOrClean(kDb, false, 64, [](const Entry&) { return true; }, &evicted);
+  sc::Loading loading{kNil, 0, 0};
+  if (index != kNil &&
+      sc::BeginLoadUnlessHeld(table, holds, index, k, sc::HashCounterKey(k),
+                              [] { return LoadStart::kLinked; },
+                              &loading) == LoadStart::kLinked)
+    table.FinishLoad(loading, stored.load(), [] { return false; });
+}
+
 TEST(PartitionHolds, NoKeyIsLoadedWhileABatchWritesItThrough) {
   constexpr int kLoaders = 2;
   constexpr int kBatchers = 2;
@@ -341,17 +356,8 @@ TEST(PartitionHolds, NoKeyIsLoadedWhileABatchWritesItThrough) {
               table.TakeFreeOrClean(kDb, false, 64, [](const Entry&) { return true; }, &evicted);
           if (spare != kNil) table.LinkSum(spare, k, hash);
         }
-        if (table.ReadIfResident(k, hash, &value) == Probe::kMissing) {
-          uint64_t evicted = 0;
-          uint32_t index =
-              table.TakeFreeOrClean(kDb, false, 64, [](const Entry&) { return true; }, &evicted);
-          sc::Loading loading{kNil, 0, 0};
-          if (index != kNil &&
-              sc::BeginLoadUnlessHeld(table, *holds, index, k, hash,
-                                      [] { return LoadStart::kLinked; },
-                                      &loading) == LoadStart::kLinked)
-            table.FinishLoad(loading, stored[slot_of(k)].load(), [] { return false; });
-        }
+        if (table.ReadIfResident(k, hash, &value) == Probe::kMissing)
+          LoadUnlessHeld(table, *holds, k, stored[slot_of(k)]);
         if (rng() % 4 == 0) {
           // A flush: the pinned adds into the table, so that entries turn clean and evictable.
           flush(table);
@@ -466,18 +472,9 @@ TEST(CounterHolds, NoValueReadBeforeALargeCommitIsLinkedAfterIt) {
         CounterKey k = KeyOf(j, 3);
         uint32_t hash = sc::HashCounterKey(k);
         int64_t value;
-        if (table.ReadIfResident(k, hash, &value) == Probe::kMissing) {
-          uint64_t evicted = 0;
-          // Evicts clean, unpinned entries: a commit's settled value is in the table already.
-          uint32_t index =
-              table.TakeFreeOrClean(kDb, false, 64, [](const Entry&) { return true; }, &evicted);
-          sc::Loading loading{kNil, 0, 0};
-          if (index != kNil &&
-              sc::BeginLoadUnlessHeld(table, *holds, index, k, hash,
-                                      [] { return LoadStart::kLinked; },
-                                      &loading) == LoadStart::kLinked)
-            table.FinishLoad(loading, stored[j].load(), [] { return false; });
-        }
+        // (Evicting clean, unpinned entries: a commit's settled value is in the table already.)
+        if (table.ReadIfResident(k, hash, &value) == Probe::kMissing)
+          LoadUnlessHeld(table, *holds, k, stored[j]);
         std::this_thread::yield();
       }
     });

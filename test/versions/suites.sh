@@ -24,7 +24,7 @@ versions_tap=$(printf 'test/t/%s.pl ' 001_restart 002_worker_kill 003_small_buff
   006_not_preloaded 007_txn_crash 008_txn_standby 010_txn_prepare 011_attach 014_drop_full_buffer \
   015_attach_security 017_dump_restore_roles 022_dump_restore 024_databases 025_replaced_library \
   027_clean_stop 029_batch_interrupted 038_versions 043_roles 044_pg_upgrade 046_expiry 047_rank_index \
-  048_text_keys 061_wait_events)
+  048_text_keys 061_wait_events 063_large_transactions)
 
 declare -A versions_root=() versions_ready=()
 
