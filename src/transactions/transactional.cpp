@@ -185,11 +185,12 @@ void Forget() {
   reservation_count = 0;
 }
 
-// Writes one row per key with a non-zero delta into slotted_counter.deltas, and its index
-// entries. The table has no trigger or constraint beyond NOT NULL, so a direct heap insert
-// (WAL-logged, counted for autovacuum) plus the index inserts do what an INSERT would, without
-// planning a statement, and regardless of the caller's privileges on the table. The index
-// (counter, key, bucket) is what makes loading a key's committed deltas an index lookup.
+// Writes one row per key with a non-zero delta into slotted_counter.deltas, and the entries of
+// any index a user added to it. The table has no trigger or constraint beyond NOT NULL, so a
+// direct heap insert (WAL-logged, counted for autovacuum) does what an INSERT would, without
+// planning a statement, and regardless of the caller's privileges on the table. It has no index
+// of its own: a commit costs one heap insert per key, and loads read a key's deltas by a scan only
+// while they must (core/fold_epochs.hpp: until a fold after a restart or a bucket drop).
 void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* buckets,
                   const int64* deltas, TimestampTz written_at) {
   // The extension may have been dropped by a transaction that committed meanwhile: then the
@@ -244,12 +245,20 @@ int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
 
 namespace {
 
+// Whether a read of a key's committed value loads it into the buffer: yes while the transaction's
+// keys are few enough to be held there at its commit; no once it will be a large commit
+// (large_commit.hpp), which writes the rows of the keys out of the buffer itself: its reads then
+// leave other sessions' keys resident.
+bool LoadOnRead() {
+  return pending_sums == nullptr || !IsLargeCommit(int(hash_get_num_entries(pending_sums)));
+}
+
 // The increment, with bounds or (kBounded false: nothing of them compiled in, the common case)
 // without.
 template <bool kBounded>
 pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int64 bucket,
                                            int64 delta, Bounds bounds, int64* result) {
-  int64 committed = BufferRead(def, key, bucket, true);
+  int64 committed = BufferRead(def, key, bucket, LoadOnRead());
   if (pending_sums == nullptr) MakeTables();
   any_pending = true;
   RememberName(def);
@@ -341,7 +350,7 @@ int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64**
 }
 
 int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 value) {
-  int64 committed = BufferRead(def, key, bucket, true);
+  int64 committed = BufferRead(def, key, bucket, LoadOnRead());
   int64 old, delta;
   if (!CheckedAdd(committed, TransactionalPending(def.id, key, bucket), &old) ||
       __builtin_sub_overflow(value, old, &delta))

@@ -28,11 +28,13 @@ SELECT sc_incr('held', 1, 1, now() - interval '2 hours');
 my $holder = $node->background_psql('postgres');
 $holder->query_safe(q{BEGIN; SELECT sc_drop_buckets('held', now() - interval '1 hour')});
 
-# Another counter commits 1,000 keys, 100 per transaction: four times the buffer.
+# Another counter commits 1,000 keys, 50 per transaction: four times the buffer, each commit
+# holding its keys in the buffer (more than a quarter of it, 64, would be a large commit, which
+# writes its keys' rows itself and needs no room).
 my ($rc, $out, $err) = $node->psql('postgres', q{
 DO $$ BEGIN
-  FOR b IN 0..9 LOOP
-    PERFORM sc_incr('busy', k, 2) FROM generate_series(b * 100 + 1, b * 100 + 100) k;
+  FOR b IN 0..19 LOOP
+    PERFORM sc_incr('busy', k, 2) FROM generate_series(b * 50 + 1, b * 50 + 50) k;
     COMMIT;
   END LOOP;
 END $$;});

@@ -39,9 +39,20 @@ SELECT count(*) FILTER (WHERE sc_sum('$c', id) <> n + $plus),
   FROM old_counts});
 }
 
-# 1. The migration, one statement each.
+# 1. The migration, one statement each. Another counter's keys are in the buffer before it.
+$node->safe_psql('postgres', q{
+SELECT sc_create('hot', 'transactional');
+SELECT count(sc_incr('hot', g, 1)) FROM generate_series(1, 1000) g;
+});
 is($node->safe_psql('postgres', q{SELECT count(sc_set('t', id, n)) FROM old_counts}),
 	'1000000', 'a transactional counter takes 1,000,000 keys in one statement');
+is($node->safe_psql('postgres', q{
+BEGIN;
+SELECT sum(sc_sum('hot', g)) FROM generate_series(1, 1000) g;
+SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_xact_all_tables
+ WHERE relid = 'slotted_counter.key_values'::regclass;
+COMMIT;}),
+	"1000\n0", 'and leaves another counter\'s keys in the buffer (read without a table)');
 is($node->safe_psql('postgres', q{SELECT count(sc_set('b', id, n)) FROM old_counts}),
 	'1000000', 'so does a buffered one');
 is(mismatches('t', 0), '0|t', 'the transactional counter reads back exactly');
