@@ -258,35 +258,34 @@ PartSurveyed PartSurvey(RequestIdPart* t, Oid db, const CounterKey* keys, int nk
   // A part with no pending id (of any database) has none to give: most parts, most flushes, where
   // sc_incr_once is not called.
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
-  bool none = t->pending == 0;
+  uint32 pending = t->pending;
   LWLockRelease(t->lock);
-  if (none) return survey;
-  int nothers = 0;
+  if (pending == 0) return survey;
+  // One pass: db's pending ids are at most the part's now, and none of db's turns kPending
+  // meanwhile, so there is room for every one on an unclaimed key.
+  survey.others = static_cast<OtherId*>(
+      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(OtherId) * pending));
+  auto* other_keys = static_cast<CounterKey*>(
+      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(CounterKey) * pending));
   for (uint32 first = 0; first < t->capacity; first += kTakeChunk) {
     uint32 end = Min(t->capacity, first + kTakeChunk);
     LWLockAcquire(t->lock, LW_EXCLUSIVE);
-    for (uint32 i = first; i < end; i++)
-      if (PendingOf(es[i], db)) {
-        survey.n++;
-        if (!Claimed(es[i], db, keys, nkeys)) nothers++;
-      }
+    for (uint32 i = first; i < end; i++) {
+      if (!PendingOf(es[i], db)) continue;
+      survey.n++;
+      if (Claimed(es[i], db, keys, nkeys) || uint32(survey.nothers) == pending) continue;
+      other_keys[survey.nothers] = CounterKey{uint32(db), es[i].counter, es[i].key, es[i].bucket};
+      survey.others[survey.nothers++] = OtherId{i, false};
+    }
     LWLockRelease(t->lock);
   }
-  if (nothers == 0) return survey;
-  survey.others = static_cast<OtherId*>(palloc(sizeof(OtherId) * nothers));
-  auto* other_keys = static_cast<CounterKey*>(palloc(sizeof(CounterKey) * nothers));
-  for (uint32 first = 0; first < t->capacity && survey.nothers < nothers; first += kTakeChunk) {
-    uint32 end = Min(t->capacity, first + kTakeChunk);
-    LWLockAcquire(t->lock, LW_EXCLUSIVE);
-    for (uint32 i = first; i < end && survey.nothers < nothers; i++)
-      if (PendingOf(es[i], db) && !Claimed(es[i], db, keys, nkeys)) {
-        other_keys[survey.nothers] = CounterKey{uint32(db), es[i].counter, es[i].key, es[i].bucket};
-        survey.others[survey.nothers++] = OtherId{i, false};
-      }
-    LWLockRelease(t->lock);
-  }
+  Assert(uint32(survey.n) <= pending);
   for (int j = 0; j < survey.nothers; j++) survey.others[j].settled = settled(other_keys[j]);
   pfree(other_keys);
+  if (survey.nothers == 0) {
+    pfree(survey.others);
+    survey.others = nullptr;
+  }
   return survey;
 }
 
