@@ -402,11 +402,13 @@ void TransactionalPreCommit() {
   // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
   TimestampTz now;
   if (IsLargeCommit(rows)) {
-    auto* defs = static_cast<CounterDef*>(palloc(sizeof(CounterDef) * (rows + 1)));
+    // One definition per counter (the rows are sorted by counter), not per row: a row's
+    // definition is over a hundred bytes, and a large commit has millions of rows.
     int ncounters = 0;
-    for (int i = 0; i < rows; i++)
-      if (i == 0 || counters[i] != counters[i - 1])
-        defs[ncounters++] = CommittingCounter(counters[i]);
+    for (int i = 0; i < rows; i++) ncounters += i == 0 || counters[i] != counters[i - 1];
+    auto* defs = static_cast<CounterDef*>(palloc(sizeof(CounterDef) * ncounters));
+    for (int i = 0, c = 0; i < rows; i++)
+      if (i == 0 || counters[i] != counters[i - 1]) defs[c++] = CommittingCounter(counters[i]);
     now = LargeCommitPrepare(defs, ncounters, rows, counters, keys, buckets, deltas, bounds,
                              reservations, &reservation_count);
     rows = reservation_count;
