@@ -52,6 +52,7 @@ OBJS = \
 	src/workers/attach_run.o \
 	src/workers/databases.o \
 	src/workers/flush.o \
+	src/workers/flush_copy.o \
 	src/workers/flush_txn.o \
 	src/workers/flush_write.o \
 	src/workers/fold.o \

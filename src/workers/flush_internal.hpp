@@ -1,6 +1,7 @@
 // flush_internal.hpp: the parts of a flush that its files share (flush.cpp: rounds and chunks;
-// flush_write.cpp: the statements that write a chunk; fold.cpp: the fold of transactional
-// deltas; flush_txn.cpp: a flusher transaction and what each one reads first).
+// flush_write.cpp: the statements that write a chunk; flush_copy.cpp: its fresh keys' rows by
+// COPY; fold.cpp: the fold of transactional deltas; flush_txn.cpp: a flusher transaction and what
+// each one reads first).
 #pragma once
 
 #include "core/counter_table.hpp"
@@ -57,6 +58,16 @@ int64 WriteItems(FlushItem* items, int64 n);
 
 // The request ids taken with the items, written in the same transaction. Inside SPI.
 void WriteRequestIds(const TakenRequestId* taken, int n);
+
+// ---- flush_copy.cpp ----
+
+// Inserts the rows of items (n of them, fresh keys) into key_values by COPY's bulk insertion,
+// with written_at from each item's stamp if `stamped`, else now(); fails with 23505 on a key that
+// has a row. Inside SPI, in the flush's transaction.
+void CopyFreshRows(const FlushItem* items, int64 n, bool stamped);
+// Inserts the rows of request ids (n of them) into slotted_counter.requests the same way; fails
+// with 23505 on an id that has a row. Each id's text must be in the client encoding.
+void CopyRequestIds(const TakenRequestId* taken, int64 n);
 
 // ---- fold.cpp ----
 

@@ -1,9 +1,10 @@
 // flush_write.cpp: the statements that write a flush step's claimed entries to
 // slotted_counter.key_values (flush_internal.hpp: WriteItems), and the request ids taken with them.
 //
-// Keys flushed before, which mostly have their row, are written with UPDATEs, keys never flushed,
-// which mostly have none, with plain INSERTs, in statements of at most kBatch keys; each kind in
-// one subtransaction, redone as upserts if a key's row was not as expected after all.
+// Keys flushed before, which mostly have their row, are written with UPDATEs in statements of at
+// most kBatch keys; keys never flushed, which mostly have none, with COPY's bulk insertion
+// (flush_copy.cpp); each kind in one subtransaction, redone as upserts if a key's row was not as
+// expected after all.
 #include <algorithm>
 
 #include "spi.hpp"
@@ -20,7 +21,6 @@ constexpr int kBatch = 10000;
 // counter whose keys expire: definitions/expiry.hpp), and where none does (the others: their
 // rows' written_at is this flush's time, and the statements take four arrays, not five).
 SPIPlanPtr plan_flush[2] = {nullptr, nullptr};
-SPIPlanPtr plan_insert[2] = {nullptr, nullptr};
 SPIPlanPtr plan_update[2] = {nullptr, nullptr};
 SPIPlanPtr plan_update_bucketed[2] = {nullptr, nullptr};
 
@@ -41,13 +41,6 @@ const char* const kFlushSql[2] = {
         SC_UPSERT,
     "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "
     SC_FLUSH_ROWS5 SC_UPSERT};
-
-// Rows of fresh keys: a plain INSERT skips the upsert's speculative insertion (an index probe
-// before the insert, a confirmation after it), about 40% of a new row's cost.
-const char* const kInsertSql[2] = {
-    "INSERT INTO slotted_counter.key_values (counter, key, bucket, value) " SC_FLUSH_ROWS4,
-    "INSERT INTO slotted_counter.key_values (counter, key, bucket, value, written_at) "
-    SC_FLUSH_ROWS5};
 
 // Rows of keys flushed before, which mostly have their row: an UPDATE joined on the unique index
 // (a nested loop of index scans) skips the upsert's arbiter probe, a new index scan per row, and
@@ -72,31 +65,28 @@ const char* const kUpdateBucketedSql[2] = {
     SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "pg_catalog.now()", ""),
     SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "u.w", SC_STAMP_ROWS)};
 
-// How a batch is written: upserts, which cannot fail on a key's row being there or not; plain
-// INSERTs (fresh keys), which fail with 23505 on a key that has a row; UPDATEs (keys with rows),
-// which fail with 02000 on a key that has none.
+// How items are written: upserts, which cannot fail on a key's row being there or not; plain
+// insertions (fresh keys, by COPY), which fail with 23505 on a key that has a row; UPDATEs (keys
+// with rows), which fail with 02000 on a key that has none.
 enum class Statement { kUpsert, kInsert, kUpdate };
+
+bool AnyStamped(const FlushItem* items, int64 n) {
+  return std::any_of(items, items + n, [](const FlushItem& item) { return item.claim.stamped; });
+}
 
 bool Unbucketed(const FlushItem& item) { return item.bucket == kNoBucket; }
 
+// A statement's batch: upserts or UPDATEs.
 void WriteBatch(const FlushItem* items, int64 n, Statement write) {
-  bool stamped = std::any_of(items, items + n,
-                             [](const FlushItem& item) { return item.claim.stamped; });
-  SPIPlanPtr plan = nullptr;
+  Assert(write != Statement::kInsert);
+  bool stamped = AnyStamped(items, n);
+  SPIPlanPtr plan = KeyArrayPlan(&plan_flush[stamped], kFlushSql[stamped]);
   int expected_rc = SPI_OK_INSERT;
-  switch (write) {
-    case Statement::kUpsert:
-      plan = KeyArrayPlan(&plan_flush[stamped], kFlushSql[stamped]);
-      break;
-    case Statement::kInsert:
-      plan = KeyArrayPlan(&plan_insert[stamped], kInsertSql[stamped]);
-      break;
-    case Statement::kUpdate:
-      plan = Unbucketed(items[0])
-                 ? KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped])
-                 : KeyArrayPlan(&plan_update_bucketed[stamped], kUpdateBucketedSql[stamped]);
-      expected_rc = SPI_OK_UPDATE;
-      break;
+  if (write == Statement::kUpdate) {
+    plan = Unbucketed(items[0])
+               ? KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped])
+               : KeyArrayPlan(&plan_update_bucketed[stamped], kUpdateBucketedSql[stamped]);
+    expected_rc = SPI_OK_UPDATE;
   }
   auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
   auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
@@ -118,10 +108,15 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
                     errmsg("a key flushed before has no row in slotted_counter.key_values")));
 }
 
-// Writes the deltas of items (n of them) in batches of at most kBatch. An UPDATE's batch holds
-// either unbucketed or bucketed keys (its statement differs). Each batch's arrays are freed
-// before the next: memory the process already has, not a million keys' worth touched anew.
+// Writes the deltas of items (n of them): insertions in one COPY, statements in batches of at
+// most kBatch. An UPDATE's batch holds either unbucketed or bucketed keys (its statement differs).
+// Each batch's arrays are freed before the next: memory the process already has, not a million
+// keys' worth touched anew.
 void WriteBatches(const FlushItem* items, int64 n, Statement write) {
+  if (write == Statement::kInsert) {
+    CopyFreshRows(items, n, AnyStamped(items, n));
+    return;
+  }
   // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of key_values
   // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
   // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
@@ -175,10 +170,6 @@ bool ItemOrder(const FlushItem& a, const FlushItem& b) {
   return a.bucket < b.bucket;
 }
 
-// The request ids a flush took, written with the increments it writes (an id known before, whose
-// row's time was past the window then, takes the row over).
-SPIPlanPtr plan_request_ids = nullptr;
-
 }  // namespace
 
 int64 WriteItems(FlushItem* items, int64 n) {
@@ -191,8 +182,13 @@ int64 WriteItems(FlushItem* items, int64 n) {
   return n - with_rows;
 }
 
-void WriteRequestIds(const TakenRequestId* taken, int n) {
-  if (n == 0) return;
+namespace {
+
+// The request ids a flush took, written with the increments it writes by an upsert (an id known
+// before, whose row's time was past the window then, takes the row over).
+SPIPlanPtr plan_request_ids = nullptr;
+
+void UpsertRequestIds(const TakenRequestId* taken, int n) {
   Datum *counters = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
         *ids = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
         *keys = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
@@ -230,6 +226,22 @@ void WriteRequestIds(const TakenRequestId* taken, int n) {
       6, types);
   if (SPI_execute_plan(plan, args, nullptr, false, 0) != SPI_OK_INSERT)
     elog(ERROR, "writing slotted_counter.requests failed");
+}
+
+}  // namespace
+
+// Mostly new ids: inserted by COPY in a subtransaction, all of them upserted instead if one had a
+// row after all (23505). COPY receives each id as text's binary form, which it converts from the
+// client encoding: a flusher whose database or role sets another client_encoding upserts them.
+void WriteRequestIds(const TakenRequestId* taken, int n) {
+  if (n == 0) return;
+  if (pg_get_client_encoding() == GetDatabaseEncoding()) {
+    ErrorData* error = InSubtransaction([&] { CopyRequestIds(taken, n); });
+    if (error == nullptr) return;
+    if (error->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) ReThrowError(error);
+    FreeErrorData(error);
+  }
+  UpsertRequestIds(taken, n);
 }
 
 }  // namespace sc

@@ -51,7 +51,7 @@ SELECT pg_stat_clear_snapshot();
 SELECT seq_scan + coalesce(idx_scan, 0) - :scans_before AS key_values_scans_after_a_miss
   FROM pg_stat_user_tables WHERE relid = 'slotted_counter.key_values'::regclass;
 SELECT sc_drop('hits');
--- A flush writes keys it never flushed with plain INSERTs, and when one of them has a row after
+-- A flush inserts keys it never flushed (by COPY), and when one of them has a row after
 -- all (here a row put in by hand; also a key whose row holds 0, loaded again), writes them all
 -- again as upserts: nothing is lost, nothing counted twice, one row per key.
 -- (While this transaction holds the counter's row, flushes skip the counter.)
