@@ -67,6 +67,18 @@ SELECT sc_incr_once('payments', 1, 1, 'nope');
 \echo :LAST_ERROR_SQLSTATE
 SELECT DISTINCT counter::slotted_counter FROM slotted_counter.requests;
 RESET ROLE;
+-- an id whose row is older than the window (here a row put in by hand: no session has the id in
+-- memory) applies again, and the flush takes its row over with the new result and time (it
+-- inserts new ids in bulk, and upserts them all when one of them has a row); a new id flushed
+-- with it keeps its own
+INSERT INTO slotted_counter.requests (counter, request_id, key, bucket, result, applied_at)
+  VALUES ('payments'::slotted_counter::integer, 'old_1', 5, NULL, 77, now() - interval '2 days');
+SELECT sc_incr_once('payments', 5, 100, 'old_1') AS applies_again,
+       sc_incr_once('payments', 5, 1000, 'new_1') AS new_id;
+SELECT sc_rollup() >= 0 AS flushed;
+SELECT request_id, key, result, applied_at > now() - interval '1 hour' AS recent
+  FROM slotted_counter.requests WHERE request_id IN ('old_1', 'new_1') ORDER BY request_id;
+SELECT sc_sum('payments', 5);
 -- a dropped counter takes its ids: made again, the same id applies
 SELECT sc_drop('payments');
 SELECT sc_create('payments', 'buffered');
