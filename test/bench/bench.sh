@@ -23,7 +23,9 @@
 #   BATCH (1000 keys per batch call), FLUSH_KEYS (1000000), BIGTXN_KEYS (1000000: the keys of the
 #   bigtxn section), INPROC_N (1000000), INPROC_REPS (5),
 #   REDIS (auto | no), FLUSH_INTERVAL (1000 ms: slotted_counter.flush_interval of the throughput
-#   runs), OUT (test/bench/out/<UTC timestamp>).
+#   runs), HUGE_PAGES (try: the server's huge_pages; the machine's huge pages are reported, since
+#   without them every new backend faults in each page of shared memory it touches, which the short
+#   runs of many-key workloads pay again and again), OUT (test/bench/out/<UTC timestamp>).
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -118,6 +120,7 @@ INPROC_N=${INPROC_N:-1000000}
 INPROC_REPS=${INPROC_REPS:-5}
 REDIS=${REDIS:-auto}
 FLUSH_INTERVAL=${FLUSH_INTERVAL:-1000}
+HUGE_PAGES=${HUGE_PAGES:-try}
 
 isint() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 for v in DURATION JOBS MAX_ENTRIES BATCH FLUSH_KEYS INPROC_N INPROC_REPS FLUSH_INTERVAL; do
@@ -228,10 +231,15 @@ cd "$TMP"   # the server user must be able to stat its working directory
 
 server_init "$TMP" "port = $PORT" "synchronous_commit = $SYNCHRONOUS_COMMIT" \
     "max_connections = $((max_clients + 10))" "slotted_counter.max_entries = $MAX_ENTRIES" \
-    "slotted_counter.flush_interval = $FLUSH_INTERVAL" ||
+    "slotted_counter.flush_interval = $FLUSH_INTERVAL" "huge_pages = $HUGE_PAGES" ||
     die "initdb failed"
 server_start "$TMP" || die "the server did not start"
 started=1
+# Huge pages in use on the machine once the server started (PostgreSQL 15 does not say whether
+# its own shared memory got them): total - free + reserved.
+HUGE_IN_USE=$(awk '/^HugePages_Total:/ { t = $2 } /^HugePages_Free:/ { f = $2 }
+                   /^HugePages_Rsvd:/ { r = $2 } END { print t - f + r }' /proc/meminfo)
+echo "huge pages: huge_pages = $HUGE_PAGES, $HUGE_IN_USE in use after the server started" >>"$OUT/machine.txt"
 
 PSQL=(as_pg env PGOPTIONS="-c statement_timeout=600s -c jit=off" "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$TMP" -p "$PORT" -U postgres)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE $DB"
@@ -572,7 +580,8 @@ report() {
     echo "$(nproc) CPUs ($(sed -n 's/^cpu model: //p' "$OUT/machine.txt")), $(sed -n 's/^memory: //p' "$OUT/machine.txt")," \
          "PostgreSQL $(sed -n 's/^postgresql: //p' "$OUT/machine.txt"), slotted_counter $ext_version; pgbench -M prepared -j $JOBS -T $DURATION;" \
          "synchronous_commit = $SYNCHRONOUS_COMMIT unless a row says otherwise; slotted_counter.max_entries = $MAX_ENTRIES" \
-         "(every key of every workload stays resident: this measures the hot path, not eviction), flush_interval = $FLUSH_INTERVAL ms."
+         "(every key of every workload stays resident: this measures the hot path, not eviction), flush_interval = $FLUSH_INTERVAL ms;" \
+         "huge_pages = $HUGE_PAGES, $HUGE_IN_USE huge pages in use after the server started."
     if (( ${#RAN[@]} > 0 )); then
         echo
         echo "#### Throughput: transactions/s by clients (batch rows: increments/s = calls/s × $BATCH; sc_incr + sc_sum: calls/s = 2 × transactions/s; Redis: requests/s)"
