@@ -26,10 +26,12 @@ void FinishSpi(const SpiSession& session) {
 }
 
 SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types,
-                    bool custom_plans) {
+                    PlanChoice choice) {
   if (*plan == nullptr) {
-    SPIPlanPtr prepared = SPI_prepare_cursor(sql, nargs, const_cast<Oid*>(types),
-                                             custom_plans ? CURSOR_OPT_CUSTOM_PLAN : 0);
+    int options = choice == PlanChoice::kCustom    ? CURSOR_OPT_CUSTOM_PLAN
+                  : choice == PlanChoice::kGeneric ? CURSOR_OPT_GENERIC_PLAN
+                                                   : 0;
+    SPIPlanPtr prepared = SPI_prepare_cursor(sql, nargs, const_cast<Oid*>(types), options);
     if (prepared == nullptr)
       elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
     SPI_keepplan(prepared);
@@ -62,7 +64,7 @@ void AbortAndLog(MemoryContext context, const char* what, const char* detail) {
 SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql) {
   static const Oid types[5] = {INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID,
                                TIMESTAMPTZARRAYOID};
-  return KeptPlan(plan, sql, 5, types, true);
+  return KeptPlan(plan, sql, 5, types, PlanChoice::kCustom);
 }
 
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,

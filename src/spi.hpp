@@ -28,12 +28,18 @@ SpiSession ConnectSpi();
 // SPI_finish, then the identity ConnectSpi found.
 void FinishSpi(const SpiSession& session);
 
-// The plan of `sql`, prepared once per backend and kept in *plan. custom_plans: planned again at
-// every execution with its parameters' values, for statements over arrays of many rows, whose
-// generic plan would assume 10 rows per array and keep the table sizes of the day it was made
-// (a nested loop over all of slotted_counter.key_values per row, once the table had grown).
+// How a kept plan is chosen at each execution: PostgreSQL's choice by cost (the first five
+// executions planned with their parameters' values, then the generic plan if it costs little
+// more); kCustom: planned again at every execution, for statements over arrays of many rows,
+// whose generic plan would assume 10 rows per array and keep the table sizes of the day it was
+// made (a nested loop over all of slotted_counter.key_values per row, once the table had
+// grown); kGeneric: planned once, for statements whose every plan probes unique indexes, where
+// planning would cost more than running (a text key's id: about 2 ms against 0.1).
+enum class PlanChoice { kByCost, kCustom, kGeneric };
+
+// The plan of `sql`, prepared once per backend and kept in *plan.
 SPIPlanPtr KeptPlan(SPIPlanPtr* plan, const char* sql, int nargs, const Oid* types,
-                    bool custom_plans = false);
+                    PlanChoice choice = PlanChoice::kByCost);
 
 // Turns the named planner settings (enable_seqscan, ...) off until PlannerSettingsBack, as a
 // function's SET clause does; an error restores them with the (sub)transaction's abort. For the

@@ -65,7 +65,7 @@ bool WriteBatchThrough(int i) {
   int m = r->nbatch;
   static const Oid types[6] = {INT4OID,      INT8ARRAYOID,   TIMESTAMPTZOID,
                                INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 6, types, true);
+  SPIPlanPtr plan = KeptPlan(&plan_batch_through, kBatchThroughSql, 6, types, PlanChoice::kCustom);
   Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
   Datum* deltas = static_cast<Datum*>(palloc(sizeof(Datum) * Min(m, kThroughChunk)));
   bool done = true;
@@ -109,8 +109,10 @@ SPIPlanPtr plan_creator = nullptr;
 // Gives each text its id: the one it has, or a new one. The flusher is the only writer of
 // slotted_counter.keys, so the insert races with nobody; the keys already there are found by the
 // statement's snapshot, which does not see the rows its own insert adds, so each text is
-// answered once, each by its unique index entry whatever the statistics say. A counter's row is
-// not required: its creator may still be in the transaction that made it (see kCreatorSql).
+// answered once, each by its unique index entry whatever the statistics say: planned once (a
+// plan made for each request's texts cost twenty times its run, and made the flusher the bound
+// of new text keys). A counter's row is not required: its creator may still be in the
+// transaction that made it (see kCreatorSql).
 const char* const kInternSql =
     "WITH k AS (SELECT t.key, t.i FROM pg_catalog.unnest($2::pg_catalog.text[]) "
     "WITH ORDINALITY AS t(key, i)), "
@@ -144,7 +146,7 @@ bool InternTexts(int i) {
                                                         int(items[j].len)));
   ArrayType* array = construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT);
   static const Oid types[2] = {INT4OID, TEXTARRAYOID};
-  SPIPlanPtr plan = KeptPlan(&plan_intern, kInternSql, 2, types);
+  SPIPlanPtr plan = KeptPlan(&plan_intern, kInternSql, 2, types, PlanChoice::kGeneric);
   Datum args[2] = {Int32GetDatum(r->key.counter), PointerGetDatum(array)};
   int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
   if (rc != SPI_OK_SELECT || SPI_processed != uint64(n))
