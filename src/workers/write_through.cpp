@@ -231,7 +231,8 @@ int ServeWriteThroughs(Oid db) {
         if (!done && code[j] == 0) code[j] = ERRCODE_UNDEFINED_OBJECT;
       });
       bool withdrawn = error != nullptr && requests.CancelRequested(mine[j]);
-      if (error != nullptr && (withdrawn || error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)) {
+      if (error != nullptr &&
+          (withdrawn || error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)) {
         outcome[j] = kRequestFailed;
         code[j] = withdrawn ? ERRCODE_QUERY_CANCELED : error->sqlerrcode;
         FreeErrorData(error);
