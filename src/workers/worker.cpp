@@ -63,6 +63,10 @@ bool flush_failing = false;
 bool has_attachments = false;
 // Whether the database has counters with a retention, which the flusher stays to expire.
 bool has_retention = false;
+// Whether a client wrote since the main loop last looked (a flush wrote rows, write-throughs
+// were served): an application that connects for each request is seldom connected when the
+// flusher counts connections, and its writes keep the flusher as a connection would.
+bool wrote_since_check = false;
 // The database's name, read once at start: the reports of a failed flush are made outside any
 // transaction, where no catalog can be read.
 char db_name[NAMEDATALEN];
@@ -216,6 +220,7 @@ bool FlushAndRecord(Oid db) {
   // sc_rank's indexes (buffer/rank_indexes.hpp): built as asked, freed when they must go; also
   // before the flush is answered, so sc_rollup returns with them.
   if (rows >= 0) MaintainRanks(db);
+  if (rows > 0) wrote_since_check = true;
   pgstat_report_activity(STATE_IDLE, nullptr);
 
   TimestampTz end = GetCurrentTimestamp();
@@ -276,6 +281,7 @@ bool ServeAndRecord(Oid db) {
     FreeErrorData(failure);
   }
   if (served > 0) {
+    wrote_since_check = true;
     SpinLockAcquire(&my_flusher_slot->mutex);
     my_flusher_slot->write_throughs += uint64(served);
     SpinLockRelease(&my_flusher_slot->mutex);
@@ -427,12 +433,14 @@ void slotted_counter_flusher_main(Datum arg) {
     }
     failing = !ok;
 
-    // With no client for idle_timeout, leave and give the slot back; the next write starts a
-    // flusher again.
-    // A write of another database that found every slot or worker taken asks for it at once.
+    // With no client connected and none that wrote for idle_timeout, leave and give the slot
+    // back; the next write starts a flusher again. A write of another database that found every
+    // slot or worker taken asks for it at once.
     int idle_timeout = settings.idle_timeout;
     bool asked = TakeLeaveRequest(my_flusher_slot->claim);
-    if (!failing && (idle_timeout > 0 || asked) && Idle(db)) {
+    bool wrote = wrote_since_check;
+    wrote_since_check = false;
+    if (!failing && (asked || (idle_timeout > 0 && !wrote)) && Idle(db)) {
       if (idle_since == 0) idle_since = GetCurrentTimestamp();
       if (asked || TimestampDifferenceExceeds(idle_since, GetCurrentTimestamp(), idle_timeout)) {
         if (LeaveIdle(db)) proc_exit(0);
