@@ -232,13 +232,17 @@ void UpsertRequestIds(const TakenRequestId* taken, int n) {
 
 // Mostly new ids: inserted by COPY in a subtransaction, all of them upserted instead if one had a
 // row after all (23505). COPY receives each id as text's binary form, which it converts from the
-// client encoding: a flusher whose database or role sets another client_encoding upserts them.
+// client encoding and checks: a flusher whose client_encoding (the server's, a database's or a
+// role's setting) is not the database's upserts them, and so does one whose ids did not pass
+// the check (22021), as the upsert took them before.
 void WriteRequestIds(const TakenRequestId* taken, int n) {
   if (n == 0) return;
   if (pg_get_client_encoding() == GetDatabaseEncoding()) {
     ErrorData* error = InSubtransaction([&] { CopyRequestIds(taken, n); });
     if (error == nullptr) return;
-    if (error->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) ReThrowError(error);
+    if (error->sqlerrcode != ERRCODE_UNIQUE_VIOLATION &&
+        error->sqlerrcode != ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
+      ReThrowError(error);
     FreeErrorData(error);
   }
   UpsertRequestIds(taken, n);

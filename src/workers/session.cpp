@@ -39,7 +39,9 @@ void PinSessionSettings(int lock_timeout_ms) {
   // higher: a commit waits for no standby (a synchronous standby that is down would stall every
   // flush, and the flusher's shutdown with it), and for its own WAL flush (a database's "off"
   // would widen what a crash loses). search_path: what the workers run names everything with its
-  // schema.
+  // schema. plan_cache_mode "auto": it overrides a kept plan's own choice (spi.hpp: PlanChoice),
+  // and a database's force_generic_plan would make the statements over arrays of keys join every
+  // row of key_values per key.
   char lock_timeout[32];
   snprintf(lock_timeout, sizeof(lock_timeout), "%d", lock_timeout_ms);
   static const char* const kSettings[][2] = {
@@ -50,6 +52,7 @@ void PinSessionSettings(int lock_timeout_ms) {
       {"statement_timeout", "0"},
       {"idle_in_transaction_session_timeout", "0"},
       {"synchronous_commit", "local"},
+      {"plan_cache_mode", "auto"},
       {"search_path", "pg_catalog, pg_temp"}};
   for (const auto& setting : kSettings)
     SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);

@@ -148,7 +148,11 @@ bool InternTexts(int i) {
   static const Oid types[2] = {INT4OID, TEXTARRAYOID};
   SPIPlanPtr plan = KeptPlan(&plan_intern, kInternSql, 2, types, PlanChoice::kGeneric);
   Datum args[2] = {Int32GetDatum(r->key.counter), PointerGetDatum(array)};
+  // Planned (once, and again after an invalidation of keys) without sequential scans: a plan
+  // made while keys was a page or two would keep scanning it whole for each known text.
+  int nest_level = PlannerSettingsOff({"enable_seqscan"});
   int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
+  PlannerSettingsBack(nest_level);
   if (rc != SPI_OK_SELECT || SPI_processed != uint64(n))
     elog(ERROR, "giving ids to text keys failed: %d", rc);
   for (uint64 row = 0; row < SPI_processed; row++) {
