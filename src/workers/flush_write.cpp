@@ -80,9 +80,12 @@ bool Unbucketed(const FlushItem& item) { return item.bucket == kNoBucket; }
 void WriteBatch(const FlushItem* items, int64 n, Statement write) {
   Assert(write != Statement::kInsert);
   bool stamped = AnyStamped(items, n);
-  SPIPlanPtr plan = KeyArrayPlan(&plan_flush[stamped], kFlushSql[stamped]);
-  int expected_rc = SPI_OK_INSERT;
-  if (write == Statement::kUpdate) {
+  SPIPlanPtr plan;
+  int expected_rc;
+  if (write == Statement::kUpsert) {
+    plan = KeyArrayPlan(&plan_flush[stamped], kFlushSql[stamped]);
+    expected_rc = SPI_OK_INSERT;
+  } else {
     plan = Unbucketed(items[0])
                ? KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped])
                : KeyArrayPlan(&plan_update_bucketed[stamped], kUpdateBucketedSql[stamped]);
