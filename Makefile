@@ -57,6 +57,7 @@ OBJS = \
 	src/workers/flush_write.o \
 	src/workers/fold.o \
 	src/workers/session.o \
+	src/workers/text_ids.o \
 	src/workers/worker.o \
 	src/workers/write_through.o
 

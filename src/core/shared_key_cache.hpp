@@ -2,7 +2,9 @@
 // (definitions/text_keys.hpp), in front of slotted_counter.keys: a key one backend looked up or
 // was given is found by the others without a probe of the table. Each backend still caches the
 // ids it uses (core/key_cache.hpp); this cache serves a backend's first use of a key, so that 32
-// new sessions over 10,000 keys probe the table 10,000 times, not 320,000.
+// new sessions over 10,000 keys probe the table 10,000 times, not 320,000. It also holds the ids
+// that backends give new texts of buffered counters themselves (core/text_ids.hpp), until the
+// flusher has written their rows: those slots are *unwritten*, and never forgotten before.
 //
 // Pure C++ (no PostgreSQL header): the server runs it over shared memory with LWLocks
 // (shared/shmem.hpp: SharedKeys), the unit tests over plain arrays with standard locks.
@@ -12,16 +14,28 @@
 // bytes; a longer key is not shared), so that no hash ever stands for a text.
 //
 // The rules (said here once):
-//   - Find: under the set's lock SHARED, a slot matches when its database, counter, text and
-//     epoch are the caller's. The epoch is the catalog's (shared->catalog_epoch), read by the
-//     caller before it looked the key up anywhere: a drop moves it, and with it every slot filled
-//     before stops matching, as every backend's own cache is emptied. An id never changes while
-//     its counter exists, so a matching slot is right.
-//   - Insert: under the set's lock EXCLUSIVE, a key already there (same epoch) is left as it is;
-//     otherwise the first free slot of the set takes it, or the first filled under an older
-//     epoch, else the slot the hash names (a cache: what it forgets is looked up again).
+//   - Find: under the set's lock SHARED, a slot matches when its database, counter and text are
+//     the caller's, and it is unwritten or was filled under the caller's epoch. The epoch is the
+//     catalog's (shared->catalog_epoch), read by the caller before it looked the key up anywhere:
+//     a drop moves it, and with it every written slot filled before stops matching, as every
+//     backend's own cache is emptied. An unwritten slot matches under any epoch: a drop purges
+//     its counter's slots (Purge), and Give fills one only while the epoch is the giver's, so an
+//     unwritten slot always belongs to a live counter. An id never changes while its counter
+//     exists, so a matching slot is right.
+//   - Insert (a written id, read from the table or given by the flusher): under the set's lock
+//     EXCLUSIVE, a key already there (matching) is left as it is; otherwise a victim takes it:
+//     the first free slot of the set, or the first filled under an older epoch, else the slot
+//     the hash names, never an unwritten one (if all are, the id is not shared).
+//   - Give (an id a backend took for a text it found nowhere): under the set's lock EXCLUSIVE, a
+//     matching slot wins (another backend gave the text first, or its row was written): its id
+//     is the text's. Otherwise, only if the caller's check still holds under the lock (its epoch
+//     and the database's key writes unchanged since its probe of the table: text_ids.hpp), a
+//     victim takes the id, unwritten. No victim: no room, and the caller asks the flusher.
+//   - Unwritten slots are written by their database's flusher (ForEachUnwritten, then
+//     MarkWritten after its commit, under the set's lock EXCLUSIVE) and read by id (TextOf) for
+//     a key whose row is not written yet.
 //   - Purge: under each lock EXCLUSIVE in turn, the slots of a database (a dropped one, whose
-//     OID may come again) or of one of its counters are freed.
+//     OID may come again) or of one of its counters are freed, unwritten ones too.
 // Nothing here allocates, throws or fails.
 #pragma once
 
@@ -34,7 +48,7 @@
 namespace sc {
 
 // The longest text the shared cache holds, in bytes.
-constexpr uint32_t kSharedKeyText = 94;
+constexpr uint32_t kSharedKeyText = 93;
 constexpr uint32_t kKeySetWays = 8;
 constexpr uint32_t kKeyCacheLocks = 16;
 
@@ -45,6 +59,7 @@ struct SharedKeySlot {
   uint32_t db;
   int32_t counter;
   uint16_t len;
+  uint8_t unwritten;  // 1: given by a backend, its row not committed yet (never a victim)
   char text[kSharedKeyText];
 };
 static_assert(sizeof(SharedKeySlot) == 128, "a slot is two cache lines");
@@ -57,6 +72,15 @@ inline uint32_t SharedKeySets(uint32_t keys) noexcept {
   while (uint64_t(sets) * kKeySetWays < keys && sets < (1u << 24)) sets <<= 1;
   return sets;
 }
+
+// What Give did: gave the caller's id, found the text's (given or written before), or neither:
+// no room (every slot of the set unwritten, or a text too long to share) or a changed world (the
+// caller's check failed: it looks the text up again).
+enum class GiveResult { kGiven, kFound, kNoRoom, kChanged };
+struct Given {
+  GiveResult result;
+  int64_t id;  // the text's id when given or found
+};
 
 // Locks: Shared(l), ReleaseShared(l), Exclusive(l), Release(l) for l < kKeyCacheLocks.
 template <typename Locks>
@@ -83,7 +107,7 @@ class SharedKeyCache {
     return id;
   }
 
-  // Shares id for the text of (db, counter), looked up under `epoch`.
+  // Shares id for the text of (db, counter), looked up under `epoch`; its row is written.
   void Insert(uint32_t db, int32_t counter, uint64_t hash, const char* text, uint32_t len,
               uint64_t epoch, int64_t id) noexcept {
     SC_ASSERT(id > 0);
@@ -91,23 +115,84 @@ class SharedKeyCache {
     hash = Nonzero(hash);
     uint32_t set = SetOf(hash);
     locks_.Exclusive(LockOf(set));
-    if (Match(set, db, counter, hash, text, len, epoch) == nullptr) {
-      SharedKeySlot* first = &slots_[size_t(set) * kKeySetWays];
-      SharedKeySlot* victim = &first[(hash >> 32) % kKeySetWays];
-      for (uint32_t w = 0; w < kKeySetWays; w++)
-        if (first[w].hash == 0 || first[w].epoch < epoch) {
-          victim = &first[w];
-          break;
-        }
-      victim->hash = hash;
-      victim->epoch = epoch;
-      victim->id = id;
-      victim->db = db;
-      victim->counter = counter;
-      victim->len = uint16_t(len);
-      memcpy(victim->text, text, len);
+    if (Match(set, db, counter, hash, text, len, epoch) == nullptr)
+      if (SharedKeySlot* victim = Victim(set, hash, epoch))
+        Fill(victim, db, counter, hash, text, len, epoch, id, false);
+    locks_.Release(LockOf(set));
+  }
+
+  // Gives the text of (db, counter), found nowhere under `epoch`, the id `id` (unwritten), if no
+  // slot has the text already and still_valid() holds under the lock (see the top).
+  template <typename StillValid>
+  Given Give(uint32_t db, int32_t counter, uint64_t hash, const char* text, uint32_t len,
+             uint64_t epoch, int64_t id, StillValid still_valid) noexcept {
+    SC_ASSERT(id > 0);
+    if (!Fits(len)) return Given{GiveResult::kNoRoom, 0};
+    hash = Nonzero(hash);
+    uint32_t set = SetOf(hash);
+    Given given{GiveResult::kNoRoom, 0};
+    locks_.Exclusive(LockOf(set));
+    if (const SharedKeySlot* s = Match(set, db, counter, hash, text, len, epoch)) {
+      given = Given{GiveResult::kFound, s->id};
+    } else if (!still_valid()) {
+      given = Given{GiveResult::kChanged, 0};
+    } else if (SharedKeySlot* victim = Victim(set, hash, epoch)) {
+      Fill(victim, db, counter, hash, text, len, epoch, id, true);
+      given = Given{GiveResult::kGiven, id};
     }
     locks_.Release(LockOf(set));
+    return given;
+  }
+
+  // Calls visit(slot) for each unwritten slot of database db, under its set's lock SHARED.
+  template <typename Visit>
+  void ForEachUnwritten(uint32_t db, Visit visit) noexcept {
+    for (uint32_t l = 0; l < kKeyCacheLocks; l++) {
+      locks_.Shared(l);
+      for (uint32_t set = l; set <= mask_; set += kKeyCacheLocks)
+        for (uint32_t w = 0; w < kKeySetWays; w++) {
+          const SharedKeySlot& s = slots_[size_t(set) * kKeySetWays + w];
+          if (s.hash != 0 && s.unwritten != 0 && s.db == db) visit(s);
+        }
+      locks_.ReleaseShared(l);
+    }
+  }
+
+  // The row of the unwritten id `id` (of the text of hash `hash`) committed:
+  // the slot may be forgotten from now on. One already purged is left alone.
+  void MarkWritten(uint32_t db, int32_t counter, uint64_t hash, int64_t id) noexcept {
+    hash = Nonzero(hash);
+    uint32_t set = SetOf(hash);
+    locks_.Exclusive(LockOf(set));
+    SharedKeySlot* first = &slots_[size_t(set) * kKeySetWays];
+    for (uint32_t w = 0; w < kKeySetWays; w++) {
+      SharedKeySlot& s = first[w];
+      if (s.hash == hash && s.unwritten != 0 && s.db == db && s.counter == counter && s.id == id)
+        s.unwritten = 0;
+    }
+    locks_.Release(LockOf(set));
+  }
+
+  // The text of the unwritten id `id` of (db, counter), copied to out (room for kSharedKeyText
+  // bytes); its length, or -1 if no unwritten slot has it. Reads every set: for a key whose row
+  // a reader did not find, not for a hot path.
+  int TextOf(uint32_t db, int32_t counter, int64_t id, char* out) noexcept {
+    int len = -1;
+    for (uint32_t l = 0; l < kKeyCacheLocks && len < 0; l++) {
+      locks_.Shared(l);
+      for (uint32_t set = l; set <= mask_ && len < 0; set += kKeyCacheLocks)
+        for (uint32_t w = 0; w < kKeySetWays; w++) {
+          const SharedKeySlot& s = slots_[size_t(set) * kKeySetWays + w];
+          if (s.hash != 0 && s.unwritten != 0 && s.id == id && s.db == db &&
+              s.counter == counter) {
+            memcpy(out, s.text, s.len);
+            len = s.len;
+            break;
+          }
+        }
+      locks_.ReleaseShared(l);
+    }
+    return len;
   }
 
   // Frees the slots of database db (counter 0: all of its counters).
@@ -133,11 +218,38 @@ class SharedKeyCache {
     const SharedKeySlot* first = &slots_[size_t(set) * kKeySetWays];
     for (uint32_t w = 0; w < kKeySetWays; w++) {
       const SharedKeySlot& s = first[w];
-      if (s.hash == hash && s.epoch == epoch && s.db == db && s.counter == counter &&
-          s.len == len && memcmp(s.text, text, len) == 0)
+      if (s.hash == hash && (s.unwritten != 0 || s.epoch == epoch) && s.db == db &&
+          s.counter == counter && s.len == len && memcmp(s.text, text, len) == 0)
         return &s;
     }
     return nullptr;
+  }
+
+  // The slot a new key of the set takes (see the top), or nullptr if every slot is unwritten.
+  SharedKeySlot* Victim(uint32_t set, uint64_t hash, uint64_t epoch) noexcept {
+    SharedKeySlot* first = &slots_[size_t(set) * kKeySetWays];
+    for (uint32_t w = 0; w < kKeySetWays; w++)
+      if (first[w].hash == 0 || (first[w].unwritten == 0 && first[w].epoch < epoch))
+        return &first[w];
+    uint32_t named = uint32_t(hash >> 32) % kKeySetWays;
+    for (uint32_t w = 0; w < kKeySetWays; w++) {
+      SharedKeySlot* s = &first[(named + w) % kKeySetWays];
+      if (s->unwritten == 0) return s;
+    }
+    return nullptr;
+  }
+
+  static void Fill(SharedKeySlot* s, uint32_t db, int32_t counter, uint64_t hash,
+                   const char* text, uint32_t len, uint64_t epoch, int64_t id,
+                   bool unwritten) noexcept {
+    s->hash = hash;
+    s->epoch = epoch;
+    s->id = id;
+    s->db = db;
+    s->counter = counter;
+    s->len = uint16_t(len);
+    s->unwritten = unwritten ? 1 : 0;
+    memcpy(s->text, text, len);
   }
 
   SharedKeySlot* slots_;

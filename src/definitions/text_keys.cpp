@@ -6,6 +6,7 @@
 #include "shared/shmem.hpp"
 #include "spi.hpp"
 #include "definitions/changes.hpp"
+#include "shared/flusher_slots.hpp"
 #include "shared/write_through.hpp"
 
 namespace sc {
@@ -42,10 +43,6 @@ void ValidateCache() {
   uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
   if (!cache.Ready() || epoch != cache_epoch) MakeCache(kFirstSlots);
   cache_epoch = epoch;
-}
-
-uint64 HashOf(int32 counter, const char* key, int len) {
-  return hash_bytes_extended(reinterpret_cast<const unsigned char*>(key), len, uint64(counter));
 }
 
 void Remember(int32 counter, uint64 hash, const char* key, int len, int64 id) {
@@ -114,6 +111,39 @@ int64 StoredId(int32 counter, const char* key, int len) {
                         PointerGetDatum(probe), kIdColumn, &found);
   pfree(probe);
   return found ? DatumGetInt64(id) : kUnwrittenKey;
+}
+
+// Tries at most this often to give a text an id of its own when the key writes moved meanwhile.
+constexpr int kGiveAttempts = 3;
+
+// The id of a text of a buffered counter that this backend found nowhere but in the table, which
+// it probes here: the stored one, or one of the database's range given here (core/text_ids.hpp,
+// core/shared_key_cache.hpp: Give), the flusher writing its row with the values that use it; or
+// kUnwrittenKey, when the flusher must give it (no range, no room, a write of keys in progress).
+int64 StoredOrGivenId(const CounterDef& def, uint64 hash, const char* key, int len,
+                      uint64 epoch) {
+  DatabaseSlot* slot =
+      SharedKeysOn() && uint32(len) <= kSharedKeyText ? FindSlot(MyDatabaseId) : nullptr;
+  if (slot == nullptr) return StoredId(def.id, key, len);
+  SpinMutex ids_mutex{&slot->ids_mutex};
+  for (int attempt = 0; attempt < kGiveAttempts; attempt++) {
+    // Read before the probe: a row the probe could miss is one written after (text_ids.hpp).
+    KeyWritesSeen seen = ReadKeyWrites(slot->key_writes);
+    int64 stored = StoredId(def.id, key, len);
+    if (stored != kUnwrittenKey || !seen.Quiet()) return stored;
+    bool low;
+    int64 id = TakeTextId(slot->text_ids, ids_mutex, MyDatabaseId, epoch, &low);
+    if (low) WakeFlusher(slot);
+    if (id == 0) return kUnwrittenKey;
+    Given given = SharedKeys().Give(MyDatabaseId, def.id, hash, key, uint32(len), epoch, id, [&] {
+      return pg_atomic_read_u64(&shared->catalog_epoch) == epoch &&
+             FindSlot(MyDatabaseId) == slot && KeyWritesUnchanged(slot->key_writes, seen);
+    });
+    if (given.result == GiveResult::kGiven || given.result == GiveResult::kFound)
+      return given.id;
+    if (given.result == GiveResult::kNoRoom) return kUnwrittenKey;
+  }
+  return kUnwrittenKey;
 }
 
 // Asks the flusher for the ids of the n texts (keys[want[i]]) and puts them in ids[want[i]].
@@ -185,7 +215,11 @@ text* StoredText(int32 counter, int64 id) {
   bool found;
   Datum key = LookUpKeys("keys_pkey", counter, kIdColumn, F_INT8EQ, InvalidOid, Int64GetDatum(id),
                          kKeyColumn, &found);
-  return found ? DatumGetTextPP(key) : nullptr;
+  if (found) return DatumGetTextPP(key);
+  // Given by a backend, its row not written yet: its text is in the shared cache.
+  char given[kSharedKeyText];
+  int len = SharedKeysOn() ? SharedKeys().TextOf(MyDatabaseId, counter, id, given) : -1;
+  return len >= 0 ? cstring_to_text_with_len(given, len) : nullptr;
 }
 
 void ForgetAbortedKeys() {
@@ -216,15 +250,19 @@ void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens,
   ValidateCache();
   // Every id this call shares was found (or given) after the catalog was at this epoch.
   uint64 epoch = cache_epoch;
+  // A new text of a buffered counter may be given its id here (StoredOrGivenId probes the table
+  // itself); a transactional counter's is always given by the flusher, committed before the
+  // transaction that uses it.
+  bool give = create && def.durability == Durability::kBuffered;
   MissingKey* missing = nullptr;
   int nmissing = 0;
   for (int i = 0; i < n; i++) {
     Assert(lens[i] <= kMaxTextKey);
-    uint64 hash = HashOf(def.id, keys[i], lens[i]);
+    uint64 hash = TextKeyHash(def.id, keys[i], lens[i]);
     ids[i] = cache.Find(def.id, hash, keys[i], uint32(lens[i]));
     if (ids[i] != kUnwrittenKey) continue;
     ids[i] = FindShared(def.id, hash, keys[i], lens[i], epoch);
-    if (ids[i] == kUnwrittenKey) {
+    if (ids[i] == kUnwrittenKey && !give) {
       ids[i] = StoredId(def.id, keys[i], lens[i]);
       if (ids[i] != kUnwrittenKey) Share(def.id, hash, keys[i], lens[i], epoch, ids[i]);
     }
@@ -237,22 +275,36 @@ void TextKeyIds(const CounterDef& def, const char* const* keys, const int* lens,
     missing[nmissing++] = MissingKey{keys[i], lens[i], i};
   }
   if (nmissing == 0) return;
-  // A text listed twice is asked for once: sorted, each run of one text is one request item.
+  // A text listed twice is looked up (and asked for) once: sorted, each run of one text is one
+  // item; ids given here or by the flusher follow the texts' bytes within a call.
   qsort(missing, nmissing, sizeof(MissingKey), CompareMissing);
   auto* want = static_cast<int*>(palloc(sizeof(int) * nmissing));
   int distinct = 0;
-  for (int m = 0; m < nmissing; m++)
-    if (m == 0 || CompareMissing(&missing[m - 1], &missing[m]) != 0)
-      want[distinct++] = missing[m].index;
-  Intern(def, keys, lens, want, distinct, ids);
-  // The catalog epoch may have moved while this waited: the cache is checked again, and learns
-  // these ids only if it did not (they were given under the old one).
-  ValidateCache();
-  for (int w = 0; w < distinct; w++) {
-    int i = want[w];
-    uint64 hash = HashOf(def.id, keys[i], lens[i]);
-    Share(def.id, hash, keys[i], lens[i], epoch, ids[i]);
-    if (cache_epoch == epoch) Remember(def.id, hash, keys[i], lens[i], ids[i]);
+  for (int m = 0; m < nmissing; m++) {
+    if (m > 0 && CompareMissing(&missing[m - 1], &missing[m]) == 0) continue;
+    int i = missing[m].index;
+    if (give) {
+      uint64 hash = TextKeyHash(def.id, keys[i], lens[i]);
+      ids[i] = StoredOrGivenId(def, hash, keys[i], lens[i], epoch);
+      if (ids[i] != kUnwrittenKey) {
+        Share(def.id, hash, keys[i], lens[i], epoch, ids[i]);
+        Remember(def.id, hash, keys[i], lens[i], ids[i]);
+        continue;
+      }
+    }
+    want[distinct++] = i;
+  }
+  if (distinct > 0) {
+    Intern(def, keys, lens, want, distinct, ids);
+    // The catalog epoch may have moved while this waited: the cache is checked again, and
+    // learns these ids only if it did not (they were given under the old one).
+    ValidateCache();
+    for (int w = 0; w < distinct; w++) {
+      int i = want[w];
+      uint64 hash = TextKeyHash(def.id, keys[i], lens[i]);
+      Share(def.id, hash, keys[i], lens[i], epoch, ids[i]);
+      if (cache_epoch == epoch) Remember(def.id, hash, keys[i], lens[i], ids[i]);
+    }
   }
   for (int m = 1; m < nmissing; m++)
     if (CompareMissing(&missing[m - 1], &missing[m]) == 0)

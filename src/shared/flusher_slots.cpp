@@ -44,6 +44,8 @@ void ResetSlot(DatabaseSlot& slot) {
   slot.attacher_requested = 0;
   slot.run_open = slot.run_cut = slot.run_timed_out = false;
   SpinLockRelease(&slot.mutex);
+  SpinMutex ids_mutex{&slot.ids_mutex};
+  EmptyTextIds(slot.text_ids, ids_mutex);
 }
 
 // Describes a worker of database db: the flusher, or the attacher (attach_run.cpp), with `extra`

@@ -104,6 +104,10 @@ bool CreateSharedState() {
       slot->dirty.capacity = ring_capacity;
       slot->dirty.refs = ring_refs + size_t(i) * size_t(ring_capacity);
       SpinLockInit(&slot->fold_mutex);
+      SpinLockInit(&slot->ids_mutex);
+      auto* writes = new (&slot->key_writes) KeyWrites;
+      writes->begun.store(0);
+      writes->ended.store(0);
       InitFoldEpochs(*new (&slot->fold) FoldEpochs);
       ConditionVariableInit(&slot->done_cv);
     }

@@ -55,6 +55,7 @@
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
 #include "core/shared_key_cache.hpp"
+#include "core/text_ids.hpp"
 #include "core/through_holds.hpp"
 #include "core/write_through_request.hpp"
 #include "pg.hpp"
@@ -115,6 +116,13 @@ struct DatabaseSlot {
   // fold_mutex is its Mutex.
   slock_t fold_mutex;
   FoldEpochs fold;
+
+  // The ids that backends give new text keys of buffered counters themselves, and the writes of
+  // slotted_counter.keys rows that a giver must not race (core/text_ids.hpp): the range under
+  // ids_mutex, the writes' atomics without a lock.
+  slock_t ids_mutex;
+  TextIdRange text_ids;
+  KeyWrites key_writes;
 };
 
 // One backend's write-through request (core/write_through_request.hpp: its states and steps),

@@ -12,9 +12,10 @@
 // locks the counters FOR KEY SHARE (skipping those a transaction is dropping, so a drop waits for
 // the step that writes its keys), claims the step's entries (protocol.hpp: claim; in_flush, so no
 // eviction takes them) and the request ids of buffered sc_incr_once calls made on them, writes
-// each entry's delta (value - flushed: flush_write.cpp) and the ids, commits, and only then
-// advances each entry's flushed by the delta it wrote (checking the entry's generation: a drop
-// may have freed it meanwhile). A failed step advances nothing, so it loses nothing and counts
+// each entry's delta (value - flushed: flush_write.cpp) and the ids, then the rows of the text
+// keys' ids that backends gave (text_ids.hpp: every one given before the step's claims), commits,
+// and only then advances each entry's flushed by the delta it wrote (checking the entry's
+// generation: a drop may have freed it meanwhile) and marks those ids written. A failed step advances nothing, so it loses nothing and counts
 // nothing twice; a crash before the advance resets the buffer with everything else in shared
 // memory. Claims live only within their step's transaction, as the counter locks do.
 //
@@ -39,6 +40,7 @@
 #include "spi.hpp"
 #include "workers/flush.hpp"
 #include "workers/flush_internal.hpp"
+#include "workers/text_ids.hpp"
 
 namespace sc {
 
@@ -205,6 +207,7 @@ struct Step {
   TakenRequestId* taken;
   int ntaken;
   RankUpdate* updates;       // room for n, when the database has rank indexes
+  UnwrittenKeys unwritten;   // the ids given by backends whose rows it wrote
   TransactionId xid;         // the step's transaction, once it wrote
   TimestampTz stored_stamp;
   bool window_open;
@@ -243,6 +246,7 @@ void ClaimStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int64 nrefs,
 // Settles what the step claimed and took, once: as committed if its transaction committed.
 void SettleStep(Oid db, DatabaseSlot* slot, Step* step, bool committed) {
   if (step->settled) return;
+  if (committed) MarkKeysWritten(db, step->unwritten);
   int nupdates = SettleItems(slot, db, step->items, step->n, committed, step->stored_stamp,
                              committed ? step->updates : nullptr);
   if (step->window_open) CloseWindow(CommitWindowOf(db));
@@ -283,6 +287,9 @@ pg_noinline int64 RunStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int6
                                    &fold_updates, &nfold_updates);
       if (complete) *attachments_due = AttachmentsDue();
     }
+    // Last: every id given before the values this step claimed is found unwritten now (or was
+    // written before), and goes in with them.
+    s->unwritten = WriteUnwrittenKeys(db, ids, nids, step_context);
     s->xid = GetTopTransactionIdIfAny();
     // From the commit to the end of the settle, readers of key_values wait
     // (core/commit_window.hpp).

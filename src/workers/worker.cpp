@@ -262,6 +262,9 @@ bool ServeAndRecord(Oid db) {
   PG_TRY();
   {
     served = ServeWriteThroughs(db);
+    // After the answers: a text the flusher gave an id just now has a smaller one than the
+    // range reserved after it (ids follow the order in which texts were first written).
+    ReserveTextIds(db);
   }
   PG_CATCH();
   {

@@ -7,7 +7,11 @@
 // after that transaction ended.
 #include "workers/write_through.hpp"
 
+#include <algorithm>
+
 #include "workers/flush.hpp"
+#include "workers/text_ids.hpp"
+#include "definitions/text_keys.hpp"
 #include "spi.hpp"
 #include "shared/flusher_slots.hpp"
 #include "buffer/rank_indexes.hpp"
@@ -112,12 +116,17 @@ SPIPlanPtr plan_creator = nullptr;
 // answered once, each by its unique index entry whatever the statistics say: planned once (a
 // plan made for each request's texts cost twenty times its run, and made the flusher the bound
 // of new text keys). A counter's row is not required: its creator may still be in the
-// transaction that made it (see kCreatorSql).
+// transaction that made it (see kCreatorSql). A text that a backend gave an id of its own that is
+// not written yet (workers/text_ids.hpp) is written with that id ($3; NULL for the others): a
+// backend gives none while this runs (BeginKeysWrite), so none is given in between.
 const char* const kInternSql =
-    "WITH k AS (SELECT t.key, t.i FROM pg_catalog.unnest($2::pg_catalog.text[]) "
-    "WITH ORDINALITY AS t(key, i)), "
-    "ins AS (INSERT INTO slotted_counter.keys AS x (counter, key) "
-    "SELECT $1, k.key FROM k ORDER BY k.key "
+    "WITH k AS (SELECT t.key, t.given, t.i FROM ROWS FROM (pg_catalog.unnest("
+    "$2::pg_catalog.text[]), pg_catalog.unnest($3::pg_catalog.int8[])) "
+    "WITH ORDINALITY AS t(key, given, i)), "
+    "ins AS (INSERT INTO slotted_counter.keys AS x (counter, id, key) "
+    "SELECT $1, COALESCE(k.given, "
+    "pg_catalog.nextval('slotted_counter.keys_id_seq'::pg_catalog.regclass)), k.key "
+    "FROM k ORDER BY k.key "
     "ON CONFLICT ON CONSTRAINT keys_counter_key DO NOTHING RETURNING x.key, x.id) "
     "SELECT k.i, COALESCE(ins.id, (SELECT o.id FROM slotted_counter.keys o "
     "WHERE o.counter OPERATOR(pg_catalog.=) $1 AND o.key OPERATOR(pg_catalog.=) k.key)) "
@@ -131,8 +140,10 @@ const char* const kCreatorSql =
 
 // Gives ids to the texts of an intern request (in the request's own room, or in its requester's
 // segment) and puts them there; false if the requester's segment is gone (it was cancelled and
-// left). Inside the serving subtransaction.
-bool InternTexts(int i) {
+// left). Inside the serving subtransaction. The ids that backends had given some of the texts
+// are added to *honored (room for every text of the round, in the round's memory), to be marked
+// written after the commit.
+bool InternTexts(Oid db, int i, UnwrittenKeys* honored) {
   const ThroughRequest* r = &shared->requests[i].request;
   dsm_segment* segment = r->batch != 0 ? dsm_attach(r->batch) : nullptr;
   if (r->batch != 0 && segment == nullptr) return false;
@@ -141,13 +152,32 @@ bool InternTexts(int i) {
   auto* items = reinterpret_cast<InternItem*>(base);
   int n = r->nbatch;
   auto* texts = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  for (int j = 0; j < n; j++)
-    texts[j] = PointerGetDatum(cstring_to_text_with_len(base + items[j].offset,
-                                                        int(items[j].len)));
+  auto* given = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+  auto* given_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
+  for (int j = 0; j < n; j++) {
+    const char* text = base + items[j].offset;
+    int len = int(items[j].len);
+    texts[j] = PointerGetDatum(cstring_to_text_with_len(text, len));
+    int64 id = GivenTextId(db, r->key.counter, text, len);
+    given[j] = Int64GetDatum(id);
+    given_nulls[j] = id == 0;
+    if (id != 0) {
+      UnwrittenKey& k = honored->keys[honored->n++];
+      k.hash = TextKeyHash(r->key.counter, text, len);
+      k.id = id;
+      k.counter = r->key.counter;
+      k.len = 0;
+    }
+  }
   ArrayType* array = construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT);
-  static const Oid types[2] = {INT4OID, TEXTARRAYOID};
-  SPIPlanPtr plan = KeptPlan(&plan_intern, kInternSql, 2, types, PlanChoice::kGeneric);
-  Datum args[2] = {Int32GetDatum(r->key.counter), PointerGetDatum(array)};
+  int dims[1] = {n};
+  int lbs[1] = {1};
+  ArrayType* given_array = construct_md_array(given, given_nulls, 1, dims, lbs, INT8OID, 8,
+                                              FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+  static const Oid types[3] = {INT4OID, TEXTARRAYOID, INT8ARRAYOID};
+  SPIPlanPtr plan = KeptPlan(&plan_intern, kInternSql, 3, types, PlanChoice::kGeneric);
+  Datum args[3] = {Int32GetDatum(r->key.counter), PointerGetDatum(array),
+                   PointerGetDatum(given_array)};
   // Planned (once, and again after an invalidation of keys) without sequential scans: a plan
   // made while keys was a page or two would keep scanning it whole for each known text.
   int nest_level = PlannerSettingsOff({"enable_seqscan"});
@@ -177,7 +207,42 @@ bool InternTexts(int i) {
   return true;
 }
 
+SPIPlanPtr plan_reserve = nullptr;
+
+// The first id of n that the sequence gives at once: one nextval, then a setval past the others.
+// Asynchronous commit: a value that uses one of them is written by a later flusher transaction,
+// whose commit makes this one durable with it.
+const char* const kReserveSql =
+    "SELECT pg_catalog.setval('slotted_counter.keys_id_seq'::pg_catalog.regclass, "
+    "pg_catalog.nextval('slotted_counter.keys_id_seq'::pg_catalog.regclass) "
+    "OPERATOR(pg_catalog.+) $1 OPERATOR(pg_catalog.-) 1)";
+
 }  // namespace
+
+void ReserveTextIds(Oid db) {
+  DatabaseSlot* slot = FindSlot(db);
+  if (slot == nullptr) return;
+  SpinMutex mutex{&slot->ids_mutex};
+  // Read before the transaction: a range of a sequence that a drop of the extension took with it
+  // carries the epoch that drop moved on from.
+  uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
+  int64 n = TextIdsWanted(slot->text_ids, mutex, db, epoch);
+  if (n == 0) return;
+  BeginWork(db);
+  (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
+                          GUC_ACTION_LOCAL, true, 0, false);
+  static const Oid types[1] = {INT8OID};
+  Datum args[1] = {Int64GetDatum(n)};
+  if (SPI_execute_plan(KeptPlan(&plan_reserve, kReserveSql, 1, types), args, nullptr, false, 1) !=
+          SPI_OK_SELECT ||
+      SPI_processed != 1)
+    elog(ERROR, "reserving ids for text keys failed");
+  bool isnull;
+  int64 last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+                                           &isnull));
+  EndWork();
+  RefillTextIds(slot->text_ids, mutex, db, last - n + 1, n, epoch);
+}
 
 int ServeWriteThroughs(Oid db) {
   auto requests = Requests();
@@ -196,10 +261,23 @@ int ServeWriteThroughs(Oid db) {
   // Ids alone need no wait for the WAL: a value that uses one is committed later, and its commit
   // (or its flush's) makes the WAL up to it durable, the ids' commit included.
   bool ids_only = true;
-  for (int j = 0; j < n; j++) ids_only = ids_only && shared->requests[mine[j]].request.intern;
+  int texts = 0;
+  for (int j = 0; j < n; j++) {
+    const ThroughRequest* r = &shared->requests[mine[j]].request;
+    ids_only = ids_only && r->intern;
+    if (r->intern) texts += r->nbatch;
+  }
+  // The ids backends gave texts that the intern requests name, and the counters of the values
+  // written through (whose given ids are written with them), in this round's memory.
+  UnwrittenKeys honored{static_cast<UnwrittenKey*>(palloc(sizeof(UnwrittenKey) * (texts + 1))), 0};
+  auto* through_counters = static_cast<int32*>(palloc(sizeof(int32) * (n + 1)));
+  int nthrough = 0;
+  UnwrittenKeys given{nullptr, 0};
+  MemoryContext round_context = CurrentMemoryContext;
   PG_TRY();
   {
     BeginWork(db);
+    if (texts > 0) BeginKeysWrite(db);
     if (ids_only)
       (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
                               GUC_ACTION_LOCAL, true, 0, false);
@@ -214,11 +292,12 @@ int ServeWriteThroughs(Oid db) {
                        TimestampTzGetDatum(StampToStore(r->write.stamp)),
                        TimestampTzGetDatum(r->write.cutoff)};
       char nulls[6] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' ', ' ', ' '};
+      int honored_before = honored.n;
       ErrorData* error = InSubtransaction([&] {
         // No row: the counter was dropped.
         bool done;
         if (r->intern) {
-          done = InternTexts(mine[j]);
+          done = InternTexts(db, mine[j], &honored);
           if (!done) code[j] = ERRCODE_QUERY_CANCELED;
         } else if (r->nbatch > 0) {
           done = WriteBatchThrough(mine[j]);
@@ -234,6 +313,10 @@ int ServeWriteThroughs(Oid db) {
         outcome[j] = done ? kRequestDone : kRequestFailed;
         if (!done && code[j] == 0) code[j] = ERRCODE_UNDEFINED_OBJECT;
       });
+      // A request that failed wrote none of the ids it honored.
+      if (error != nullptr || outcome[j] != kRequestDone) honored.n = honored_before;
+      if (error == nullptr && outcome[j] == kRequestDone && !r->intern)
+        through_counters[nthrough++] = r->key.counter;
       bool withdrawn = error != nullptr && requests.CancelRequested(mine[j]);
       if (error != nullptr &&
           (withdrawn || error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)) {
@@ -247,10 +330,16 @@ int ServeWriteThroughs(Oid db) {
         outcome[j] = kRequestPending;
       }
     }
+    // Values written through may use ids that backends gave: their rows go in this transaction.
+    std::sort(through_counters, through_counters + nthrough);
+    nthrough = int(std::unique(through_counters, through_counters + nthrough) - through_counters);
+    given = WriteUnwrittenKeys(db, through_counters, nthrough, round_context);
     EndWork();
+    EndKeysWrite();
   }
   PG_CATCH();
   {
+    EndKeysWrite();
     for (int j = 0; j < n; j++) requests.GiveBack(mine[j]);
     PG_RE_THROW();
   }
@@ -272,6 +361,8 @@ int ServeWriteThroughs(Oid db) {
     else
       updates[nupdates++] = RankUpdate{r->key.counter, r->key.key, result[j]};
   }
+  MarkKeysWritten(db, honored);
+  MarkKeysWritten(db, given);
   int served = 0;
   for (int j = 0; j < n; j++)
     served += requests.Finish(mine[j], RequestState(outcome[j]), result[j], code[j]);

@@ -10,4 +10,9 @@ namespace sc {
 // answered. Must run in db's flusher, outside a transaction; may throw (ereport).
 int ServeWriteThroughs(Oid db);
 
+// Reserves a range of ids for the backends of db to give new text keys (core/text_ids.hpp) if
+// one of them asked and it runs low, in a transaction of its own. In the flusher, outside a
+// transaction; may throw (ereport).
+void ReserveTextIds(Oid db);
+
 }  // namespace sc

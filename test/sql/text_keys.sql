@@ -21,8 +21,11 @@ BEGIN
     RETURN SQLSTATE;
   END;
 END $$;
--- How many texts of a counter have a mapping (slotted_counter.keys), of the given ones.
+-- How many texts of a counter have a mapping (slotted_counter.keys), of the given ones, after
+-- a flush: a buffered counter's new text is given its id by the session that writes it first,
+-- and its row is written by the flush that writes its value.
 CREATE FUNCTION tk_mapped(c slotted_counter, keys text[]) RETURNS bigint LANGUAGE sql AS $$
+  SELECT sc_rollup();
   SELECT count(*) FROM slotted_counter.keys k
    WHERE k.counter = c::integer AND k.key = ANY (keys) $$;
 
@@ -180,6 +183,7 @@ SELECT c, cardinality(sc_incr_batch_text(c, ARRAY(SELECT g || repeat('z', 2000) 
        cardinality(sc_incr_batch_text(c, ARRAY(SELECT 'short-' || g FROM generate_series(1, 5000) g),
                                       array_fill(1::bigint, ARRAY[5000]))) AS short_keys
   FROM (VALUES ('tk_b'), ('tk_t')) v(c);
+SELECT sc_rollup() >= 0 AS flushed;
 SELECT c, sc_sum_keys_text(c, ARRAY(SELECT g || repeat('z', 2000) FROM generate_series(1, 60) g)) AS long_keys,
        sc_sum_keys_text(c, ARRAY(SELECT 'short-' || g FROM generate_series(1, 5000) g)) AS short_keys,
        (SELECT count(*) FROM generate_series(1, 5000) g WHERE sc_sum(c, 'short-' || g) <> 1) AS wrong,
@@ -231,6 +235,7 @@ SELECT call, tk_try(call) AS sqlstate FROM (VALUES
   ($$SELECT sc_incr_batch('tk_t', '{1,2}', '{1,1}')$$),
   ($$SELECT sc_sum_keys('tk_t', '{1,2}')$$)) v(call);
 -- ... and they changed nothing
+SELECT sc_rollup() >= 0 AS flushed;
 SELECT sc_total('tk_b') = (SELECT sum(sc_sum('tk_b', key)) FROM slotted_counter.keys
                             WHERE counter = 'tk_b'::slotted_counter::integer) AS tk_b_whole;
 
@@ -421,6 +426,7 @@ SELECT n, call, tk_try_as('tk_reader', call) AS "select", tk_try_as('tk_writer',
 SELECT slotted_counter.key_text('tk_b', 0) IS NULL AS no_text, slotted_counter.key_text('bk', 42) AS bigint_key,
        tk_try($$SELECT slotted_counter.key_text('no_such_counter', 1)$$) AS no_counter;
 -- the keys written by each role: only the writer's exist
+SELECT sc_rollup() >= 0 AS flushed;
 SELECT key, sc_sum('tk_b', key) FROM slotted_counter.keys
  WHERE counter = 'tk_b'::slotted_counter::integer AND key LIKE '%by-tk_%' ORDER BY key;
 SET ROLE tk_nobody;
@@ -485,6 +491,7 @@ SELECT count(*) AS mapped FROM slotted_counter.keys
 
 -- Every text counter holds together: its total is the sum of its mapped keys' values, which
 -- sc_top_text lists (but those that read 0), and no mapping is left of a counter that is gone
+SELECT sc_rollup() >= 0 AS flushed;
 SELECT c, sc_total(c) = (SELECT coalesce(sum(sc_sum(c, k.key)), 0) FROM slotted_counter.keys k
                           WHERE k.counter = c::integer) AS total_is_keys,
        sc_total(c) = (SELECT coalesce(sum(t.value), 0) FROM sc_top_text(c, 1000000) t) AS total_is_top,

@@ -1,0 +1,113 @@
+// text_ids.cpp: the flusher's part in the ids that backends give new text keys (text_ids.hpp).
+#include "workers/text_ids.hpp"
+
+#include <algorithm>
+
+#include "definitions/text_keys.hpp"
+#include "spi.hpp"
+
+namespace sc {
+
+namespace {
+
+SPIPlanPtr plan_write = nullptr;
+
+// The write of keys this flusher began (BeginKeysWrite) and has not ended, in this slot.
+DatabaseSlot* open_write_slot = nullptr;
+bool exit_callback_set = false;
+
+void EndKeysWriteOnExit(int, Datum) { EndKeysWrite(); }
+
+// The rows of ids given by backends. No row of theirs can be there (a text found nowhere, an id
+// reserved for it alone): a conflict would be a fault of the protocol, and is logged.
+const char* const kWriteSql =
+    "INSERT INTO slotted_counter.keys (counter, id, key) "
+    "SELECT k.counter, k.id, k.key FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), "
+    "pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($3::pg_catalog.text[])) "
+    "AS k(counter, id, key) "
+    "ON CONFLICT DO NOTHING";
+
+}  // namespace
+
+UnwrittenKeys WriteUnwrittenKeys(Oid db, const int32* counters, int ncounters,
+                                 MemoryContext context) {
+  UnwrittenKeys out{nullptr, 0};
+  if (!SharedKeysOn() || ncounters == 0) return out;
+  auto live = [&](int32 counter) {
+    return std::binary_search(counters, counters + ncounters, counter);
+  };
+  // Counted, then copied into room allocated outside the locks: one given in between waits for
+  // the next write (its values, claimed after, too).
+  int count = 0;
+  SharedKeys().ForEachUnwritten(db, [&](const SharedKeySlot& s) {
+    if (live(s.counter)) count++;
+  });
+  if (count == 0) return out;
+  out.keys = static_cast<UnwrittenKey*>(MemoryContextAlloc(context, sizeof(UnwrittenKey) * count));
+  SharedKeys().ForEachUnwritten(db, [&](const SharedKeySlot& s) {
+    if (out.n == count || !live(s.counter)) return;
+    UnwrittenKey& k = out.keys[out.n++];
+    k.hash = s.hash;
+    k.id = s.id;
+    k.counter = s.counter;
+    k.len = s.len;
+    memcpy(k.text, s.text, s.len);
+  });
+  auto* counter_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
+  auto* id_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
+  auto* text_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
+  for (int i = 0; i < out.n; i++) {
+    counter_datums[i] = Int32GetDatum(out.keys[i].counter);
+    id_datums[i] = Int64GetDatum(out.keys[i].id);
+    text_datums[i] = PointerGetDatum(cstring_to_text_with_len(out.keys[i].text, out.keys[i].len));
+  }
+  static const Oid types[3] = {INT4ARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
+  Datum args[3] = {
+      PointerGetDatum(construct_array(counter_datums, out.n, INT4OID, 4, true, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(id_datums, out.n, INT8OID, 8, FLOAT8PASSBYVAL,
+                                      TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(text_datums, out.n, TEXTOID, -1, false, TYPALIGN_INT))};
+  if (SPI_execute_plan(KeptPlan(&plan_write, kWriteSql, 3, types), args, nullptr, false, 0) !=
+      SPI_OK_INSERT)
+    elog(ERROR, "writing the ids of new text keys failed");
+  if (SPI_processed != uint64(out.n))
+    ereport(WARNING, (errmsg("slotted_counter: %d of %d ids given to new text keys were written "
+                             "already",
+                             out.n - int(SPI_processed), out.n)));
+  return out;
+}
+
+void MarkKeysWritten(Oid db, const UnwrittenKeys& written) {
+  if (written.n == 0) return;
+  // A giver that read the writes before this commit was visible looks again (text_ids.hpp).
+  if (DatabaseSlot* slot = FindSlot(db)) NoteKeysWritten(slot->key_writes);
+  for (int i = 0; i < written.n; i++)
+    SharedKeys().MarkWritten(db, written.keys[i].counter, written.keys[i].hash,
+                             written.keys[i].id);
+}
+
+void BeginKeysWrite(Oid db) {
+  Assert(open_write_slot == nullptr);
+  if (!exit_callback_set) {
+    before_shmem_exit(EndKeysWriteOnExit, 0);
+    exit_callback_set = true;
+  }
+  DatabaseSlot* slot = FindSlot(db);
+  if (slot == nullptr) return;
+  BeginKeyWrite(slot->key_writes);
+  open_write_slot = slot;
+}
+
+void EndKeysWrite() {
+  if (open_write_slot == nullptr) return;
+  EndKeyWrite(open_write_slot->key_writes);
+  open_write_slot = nullptr;
+}
+
+int64 GivenTextId(Oid db, int32 counter, const char* text, int len) {
+  if (!SharedKeysOn() || uint32(len) > kSharedKeyText) return 0;
+  // Under epoch 0, which no written slot has: only an unwritten one matches.
+  return SharedKeys().Find(db, counter, TextKeyHash(counter, text, len), text, uint32(len), 0);
+}
+
+}  // namespace sc

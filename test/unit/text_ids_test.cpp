@@ -1,0 +1,96 @@
+// Tests of the ids that backends give new text keys (src/core/text_ids.hpp): a range gives its
+// ids once each, only to its own database under its own epoch, asks for more when empty or at a
+// quarter, and is refilled only when asked; the key writes say "quiet" only with no write open,
+// and any write after a reading is seen.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "core/text_ids.hpp"
+
+namespace {
+
+using sc::kMaxTextIdRange;
+using sc::kMinTextIdRange;
+
+class TextIdsTest : public ::testing::Test {
+ protected:
+  TextIdsTest() { sc::EmptyTextIds(range_, mutex_); }
+  int64_t Take(uint32_t db, uint64_t epoch, bool* low) {
+    return sc::TakeTextId(range_, mutex_, db, epoch, low);
+  }
+  int64_t Wanted(uint32_t db = 5, uint64_t epoch = 1) {
+    return sc::TextIdsWanted(range_, mutex_, db, epoch);
+  }
+  sc::TextIdRange range_;
+  std::mutex mutex_;
+};
+
+TEST_F(TextIdsTest, AnEmptyRangeGivesNothingAndIsRefilledOnlyWhenAsked) {
+  EXPECT_EQ(Wanted(), 0) << "no backend asked";
+  bool low = false;
+  EXPECT_EQ(Take(5, 1, &low), 0);
+  EXPECT_TRUE(low) << "the taker wakes the flusher";
+  EXPECT_EQ(Wanted(), kMinTextIdRange);
+}
+
+TEST_F(TextIdsTest, ARangeGivesEachIdOnceToItsDatabaseAndEpoch) {
+  sc::RefillTextIds(range_, mutex_, 5, 1000, 8, 1);
+  bool low;
+  EXPECT_EQ(Take(6, 1, &low), 0) << "another database";
+  EXPECT_EQ(Take(5, 2, &low), 0) << "another epoch: a dropped extension's sequence";
+  EXPECT_EQ(Wanted(5, 2), kMinTextIdRange) << "asked, under a new epoch";
+  sc::RefillTextIds(range_, mutex_, 5, 1000, 8, 1);
+  int lows = 0;
+  for (int64_t expected = 1000; expected < 1008; expected++) {
+    EXPECT_EQ(Take(5, 1, &low), expected);
+    lows += low;
+  }
+  EXPECT_EQ(lows, 1) << "a quarter left is said once";
+  EXPECT_EQ(Take(5, 1, &low), 0);
+  EXPECT_TRUE(low);
+}
+
+TEST_F(TextIdsTest, ARangeIsRefilledAtAQuarterWithTwiceWhatWasTaken) {
+  sc::RefillTextIds(range_, mutex_, 5, 1, 4000, 1);
+  bool low;
+  for (int i = 0; i < 2999; i++) Take(5, 1, &low);
+  EXPECT_EQ(Wanted(), 0) << "more than a quarter left";
+  EXPECT_EQ(Take(5, 1, &low), 3000);
+  EXPECT_TRUE(low);
+  EXPECT_EQ(Wanted(), 6000);
+  sc::RefillTextIds(range_, mutex_, 5, 5000, 6000, 1);
+  EXPECT_EQ(Wanted(), 0) << "refilled, not asked again";
+  EXPECT_EQ(Take(5, 1, &low), 5000) << "what was left of the old range is skipped";
+}
+
+TEST_F(TextIdsTest, TheSizeStaysWithinItsBounds) {
+  sc::RefillTextIds(range_, mutex_, 5, 1, 4, 1);
+  bool low;
+  for (int i = 0; i < 5; i++) Take(5, 1, &low);
+  EXPECT_EQ(Wanted(), kMinTextIdRange);
+  range_.taken = kMaxTextIdRange;
+  EXPECT_EQ(Wanted(), kMaxTextIdRange);
+}
+
+TEST(KeyWrites, QuietOnlyWithNoWriteOpenAndAnyWriteSeen) {
+  sc::KeyWrites writes;
+  writes.begun.store(0);
+  writes.ended.store(0);
+  sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes);
+  EXPECT_TRUE(seen.Quiet());
+  EXPECT_TRUE(sc::KeyWritesUnchanged(writes, seen));
+  sc::BeginKeyWrite(writes);
+  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, seen));
+  sc::KeyWritesSeen during = sc::ReadKeyWrites(writes);
+  EXPECT_FALSE(during.Quiet());
+  sc::EndKeyWrite(writes);
+  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, during));
+  sc::KeyWritesSeen after = sc::ReadKeyWrites(writes);
+  EXPECT_TRUE(after.Quiet());
+  sc::NoteKeysWritten(writes);
+  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, after));
+  EXPECT_TRUE(sc::ReadKeyWrites(writes).Quiet());
+}
+
+}  // namespace
