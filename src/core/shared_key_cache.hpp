@@ -195,6 +195,28 @@ class SharedKeyCache {
     return len;
   }
 
+  // With no other process running (the postmaster at a clean shutdown, and as it creates the
+  // shared state at the next start), without locks: copies up to `max` unwritten slots to out
+  // and returns how many; puts a saved one back (under `epoch`, the new start's), false if its
+  // set has no free slot.
+  uint32_t CopyUnwrittenUnlocked(SharedKeySlot* out, uint32_t max) const noexcept {
+    uint32_t n = 0;
+    for (size_t i = 0; i < size_t(mask_ + 1) * kKeySetWays && n < max; i++)
+      if (slots_[i].hash != 0 && slots_[i].unwritten != 0) out[n++] = slots_[i];
+    return n;
+  }
+  bool RestoreUnwrittenUnlocked(const SharedKeySlot& saved, uint64_t epoch) noexcept {
+    if (saved.hash == 0 || saved.unwritten == 0 || !Fits(saved.len)) return false;
+    SharedKeySlot* first = &slots_[size_t(SetOf(saved.hash)) * kKeySetWays];
+    for (uint32_t w = 0; w < kKeySetWays; w++)
+      if (first[w].hash == 0) {
+        first[w] = saved;
+        first[w].epoch = epoch;
+        return true;
+      }
+    return false;
+  }
+
   // Frees the slots of database db (counter 0: all of its counters).
   void Purge(uint32_t db, int32_t counter) noexcept {
     for (uint32_t l = 0; l < kKeyCacheLocks; l++) {

@@ -9,7 +9,10 @@
 // pg_stat_statements keeps its state across a clean restart, together with the request ids of
 // buffered sc_incr_once calls whose increments are among them (request_ids.hpp): restored
 // beside their increments, they are written by the same flush, so a call retried after the
-// restart still counts once. Nothing else runs then, so the buffer is read without locks.
+// restart still counts once, and the ids that backends gave new text keys whose rows no flush
+// wrote yet (core/shared_key_cache.hpp: unwritten slots; the values that use them are among the
+// saved ones), so that those values keep their texts. Nothing else runs then, so the buffer and
+// the shared key cache are read without locks.
 //
 // The next start reads the file in _PG_init, registers a flusher for each database it names, and,
 // as the shared state is created (before any other process exists), links each entry back into
@@ -46,9 +49,10 @@ namespace {
 const char* const kFile = "pg_stat/slotted_counter.unflushed";
 const char* const kTempFile = "pg_stat/slotted_counter.unflushed.tmp";
 constexpr uint32 kMagic = 0x53435556;  // "SCUV"
-constexpr uint32 kFormat = 3;
+constexpr uint32 kFormat = 4;
 
-// The file: the header, count SavedValues, ids RequestIdEntry, and the CRC-32C of all of it.
+// The file: the header, count SavedValues, ids RequestIdEntry, texts SharedKeySlot, and the
+// CRC-32C of all of it.
 struct FileHeader {
   uint32 magic;
   uint32 format;
@@ -56,6 +60,7 @@ struct FileHeader {
   uint64 checkpoint;  // the shutdown checkpoint written before the file
   uint64 count;
   uint64 ids;
+  uint64 texts;
 };
 
 struct SavedValue {
@@ -74,6 +79,18 @@ SavedValue* saved = nullptr;
 uint64 nsaved = 0;
 RequestIdEntry* saved_ids = nullptr;
 uint64 nsaved_ids = 0;
+SharedKeySlot* saved_texts = nullptr;
+uint64 nsaved_texts = 0;
+
+// Logs that ids given to new text keys are forgotten: the values that use them have no text.
+void LogLostTexts(uint64 n, const char* why) {
+  if (n == 0) return;
+  ereport(WARNING, (errmsg("slotted_counter: %llu ids given to new text keys of buffered counters "
+                           "are forgotten: %s",
+                           (unsigned long long)n, why),
+                    errdetail("Their values are counted in their counters' totals, under keys "
+                              "that have no text.")));
+}
 
 int CompareByCounter(const void* a, const void* b) {
   const auto* x = static_cast<const SavedValue*>(a);
@@ -164,9 +181,11 @@ void ReadSavedValues() {
   INIT_CRC32C(crc);
   bool ok = ReadAll(f, &h, sizeof(h), &crc) && h.magic == kMagic && h.format == kFormat &&
             h.count <= MaxAllocHugeSize / sizeof(SavedValue) &&
-            h.ids <= MaxAllocHugeSize / sizeof(RequestIdEntry);
+            h.ids <= MaxAllocHugeSize / sizeof(RequestIdEntry) &&
+            h.texts <= MaxAllocHugeSize / sizeof(SharedKeySlot);
   SavedValue* values = nullptr;
   RequestIdEntry* ids = nullptr;
+  SharedKeySlot* texts = nullptr;
   if (ok) {
     values = static_cast<SavedValue*>(MemoryContextAllocExtended(
         TopMemoryContext, Max(h.count, 1) * sizeof(SavedValue),
@@ -174,10 +193,14 @@ void ReadSavedValues() {
     ids = static_cast<RequestIdEntry*>(MemoryContextAllocExtended(
         TopMemoryContext, Max(h.ids, 1) * sizeof(RequestIdEntry),
         MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+    texts = static_cast<SharedKeySlot*>(MemoryContextAllocExtended(
+        TopMemoryContext, Max(h.texts, 1) * sizeof(SharedKeySlot),
+        MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
     pg_crc32c stored;
-    ok = values != nullptr && ids != nullptr &&
+    ok = values != nullptr && ids != nullptr && texts != nullptr &&
          ReadAll(f, values, h.count * sizeof(SavedValue), &crc) &&
          ReadAll(f, ids, h.ids * sizeof(RequestIdEntry), &crc) &&
+         ReadAll(f, texts, h.texts * sizeof(SharedKeySlot), &crc) &&
          fread(&stored, sizeof(stored), 1, f) == 1;
     FIN_CRC32C(crc);
     ok = ok && EQ_CRC32C(crc, stored);
@@ -188,14 +211,17 @@ void ReadSavedValues() {
                              "values it held are lost", kFile)));
     if (values != nullptr) pfree(values);
     if (ids != nullptr) pfree(ids);
+    if (texts != nullptr) pfree(texts);
     (void)unlink(kFile);
     return;
   }
   if (const char* why = Mismatch(h)) {
     LogLosses(values, h.count, why);
     LogLostIds(h.ids, why);
+    LogLostTexts(h.texts, why);
     pfree(values);
     pfree(ids);
+    pfree(texts);
     (void)unlink(kFile);
     return;
   }
@@ -203,6 +229,8 @@ void ReadSavedValues() {
   nsaved = h.count;
   saved_ids = ids;
   nsaved_ids = h.ids;
+  saved_texts = texts;
+  nsaved_texts = h.texts;
   qsort(saved, nsaved, sizeof(SavedValue), CompareByCounter);
   for (uint64 i = 0; i < nsaved; i++)
     if (i == 0 || saved[i].db != saved[i - 1].db) RegisterFlusherAtStart(saved[i].db);
@@ -261,6 +289,18 @@ void RestoreSavedValues() {
   LogLostIds(nsaved_ids - restored_ids,
              restored == nsaved ? "slotted_counter.max_request_ids is too small to hold them all"
                                 : "not every value they belong to could be restored");
+  // The texts of the ids backends gave, unwritten as they were, under the new start's epoch.
+  uint64 restored_texts = 0;
+  if (SharedKeysOn())
+    for (uint64 j = 0; j < nsaved_texts; j++)
+      if (SharedKeys().RestoreUnwrittenUnlocked(saved_texts[j],
+                                                pg_atomic_read_u64(&shared->catalog_epoch)))
+        restored_texts++;
+  LogLostTexts(nsaved_texts - restored_texts,
+               "slotted_counter.shared_text_keys is too small to hold them all");
+  pfree(saved_texts);
+  saved_texts = nullptr;
+  nsaved_texts = 0;
   pfree(saved);
   saved = nullptr;
   nsaved = 0;
@@ -280,17 +320,24 @@ void SaveUnflushedValues(int code, Datum) {
       TopMemoryContext, Max(shared->request_ids->capacity, 1u) * sizeof(RequestIdEntry),
       MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
   uint64 nids = ids != nullptr ? CopyUnflushedRequestIds(shared->request_ids, ids) : 0;
+  uint32 key_slots = shared->shared_key_sets * kKeySetWays;
+  auto* texts = static_cast<SharedKeySlot*>(MemoryContextAllocExtended(
+      TopMemoryContext, Max(key_slots, 1u) * sizeof(SharedKeySlot),
+      MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+  uint64 ntexts = texts != nullptr && SharedKeysOn()
+                      ? SharedKeys().CopyUnwrittenUnlocked(texts, key_slots)
+                      : 0;
   uint64 n = 0;
   // Not the sum entries: made again from the keys' values at the start.
   for (uint32 i = 0; i < t->capacity(); i++) {
     const Entry& e = t->at(i);
     if (e.state.load() == kResident && !IsSum(e.id) && !CounterTable::Clean(e)) n++;
   }
-  if (n == 0 && nids == 0) return;
+  if (n == 0 && nids == 0 && ntexts == 0) return;
   auto* values = static_cast<SavedValue*>(
       MemoryContextAllocExtended(TopMemoryContext, Max(n, 1) * sizeof(SavedValue),
                                  MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
-  if (values == nullptr || ids == nullptr) {
+  if (values == nullptr || ids == nullptr || texts == nullptr) {
     ereport(WARNING, (errmsg("slotted_counter: %llu unflushed values are lost: out of memory",
                              (unsigned long long)n)));
     return;
@@ -309,19 +356,22 @@ void SaveUnflushedValues(int code, Datum) {
   if (!crc_ok || control->state != DB_SHUTDOWNED) {
     LogLosses(values, n, "the server did not write its shutdown checkpoint");
     LogLostIds(nids, "the server did not write its shutdown checkpoint");
+    LogLostTexts(ntexts, "the server did not write its shutdown checkpoint");
     return;
   }
-  FileHeader h{kMagic, kFormat, control->system_identifier, control->checkPoint, n, nids};
+  FileHeader h{kMagic, kFormat, control->system_identifier, control->checkPoint, n, nids, ntexts};
   pg_crc32c crc;
   INIT_CRC32C(crc);
   COMP_CRC32C(crc, &h, sizeof(h));
   COMP_CRC32C(crc, values, n * sizeof(SavedValue));
   COMP_CRC32C(crc, ids, nids * sizeof(RequestIdEntry));
+  COMP_CRC32C(crc, texts, ntexts * sizeof(SharedKeySlot));
   FIN_CRC32C(crc);
   FILE* f = AllocateFile(kTempFile, PG_BINARY_W);
   bool ok = f != nullptr && fwrite(&h, sizeof(h), 1, f) == 1 &&
             (n == 0 || fwrite(values, n * sizeof(SavedValue), 1, f) == 1) &&
             (nids == 0 || fwrite(ids, nids * sizeof(RequestIdEntry), 1, f) == 1) &&
+            (ntexts == 0 || fwrite(texts, ntexts * sizeof(SharedKeySlot), 1, f) == 1) &&
             fwrite(&crc, sizeof(crc), 1, f) == 1;
   if (f != nullptr && FreeFile(f) != 0) ok = false;
   if (ok) ok = durable_rename(kTempFile, kFile, LOG) == 0;
@@ -333,11 +383,14 @@ void SaveUnflushedValues(int code, Datum) {
     snprintf(why, sizeof(why), "could not write file \"%s\": %s", kFile, strerror(saved_errno));
     LogLosses(values, n, why);
     LogLostIds(nids, why);
+    LogLostTexts(ntexts, why);
     return;
   }
-  ereport(LOG, (errmsg("slotted_counter: saved %llu values that could not be flushed, and %llu "
-                       "request ids, to \"%s\"; the next start restores them",
-                       (unsigned long long)n, (unsigned long long)nids, kFile)));
+  ereport(LOG, (errmsg("slotted_counter: saved %llu values that could not be flushed, %llu "
+                       "request ids and %llu ids of new text keys to \"%s\"; the next start "
+                       "restores them",
+                       (unsigned long long)n, (unsigned long long)nids,
+                       (unsigned long long)ntexts, kFile)));
 }
 
 }  // namespace sc

@@ -283,7 +283,6 @@ int ServeWriteThroughs(Oid db) {
                               GUC_ACTION_LOCAL, true, 0, false);
     static const Oid types[6] = {INT4OID, INT8OID,        TIMESTAMPTZOID,
                                  INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-    SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 6, types);
     for (volatile int j = 0; j < n; j++) {
       // Taken: its fields stay as they are until this answers (write_through_request.hpp).
       const ThroughRequest* r = &shared->requests[mine[j]].request;
@@ -302,6 +301,9 @@ int ServeWriteThroughs(Oid db) {
         } else if (r->nbatch > 0) {
           done = WriteBatchThrough(mine[j]);
         } else {
+          // Prepared only for such a request: a round of intern requests touches no
+          // key_values, which a user's lock may hold.
+          SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 6, types);
           int rc = SPI_execute_plan(plan, args, nulls, false, 0);
           if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
           done = SPI_processed == 1;

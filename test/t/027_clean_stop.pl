@@ -143,7 +143,7 @@ $node->safe_psql('postgres', $lock . q{PREPARE TRANSACTION 'lock';});
 $node->safe_psql('postgres', $once);
 $offset = -s $node->logfile;
 $node->restart;
-like(log_since($offset), qr/saved 1 values that could not be flushed, and 200 request ids/,
+like(log_since($offset), qr/saved 1 values that could not be flushed, 200 request ids/,
 	'sc_incr_once: the 200 request ids were saved beside their increments');
 $node->safe_psql('postgres', $once);
 is($node->safe_psql('postgres', q{SELECT sc_sum('once', 5)}), '200',

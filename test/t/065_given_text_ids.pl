@@ -20,7 +20,8 @@ use SlottedCounterTest;
 
 # No periodic flush (sc_rollup flushes), and a flusher that stays while no client is connected.
 my $node = preloaded_node('given_text_ids',
-	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n");
+	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n"
+	  . "max_prepared_transactions = 2\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION slotted_counter;
 SELECT sc_create('g', 'buffered', key_type => 'text');
@@ -130,7 +131,30 @@ SELECT count(*), sum(sc_sum('g', key)) FROM slotted_counter.keys WHERE key LIKE 
 	'20|60', 'restart: the given ids were written with their values');
 is(whole($node, 'g'), 't', 'restart: g holds together');
 
-# 5. A drop of the counter, and of the extension, between the gift and the flush.
+# 5. A clean restart whose last flush cannot write (a prepared transaction locks key_values):
+# the values and the ids they use are saved, restored, read with their texts, and written once
+# the lock goes.
+$node->safe_psql('postgres', q{
+BEGIN; LOCK TABLE slotted_counter.key_values IN EXCLUSIVE MODE; PREPARE TRANSACTION 'lock';
+SELECT sc_incr('g', '/saved/' || i, 5000) FROM generate_series(1, 10) i;
+});
+my $offset = -s $node->logfile;
+$node->restart;
+like(substr(slurp_file($node->logfile), $offset),
+	qr/saved 10 values that could not be flushed, 0 request ids and [1-9][0-9]* ids of new text keys/,
+	'saved: the ten values and the ids the session gave were saved (the first text after the '
+	  . 'restart may have asked the flusher)');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_sum('g', '/saved/' || i)),
+       (SELECT count(*) FROM sc_top_text('g', 10) WHERE key LIKE '/saved/%')
+  FROM generate_series(1, 10) i}), '50000|10', 'saved: restored, and read with their texts');
+$node->safe_psql('postgres', q{ROLLBACK PREPARED 'lock'});
+is(whole($node, 'g'), 't', 'saved: written once the lock is gone, g holds together');
+is($node->safe_psql('postgres', q{
+SELECT count(*) FROM slotted_counter.keys WHERE key LIKE '/saved/%' AND sc_sum('g', key) = 5000}),
+	'10', 'saved: each with its row');
+
+# 6. A drop of the counter, and of the extension, between the gift and the flush.
 $node->safe_psql('postgres', q{
 SELECT sc_create('d', 'buffered', key_type => 'text');
 SELECT sc_incr('d', '/gone/' || i) FROM generate_series(1, 30) i;
@@ -163,7 +187,7 @@ is(whole($node, 'g'), 't', 'extension: g holds together');
 is($node->log_contains('were written already') ? 1 : 0, 0, 'no id was ever written twice');
 $node->stop;
 
-# 6. A shared cache far too small for the gifts (16 sets of 8 slots): the texts that find no slot
+# 7. A shared cache far too small for the gifts (16 sets of 8 slots): the texts that find no slot
 # are given their ids by the flusher, and everything counts once.
 my $small = preloaded_node('given_text_ids_small',
 	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n"
