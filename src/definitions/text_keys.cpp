@@ -216,10 +216,15 @@ text* StoredText(int32 counter, int64 id) {
   Datum key = LookUpKeys("keys_pkey", counter, kIdColumn, F_INT8EQ, InvalidOid, Int64GetDatum(id),
                          kKeyColumn, &found);
   if (found) return DatumGetTextPP(key);
-  // Given by a backend, its row not written yet: its text is in the shared cache.
+  // Given by a backend, its row not written yet: its text is in the shared cache. Or written
+  // since the probe: a slot is marked written after its row committed, so a second probe finds
+  // what the cache no longer has.
   char given[kSharedKeyText];
   int len = SharedKeysOn() ? SharedKeys().TextOf(MyDatabaseId, counter, id, given) : -1;
-  return len >= 0 ? cstring_to_text_with_len(given, len) : nullptr;
+  if (len >= 0) return cstring_to_text_with_len(given, len);
+  key = LookUpKeys("keys_pkey", counter, kIdColumn, F_INT8EQ, InvalidOid, Int64GetDatum(id),
+                   kKeyColumn, &found);
+  return found ? DatumGetTextPP(key) : nullptr;
 }
 
 void ForgetAbortedKeys() {

@@ -11,6 +11,7 @@ namespace sc {
 namespace {
 
 SPIPlanPtr plan_write = nullptr;
+SPIPlanPtr plan_check = nullptr;
 
 // The write of keys this flusher began (BeginKeysWrite) and has not ended, in this slot.
 DatabaseSlot* open_write_slot = nullptr;
@@ -18,14 +19,22 @@ bool exit_callback_set = false;
 
 void EndKeysWriteOnExit(int, Datum) { EndKeysWrite(); }
 
-// The rows of ids given by backends. No row of theirs can be there (a text found nowhere, an id
-// reserved for it alone): a conflict would be a fault of the protocol, and is logged.
+// The rows of ids given by backends: reserved for their texts alone, so a row there already is
+// the same (see below).
 const char* const kWriteSql =
     "INSERT INTO slotted_counter.keys (counter, id, key) "
     "SELECT k.counter, k.id, k.key FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), "
     "pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($3::pg_catalog.text[])) "
     "AS k(counter, id, key) "
     "ON CONFLICT DO NOTHING";
+
+// How many of those have no row of their own id and text.
+const char* const kCheckSql =
+    "SELECT pg_catalog.count(*) FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), "
+    "pg_catalog.unnest($2::pg_catalog.int8[]), pg_catalog.unnest($3::pg_catalog.text[])) "
+    "AS k(counter, id, key) WHERE NOT EXISTS (SELECT FROM slotted_counter.keys x "
+    "WHERE x.counter OPERATOR(pg_catalog.=) k.counter AND x.id OPERATOR(pg_catalog.=) k.id "
+    "AND x.key OPERATOR(pg_catalog.=) k.key)";
 
 }  // namespace
 
@@ -36,23 +45,31 @@ UnwrittenKeys WriteUnwrittenKeys(Oid db, const int32* counters, int ncounters,
   auto live = [&](int32 counter) {
     return std::binary_search(counters, counters + ncounters, counter);
   };
-  // Counted, then copied into room allocated outside the locks: one given in between waits for
-  // the next write (its values, claimed after, too).
-  int count = 0;
+  // Copied into room allocated outside the locks; more given meanwhile than there is room for:
+  // copied again into more room, so that every slot unwritten when this began is written (a
+  // slot given later may go too).
+  int room = 0;
   SharedKeys().ForEachUnwritten(db, [&](const SharedKeySlot& s) {
-    if (live(s.counter)) count++;
+    if (live(s.counter)) room++;
   });
-  if (count == 0) return out;
-  out.keys = static_cast<UnwrittenKey*>(MemoryContextAlloc(context, sizeof(UnwrittenKey) * count));
-  SharedKeys().ForEachUnwritten(db, [&](const SharedKeySlot& s) {
-    if (out.n == count || !live(s.counter)) return;
-    UnwrittenKey& k = out.keys[out.n++];
-    k.hash = s.hash;
-    k.id = s.id;
-    k.counter = s.counter;
-    k.len = s.len;
-    memcpy(k.text, s.text, s.len);
-  });
+  if (room == 0) return out;
+  for (;;) {
+    out.keys = static_cast<UnwrittenKey*>(MemoryContextAlloc(context, sizeof(UnwrittenKey) * room));
+    int found = 0;
+    out.n = 0;
+    SharedKeys().ForEachUnwritten(db, [&](const SharedKeySlot& s) {
+      if (!live(s.counter) || found++ >= room) return;
+      UnwrittenKey& k = out.keys[out.n++];
+      k.hash = s.hash;
+      k.id = s.id;
+      k.counter = s.counter;
+      k.len = s.len;
+      memcpy(k.text, s.text, s.len);
+    });
+    if (found <= room) break;
+    pfree(out.keys);
+    room = found + found / 4;
+  }
   auto* counter_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
   auto* id_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
   auto* text_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
@@ -70,10 +87,21 @@ UnwrittenKeys WriteUnwrittenKeys(Oid db, const int32* counters, int ncounters,
   if (SPI_execute_plan(KeptPlan(&plan_write, kWriteSql, 3, types), args, nullptr, false, 0) !=
       SPI_OK_INSERT)
     elog(ERROR, "writing the ids of new text keys failed");
-  if (SPI_processed != uint64(out.n))
-    ereport(WARNING, (errmsg("slotted_counter: %d of %d ids given to new text keys were written "
-                             "already",
-                             out.n - int(SPI_processed), out.n)));
+  // Rows there already: the same id and text (an intern request of this round honoured it, or
+  // a flusher handing over wrote it) is expected; a text with another id is a fault, said here.
+  if (SPI_processed != uint64(out.n)) {
+    if (SPI_execute_plan(KeptPlan(&plan_check, kCheckSql, 3, types), args, nullptr, true, 1) !=
+            SPI_OK_SELECT ||
+        SPI_processed != 1)
+      elog(ERROR, "checking the ids of new text keys failed");
+    bool isnull;
+    int64 other = DatumGetInt64(
+        SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    if (other > 0)
+      ereport(WARNING, (errmsg("slotted_counter: %lld ids given to new text keys conflict with "
+                               "the rows of their texts",
+                               (long long)other)));
+  }
   return out;
 }
 

@@ -231,6 +231,12 @@ void ReserveTextIds(Oid db) {
   BeginWork(db);
   (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
                           GUC_ACTION_LOCAL, true, 0, false);
+  // Alone on the sequence until the commit: a flusher handing over may give ids by nextval
+  // meanwhile, and none may fall between this nextval and its setval (ExclusiveLock conflicts
+  // with the RowExclusiveLock that nextval holds to the end of its transaction).
+  Oid sequence = get_relname_relid("keys_id_seq", get_namespace_oid("slotted_counter", false));
+  if (!OidIsValid(sequence)) elog(ERROR, "slotted_counter.keys_id_seq is missing");
+  LockRelationOid(sequence, ExclusiveLock);
   static const Oid types[1] = {INT8OID};
   Datum args[1] = {Int64GetDatum(n)};
   if (SPI_execute_plan(KeptPlan(&plan_reserve, kReserveSql, 1, types), args, nullptr, false, 1) !=
