@@ -103,6 +103,7 @@ void EmptyTextIds(TextIdRange& r, Mutex& mutex) noexcept {
 struct KeyWrites {
   std::atomic<uint64_t> begun;
   std::atomic<uint64_t> ended;
+  std::atomic<uint64_t> given;  // ids given (Give that gave), so a flusher skips a needless scan
 };
 
 struct KeyWritesSeen {
@@ -129,6 +130,16 @@ inline void BeginKeyWrite(KeyWrites& w) noexcept {
 inline void EndKeyWrite(KeyWrites& w) noexcept {
   SC_ASSERT(w.ended.load() < w.begun.load());
   w.ended.fetch_add(1, std::memory_order_seq_cst);
+}
+
+// A backend gave an id: counted after its slot was filled and before any value uses it, so a
+// flusher that reads the count after its claims, and finds it where it was when a scan of the
+// cache found no unwritten slot of the database, has nothing to write.
+inline void NoteTextGiven(KeyWrites& w) noexcept {
+  w.given.fetch_add(1, std::memory_order_seq_cst);
+}
+inline uint64_t TextsGiven(const KeyWrites& w) noexcept {
+  return w.given.load(std::memory_order_seq_cst);
 }
 
 // Rows of keys committed (the unwritten ids of a flush step): both move, before the slots are

@@ -139,6 +139,7 @@ int64 StoredOrGivenId(const CounterDef& def, uint64 hash, const char* key, int l
       return pg_atomic_read_u64(&shared->catalog_epoch) == epoch &&
              FindSlot(MyDatabaseId) == slot && KeyWritesUnchanged(slot->key_writes, seen);
     });
+    if (given.result == GiveResult::kGiven) NoteTextGiven(slot->key_writes);
     if (given.result == GiveResult::kGiven || given.result == GiveResult::kFound)
       return given.id;
     if (given.result == GiveResult::kNoRoom) return kUnwrittenKey;

@@ -108,6 +108,7 @@ bool CreateSharedState() {
       auto* writes = new (&slot->key_writes) KeyWrites;
       writes->begun.store(0);
       writes->ended.store(0);
+      writes->given.store(0);
       InitFoldEpochs(*new (&slot->fold) FoldEpochs);
       ConditionVariableInit(&slot->done_cv);
     }

@@ -13,6 +13,10 @@ namespace {
 SPIPlanPtr plan_write = nullptr;
 SPIPlanPtr plan_check = nullptr;
 
+// The count of ids given (TextsGiven) when a scan last found no unwritten slot of this
+// flusher's database; none yet.
+uint64 clean_at_given = PG_UINT64_MAX;
+
 // The write of keys this flusher began (BeginKeysWrite) and has not ended, in this slot.
 DatabaseSlot* open_write_slot = nullptr;
 bool exit_callback_set = false;
@@ -48,10 +52,16 @@ UnwrittenKeys WriteUnwrittenKeys(Oid db, const int32* counters, int ncounters,
   // Copied into room allocated outside the locks; more given meanwhile than there is room for:
   // copied again into more room, so that every slot unwritten when this began is written (a
   // slot given later may go too).
-  int room = 0;
+  // Nothing given since a scan found none unwritten: no scan (text_ids.hpp: NoteTextGiven).
+  DatabaseSlot* slot = FindSlot(db);
+  uint64 given = slot != nullptr ? TextsGiven(slot->key_writes) : 0;
+  if (slot != nullptr && given == clean_at_given) return out;
+  int room = 0, unwritten = 0;
   SharedKeys().ForEachUnwritten(db, [&](const SharedKeySlot& s) {
+    unwritten++;
     if (live(s.counter)) room++;
   });
+  if (unwritten == 0 && slot != nullptr) clean_at_given = given;
   if (room == 0) return out;
   for (;;) {
     out.keys = static_cast<UnwrittenKey*>(MemoryContextAlloc(context, sizeof(UnwrittenKey) * room));

@@ -59,6 +59,7 @@ TEST(SharedKeyCacheThreads, GiversOfOneTextAgreeOnOneId) {
   sc::KeyWrites writes;
   writes.begun.store(0);
   writes.ended.store(0);
+  writes.given.store(0);
   std::mutex table_mutex;
   std::map<std::string, int64_t> table;  // the committed rows
   auto probe = [&](const std::string& text) {

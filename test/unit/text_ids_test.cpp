@@ -77,6 +77,7 @@ TEST(KeyWrites, QuietOnlyWithNoWriteOpenAndAnyWriteSeen) {
   sc::KeyWrites writes;
   writes.begun.store(0);
   writes.ended.store(0);
+  writes.given.store(0);
   sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes);
   EXPECT_TRUE(seen.Quiet());
   EXPECT_TRUE(sc::KeyWritesUnchanged(writes, seen));
