@@ -66,6 +66,12 @@ static_assert(sizeof(SharedKeySlot) == 128, "a slot is two cache lines");
 static_assert(std::is_standard_layout<SharedKeySlot>::value,
               "shared structs have a standard layout");
 
+// The lock of a text's set, whatever the number of sets (a multiple of kKeyCacheLocks): the
+// group of texts whose writes a giver watches (core/text_ids.hpp).
+inline uint32_t KeyWriteGroup(uint64_t hash) noexcept {
+  return uint32_t(hash == 0 ? 1 : hash) % kKeyCacheLocks;
+}
+
 // The number of sets for about `keys` keys: a power of two, at least kKeyCacheLocks.
 inline uint32_t SharedKeySets(uint32_t keys) noexcept {
   uint32_t sets = kKeyCacheLocks;

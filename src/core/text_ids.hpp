@@ -12,16 +12,16 @@
 // was left of the old range is skipped: a gap in the ids, as a rolled-back nextval leaves one.
 //
 // KeyWrites, atomics read without a lock: how many writes of slotted_counter.keys rows by the
-// flusher began and ended. A write that gives ids itself (an intern request: the flusher's
-// nextval) counts as begun before it looks at the shared key cache and as ended after its
-// transaction ended; the write of unwritten ids counts as begun and ended after its commit and
-// before it marks the slots written (after which they may be forgotten). A backend that found a
-// text nowhere gives it an id only if no write was in progress when it read them (Read: ended
-// first, then begun) before its probe of the table, and neither moved when it checks again
-// (Unchanged) under the lock of the text's set in the shared key cache: so no row it could have
-// missed exists, and none is being made, for that text (core/shared_key_cache.hpp: Give). A
-// flusher that exits in the middle of a write ends it on its way out (a crash resets all of
-// shared memory).
+// flusher began and ended, per group of texts (KeyWriteGroup: the lock of the text's set). A write
+// that gives ids itself (an intern request: the flusher's nextval) counts as begun before it looks
+// at the shared key cache and as ended after its transaction ended; the write of unwritten ids
+// counts as begun and ended after its commit and before it marks the slots written (after which
+// they may be forgotten). A backend that found a text nowhere gives it an id only if no write was
+// in progress when it read them (Read: ended first, then begun) before its probe of the table, and
+// neither moved when it checks again (Unchanged) under the lock of the text's set in the shared key
+// cache: so no row it could have missed exists, and none is being made, for that text
+// (core/shared_key_cache.hpp: Give). A flusher that exits in the middle of a write ends it on its
+// way out (a crash resets all of shared memory).
 //
 // Pure C++ (no PostgreSQL header). Nothing here allocates, throws or fails.
 #pragma once
@@ -31,6 +31,7 @@
 #include <type_traits>
 
 #include "core/core_assert.hpp"
+#include "core/shared_key_cache.hpp"
 
 namespace sc {
 
@@ -100,9 +101,12 @@ void EmptyTextIds(TextIdRange& r, Mutex& mutex) noexcept {
   mutex.unlock();
 }
 
+// Per group of texts: the texts whose sets the shared key cache keeps under one lock
+// (KeyWriteGroup), so that the flusher's gift of one text holds up the givers of a sixteenth of
+// the others only.
 struct KeyWrites {
-  std::atomic<uint64_t> begun;
-  std::atomic<uint64_t> ended;
+  std::atomic<uint64_t> begun[kKeyCacheLocks];
+  std::atomic<uint64_t> ended[kKeyCacheLocks];
   std::atomic<uint64_t> given;  // ids given (Give that gave), so a flusher skips a needless scan
 };
 
@@ -112,41 +116,52 @@ struct KeyWritesSeen {
   bool Quiet() const noexcept { return begun == ended; }
 };
 
-inline KeyWritesSeen ReadKeyWrites(const KeyWrites& w) noexcept {
-  uint64_t ended = w.ended.load(std::memory_order_seq_cst);
-  uint64_t begun = w.begun.load(std::memory_order_seq_cst);
+inline KeyWritesSeen ReadKeyWrites(const KeyWrites& w, uint32_t group) noexcept {
+  SC_ASSERT(group < kKeyCacheLocks);
+  uint64_t ended = w.ended[group].load(std::memory_order_seq_cst);
+  uint64_t begun = w.begun[group].load(std::memory_order_seq_cst);
   return KeyWritesSeen{begun, ended};
 }
 
-inline bool KeyWritesUnchanged(const KeyWrites& w, KeyWritesSeen seen) noexcept {
-  KeyWritesSeen now = ReadKeyWrites(w);
+inline bool KeyWritesUnchanged(const KeyWrites& w, uint32_t group, KeyWritesSeen seen) noexcept {
+  KeyWritesSeen now = ReadKeyWrites(w, group);
   return now.begun == seen.begun && now.ended == seen.ended;
 }
 
-inline void BeginKeyWrite(KeyWrites& w) noexcept {
-  w.begun.fetch_add(1, std::memory_order_seq_cst);
+inline void BeginKeyWrite(KeyWrites& w, uint32_t group) noexcept {
+  SC_ASSERT(group < kKeyCacheLocks);
+  w.begun[group].fetch_add(1, std::memory_order_seq_cst);
 }
 
-inline void EndKeyWrite(KeyWrites& w) noexcept {
-  SC_ASSERT(w.ended.load() < w.begun.load());
-  w.ended.fetch_add(1, std::memory_order_seq_cst);
+inline void EndKeyWrite(KeyWrites& w, uint32_t group) noexcept {
+  SC_ASSERT(group < kKeyCacheLocks && w.ended[group].load() < w.begun[group].load());
+  w.ended[group].fetch_add(1, std::memory_order_seq_cst);
 }
 
 // A backend gave an id: counted after its slot was filled and before any value uses it, so a
 // flusher that reads the count after its claims, and finds it where it was when a scan of the
 // cache found no unwritten slot of the database, has nothing to write.
-inline void NoteTextGiven(KeyWrites& w) noexcept {
-  w.given.fetch_add(1, std::memory_order_seq_cst);
+// Returns the new count.
+inline uint64_t NoteTextGiven(KeyWrites& w) noexcept {
+  return w.given.fetch_add(1, std::memory_order_seq_cst) + 1;
+}
+
+// How many ids given make the flusher write them at once, before the next flush: a sixteenth of
+// the shared key cache (`slots` slots), so that its sets seldom fill with unwritten ids (a text
+// whose set is full is given its id by the flusher, a round trip). The giver of every such
+// count-th id wakes the flusher.
+inline uint64_t GivenIdsBetweenWrites(uint64_t slots) noexcept {
+  return slots / 16 < 256 ? 256 : slots / 16;
 }
 inline uint64_t TextsGiven(const KeyWrites& w) noexcept {
   return w.given.load(std::memory_order_seq_cst);
 }
 
-// Rows of keys committed (the unwritten ids of a flush step): both move, before the slots are
-// marked written.
-inline void NoteKeysWritten(KeyWrites& w) noexcept {
-  BeginKeyWrite(w);
-  EndKeyWrite(w);
+// Rows of keys of a group committed (the unwritten ids of a flush step): both move, before the
+// slots are marked written.
+inline void NoteKeysWritten(KeyWrites& w, uint32_t group) noexcept {
+  BeginKeyWrite(w, group);
+  EndKeyWrite(w, group);
 }
 
 }  // namespace sc

@@ -126,9 +126,10 @@ int64 StoredOrGivenId(const CounterDef& def, uint64 hash, const char* key, int l
       SharedKeysOn() && uint32(len) <= kSharedKeyText ? FindSlot(MyDatabaseId) : nullptr;
   if (slot == nullptr) return StoredId(def.id, key, len);
   SpinMutex ids_mutex{&slot->ids_mutex};
+  uint32 group = KeyWriteGroup(hash);
   for (int attempt = 0; attempt < kGiveAttempts; attempt++) {
     // Read before the probe: a row the probe could miss is one written after (text_ids.hpp).
-    KeyWritesSeen seen = ReadKeyWrites(slot->key_writes);
+    KeyWritesSeen seen = ReadKeyWrites(slot->key_writes, group);
     int64 stored = StoredId(def.id, key, len);
     if (stored != kUnwrittenKey || !seen.Quiet()) return stored;
     bool low;
@@ -137,9 +138,14 @@ int64 StoredOrGivenId(const CounterDef& def, uint64 hash, const char* key, int l
     if (id == 0) return kUnwrittenKey;
     Given given = SharedKeys().Give(MyDatabaseId, def.id, hash, key, uint32(len), epoch, id, [&] {
       return pg_atomic_read_u64(&shared->catalog_epoch) == epoch &&
-             FindSlot(MyDatabaseId) == slot && KeyWritesUnchanged(slot->key_writes, seen);
+             FindSlot(MyDatabaseId) == slot &&
+             KeyWritesUnchanged(slot->key_writes, group, seen);
     });
-    if (given.result == GiveResult::kGiven) NoteTextGiven(slot->key_writes);
+    if (given.result == GiveResult::kGiven &&
+        NoteTextGiven(slot->key_writes) %
+                GivenIdsBetweenWrites(uint64(shared->shared_key_sets) * kKeySetWays) ==
+            0)
+      WakeFlusher(slot);
     if (given.result == GiveResult::kGiven || given.result == GiveResult::kFound)
       return given.id;
     if (given.result == GiveResult::kNoRoom) return kUnwrittenKey;

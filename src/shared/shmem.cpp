@@ -106,8 +106,10 @@ bool CreateSharedState() {
       SpinLockInit(&slot->fold_mutex);
       SpinLockInit(&slot->ids_mutex);
       auto* writes = new (&slot->key_writes) KeyWrites;
-      writes->begun.store(0);
-      writes->ended.store(0);
+      for (uint32 g = 0; g < kKeyCacheLocks; g++) {
+        writes->begun[g].store(0);
+        writes->ended[g].store(0);
+      }
       writes->given.store(0);
       InitFoldEpochs(*new (&slot->fold) FoldEpochs);
       ConditionVariableInit(&slot->done_cv);

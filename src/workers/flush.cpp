@@ -15,9 +15,9 @@
 // each entry's delta (value - flushed: flush_write.cpp) and the ids, then the rows of the text
 // keys' ids that backends gave (text_ids.hpp: every one given before the step's claims), commits,
 // and only then advances each entry's flushed by the delta it wrote (checking the entry's
-// generation: a drop may have freed it meanwhile) and marks those ids written. A failed step advances nothing, so it loses nothing and counts
-// nothing twice; a crash before the advance resets the buffer with everything else in shared
-// memory. Claims live only within their step's transaction, as the counter locks do.
+// generation: a drop may have freed it meanwhile) and marks those ids written. A failed step
+// advances nothing, so it loses nothing and counts nothing twice; a crash before the advance
+// resets the buffer with everything else in shared memory. Claims live only within their step's transaction, as the counter locks do.
 //
 // What a crash loses. Every flush_interval, even in the middle of a long flush (a bulk load of
 // millions of keys, a fold of many large transactions), the flusher takes what turned dirty since

@@ -1,5 +1,6 @@
 // flush_copy.cpp: rows a flush inserts (its fresh keys' rows of slotted_counter.key_values, the
-// request ids it took) written through COPY's bulk insertion (flush_internal.hpp).
+// request ids it took, the rows of the text ids backends gave) written through COPY's bulk
+// insertion (flush_internal.hpp).
 //
 // An INSERT of unnested arrays inserts its rows one at a time: a heap insertion, a WAL record and
 // a buffer lock per row. COPY FROM (CopyFrom) fills a page's worth of rows at once
@@ -153,6 +154,15 @@ void EncodeRequestId(StringInfo s, const void* rows, int64 i) {
   PutInt8(s, taken.applied_at);
 }
 
+void EncodeKeyRow(StringInfo s, const void* rows, int64 i) {
+  const KeyRow& row = static_cast<const KeyRow*>(rows)[i];
+  pq_sendint16(s, 3);
+  PutInt4(s, row.counter);
+  PutInt8(s, row.id);
+  pq_sendint32(s, uint32(row.len));
+  appendBinaryStringInfo(s, row.text, row.len);  // text's binary form: its bytes
+}
+
 }  // namespace
 
 void CopyFreshRows(const FlushItem* items, int64 n, bool stamped) {
@@ -166,6 +176,10 @@ void CopyFreshRows(const FlushItem* items, int64 n, bool stamped) {
 void CopyRequestIds(const TakenRequestId* taken, int64 n) {
   CopyInto("requests", {"counter", "request_id", "key", "bucket", "result", "applied_at"}, taken,
            n, EncodeRequestId);
+}
+
+void CopyKeyRows(const KeyRow* rows, int64 n) {
+  CopyInto("keys", {"counter", "id", "key"}, rows, n, EncodeKeyRow);
 }
 
 }  // namespace sc

@@ -68,6 +68,16 @@ void CopyFreshRows(const FlushItem* items, int64 n, bool stamped);
 // Inserts the rows of request ids (n of them) into slotted_counter.requests the same way; fails
 // with 23505 on an id that has a row. Each id's text must be in the client encoding.
 void CopyRequestIds(const TakenRequestId* taken, int64 n);
+// A row of slotted_counter.keys: an id a backend gave a text (workers/text_ids.hpp).
+struct KeyRow {
+  int32 counter;
+  int64 id;
+  const char* text;
+  int len;
+};
+// Inserts n rows into slotted_counter.keys the same way; fails with 23505 on a row there
+// already. Each text must be in the client encoding.
+void CopyKeyRows(const KeyRow* rows, int64 n);
 
 // ---- fold.cpp ----
 

@@ -5,6 +5,7 @@
 
 #include "definitions/text_keys.hpp"
 #include "spi.hpp"
+#include "workers/flush_internal.hpp"
 
 namespace sc {
 
@@ -17,8 +18,10 @@ SPIPlanPtr plan_check = nullptr;
 // flusher's database; none yet.
 uint64 clean_at_given = PG_UINT64_MAX;
 
-// The write of keys this flusher began (BeginKeysWrite) and has not ended, in this slot.
+// The writes of keys this flusher began (BeginKeysWrite) and has not ended: in this slot, of
+// these groups.
 DatabaseSlot* open_write_slot = nullptr;
+uint32 open_groups = 0;
 bool exit_callback_set = false;
 
 void EndKeysWriteOnExit(int, Datum) { EndKeysWrite(); }
@@ -39,6 +42,42 @@ const char* const kCheckSql =
     "AS k(counter, id, key) WHERE NOT EXISTS (SELECT FROM slotted_counter.keys x "
     "WHERE x.counter OPERATOR(pg_catalog.=) k.counter AND x.id OPERATOR(pg_catalog.=) k.id "
     "AND x.key OPERATOR(pg_catalog.=) k.key)";
+
+// The rows of `keys` by INSERT: one there already is skipped (and checked: see kCheckSql).
+void InsertKeyRows(const UnwrittenKeys& out) {
+  auto* counter_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
+  auto* id_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
+  auto* text_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
+  for (int i = 0; i < out.n; i++) {
+    counter_datums[i] = Int32GetDatum(out.keys[i].counter);
+    id_datums[i] = Int64GetDatum(out.keys[i].id);
+    text_datums[i] = PointerGetDatum(cstring_to_text_with_len(out.keys[i].text, out.keys[i].len));
+  }
+  static const Oid types[3] = {INT4ARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
+  Datum args[3] = {
+      PointerGetDatum(construct_array(counter_datums, out.n, INT4OID, 4, true, TYPALIGN_INT)),
+      PointerGetDatum(construct_array(id_datums, out.n, INT8OID, 8, FLOAT8PASSBYVAL,
+                                      TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(text_datums, out.n, TEXTOID, -1, false, TYPALIGN_INT))};
+  if (SPI_execute_plan(KeptPlan(&plan_write, kWriteSql, 3, types), args, nullptr, false, 0) !=
+      SPI_OK_INSERT)
+    elog(ERROR, "writing the ids of new text keys failed");
+  // Rows there already: the same id and text (an intern request of this round honoured it, or
+  // a flusher handing over wrote it) is expected; a text with another id is a fault, said here.
+  if (SPI_processed != uint64(out.n)) {
+    if (SPI_execute_plan(KeptPlan(&plan_check, kCheckSql, 3, types), args, nullptr, true, 1) !=
+            SPI_OK_SELECT ||
+        SPI_processed != 1)
+      elog(ERROR, "checking the ids of new text keys failed");
+    bool isnull;
+    int64 other = DatumGetInt64(
+        SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    if (other > 0)
+      ereport(WARNING, (errmsg("slotted_counter: %lld ids given to new text keys conflict with "
+                               "the rows of their texts",
+                               (long long)other)));
+  }
+}
 
 }  // namespace
 
@@ -80,72 +119,68 @@ UnwrittenKeys WriteUnwrittenKeys(Oid db, const int32* counters, int ncounters,
     pfree(out.keys);
     room = found + found / 4;
   }
-  auto* counter_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
-  auto* id_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
-  auto* text_datums = static_cast<Datum*>(palloc(sizeof(Datum) * out.n));
-  for (int i = 0; i < out.n; i++) {
-    counter_datums[i] = Int32GetDatum(out.keys[i].counter);
-    id_datums[i] = Int64GetDatum(out.keys[i].id);
-    text_datums[i] = PointerGetDatum(cstring_to_text_with_len(out.keys[i].text, out.keys[i].len));
+  // By COPY, in a subtransaction: a row there already (23505), or a text that fails COPY's
+  // encoding check (22021; or a flusher whose client_encoding is not the database's), and all
+  // of them go in by the INSERT below instead.
+  if (pg_get_client_encoding() == GetDatabaseEncoding()) {
+    auto* rows = static_cast<KeyRow*>(palloc(sizeof(KeyRow) * out.n));
+    for (int i = 0; i < out.n; i++)
+      rows[i] = KeyRow{out.keys[i].counter, out.keys[i].id, out.keys[i].text, out.keys[i].len};
+    ErrorData* error = InSubtransaction([&] { CopyKeyRows(rows, out.n); });
+    pfree(rows);
+    if (error == nullptr) return out;
+    if (error->sqlerrcode != ERRCODE_UNIQUE_VIOLATION &&
+        error->sqlerrcode != ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
+      ReThrowError(error);
+    FreeErrorData(error);
   }
-  static const Oid types[3] = {INT4ARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
-  Datum args[3] = {
-      PointerGetDatum(construct_array(counter_datums, out.n, INT4OID, 4, true, TYPALIGN_INT)),
-      PointerGetDatum(construct_array(id_datums, out.n, INT8OID, 8, FLOAT8PASSBYVAL,
-                                      TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_array(text_datums, out.n, TEXTOID, -1, false, TYPALIGN_INT))};
-  if (SPI_execute_plan(KeptPlan(&plan_write, kWriteSql, 3, types), args, nullptr, false, 0) !=
-      SPI_OK_INSERT)
-    elog(ERROR, "writing the ids of new text keys failed");
-  // Rows there already: the same id and text (an intern request of this round honoured it, or
-  // a flusher handing over wrote it) is expected; a text with another id is a fault, said here.
-  if (SPI_processed != uint64(out.n)) {
-    if (SPI_execute_plan(KeptPlan(&plan_check, kCheckSql, 3, types), args, nullptr, true, 1) !=
-            SPI_OK_SELECT ||
-        SPI_processed != 1)
-      elog(ERROR, "checking the ids of new text keys failed");
-    bool isnull;
-    int64 other = DatumGetInt64(
-        SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-    if (other > 0)
-      ereport(WARNING, (errmsg("slotted_counter: %lld ids given to new text keys conflict with "
-                               "the rows of their texts",
-                               (long long)other)));
-  }
+  InsertKeyRows(out);
   return out;
 }
 
 void MarkKeysWritten(Oid db, const UnwrittenKeys& written) {
   if (written.n == 0) return;
   // A giver that read the writes before this commit was visible looks again (text_ids.hpp).
-  if (DatabaseSlot* slot = FindSlot(db)) NoteKeysWritten(slot->key_writes);
+  if (DatabaseSlot* slot = FindSlot(db)) {
+    uint32 groups = 0;
+    for (int i = 0; i < written.n; i++) groups |= 1u << KeyWriteGroup(written.keys[i].hash);
+    for (uint32 g = 0; g < kKeyCacheLocks; g++)
+      if (groups & (1u << g)) NoteKeysWritten(slot->key_writes, g);
+  }
   for (int i = 0; i < written.n; i++)
     SharedKeys().MarkWritten(db, written.keys[i].counter, written.keys[i].hash,
                              written.keys[i].id);
 }
 
-void BeginKeysWrite(Oid db) {
-  Assert(open_write_slot == nullptr);
+void BeginKeysWrite(Oid db, uint64 hash) {
   if (!exit_callback_set) {
     before_shmem_exit(EndKeysWriteOnExit, 0);
     exit_callback_set = true;
   }
   DatabaseSlot* slot = FindSlot(db);
   if (slot == nullptr) return;
-  BeginKeyWrite(slot->key_writes);
+  Assert(open_write_slot == nullptr || open_write_slot == slot);
+  uint32 group = KeyWriteGroup(hash);
+  if (open_write_slot == slot && (open_groups & (1u << group)) != 0) return;
+  BeginKeyWrite(slot->key_writes, group);
   open_write_slot = slot;
+  open_groups |= 1u << group;
 }
 
 void EndKeysWrite() {
   if (open_write_slot == nullptr) return;
-  EndKeyWrite(open_write_slot->key_writes);
+  for (uint32 g = 0; g < kKeyCacheLocks; g++)
+    if (open_groups & (1u << g)) EndKeyWrite(open_write_slot->key_writes, g);
   open_write_slot = nullptr;
+  open_groups = 0;
 }
 
 int64 GivenTextId(Oid db, int32 counter, const char* text, int len) {
   if (!SharedKeysOn() || uint32(len) > kSharedKeyText) return 0;
+  uint64 hash = TextKeyHash(counter, text, len);
+  BeginKeysWrite(db, hash);
   // Under epoch 0, which no written slot has: only an unwritten one matches.
-  return SharedKeys().Find(db, counter, TextKeyHash(counter, text, len), text, uint32(len), 0);
+  return SharedKeys().Find(db, counter, hash, text, uint32(len), 0);
 }
 
 }  // namespace sc

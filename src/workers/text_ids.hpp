@@ -35,13 +35,14 @@ UnwrittenKeys WriteUnwrittenKeys(Oid db, const int32* counters, int ncounters,
 void MarkKeysWritten(Oid db, const UnwrittenKeys& written);
 
 // The flusher's own gift of ids to texts (an intern request) as a write of keys a backend must
-// not race: begun before it looks at the shared key cache, ended once its transaction ended
-// (or on the way out of the process). End is a no-op when none is open.
-void BeginKeysWrite(Oid db);
+// not race: begun for the text's group (of the text of hash `hash`) before it looks at the
+// shared key cache, ended for every group begun once its transaction ended (or on the way out
+// of the process). End is a no-op when none is open.
+void BeginKeysWrite(Oid db, uint64 hash);
 void EndKeysWrite();
 
-// The id a backend gave the text of counter `counter` that is not written yet, or 0. Between
-// BeginKeysWrite and EndKeysWrite: no backend gives one meanwhile.
+// The id a backend gave the text of counter `counter` that is not written yet, or 0, the
+// text's group begun first (BeginKeysWrite): no backend gives it one until EndKeysWrite.
 int64 GivenTextId(Oid db, int32 counter, const char* text, int len);
 
 }  // namespace sc

@@ -265,6 +265,7 @@ bool ServeAndRecord(Oid db) {
     // After the answers: a text the flusher gave an id just now has a smaller one than the
     // range reserved after it (ids follow the order in which texts were first written).
     ReserveTextIds(db);
+    WriteGivenTextIds(db);
   }
   PG_CATCH();
   {

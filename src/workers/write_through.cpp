@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "workers/flush.hpp"
+#include "workers/flush_internal.hpp"
 #include "workers/text_ids.hpp"
 #include "definitions/text_keys.hpp"
 #include "spi.hpp"
@@ -250,6 +251,33 @@ void ReserveTextIds(Oid db) {
   RefillTextIds(slot->text_ids, mutex, db, last - n + 1, n, epoch);
 }
 
+// TextsGiven when this flusher last wrote the ids backends gave between flushes.
+uint64 written_at_given = 0;
+MemoryContext given_context = nullptr;
+
+void WriteGivenTextIds(Oid db) {
+  DatabaseSlot* slot = FindSlot(db);
+  if (slot == nullptr || !SharedKeysOn()) return;
+  uint64 given = TextsGiven(slot->key_writes);
+  if (given - written_at_given <
+      GivenIdsBetweenWrites(uint64(shared->shared_key_sets) * kKeySetWays))
+    return;
+  if (given_context == nullptr)
+    given_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter given ids",
+                                          ALLOCSET_DEFAULT_SIZES);
+  MemoryContextReset(given_context);
+  BeginWork(db);
+  (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
+                          GUC_ACTION_LOCAL, true, 0, false);
+  int nids, nskipped;
+  int32* skipped;
+  int32* ids = LockLiveCounters(given_context, &nids, &skipped, &nskipped);
+  UnwrittenKeys written = WriteUnwrittenKeys(db, ids, nids, given_context);
+  EndWork();
+  MarkKeysWritten(db, written);
+  written_at_given = given;
+}
+
 int ServeWriteThroughs(Oid db) {
   auto requests = Requests();
   if (requests.open(db).load() == 0) return 0;
@@ -283,7 +311,6 @@ int ServeWriteThroughs(Oid db) {
   PG_TRY();
   {
     BeginWork(db);
-    if (texts > 0) BeginKeysWrite(db);
     if (ids_only)
       (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
                               GUC_ACTION_LOCAL, true, 0, false);

@@ -15,4 +15,11 @@ int ServeWriteThroughs(Oid db);
 // transaction; may throw (ereport).
 void ReserveTextIds(Oid db);
 
+// Writes the rows of the ids backends gave new text keys (workers/text_ids.hpp), in a
+// transaction of its own, once many were given since this last did (GivenIdsBetweenWrites): a
+// flush writes them too, with their values, but a set of the shared key cache would fill with
+// unwritten ids within a flush interval. Asynchronous commit: a value that uses one commits
+// later. In the flusher, outside a transaction; may throw (ereport).
+void WriteGivenTextIds(Oid db);
+
 }  // namespace sc

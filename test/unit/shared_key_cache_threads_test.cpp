@@ -57,8 +57,10 @@ TEST(SharedKeyCacheThreads, GiversOfOneTextAgreeOnOneId) {
   std::vector<sc::SharedKeySlot> slots(kSets * sc::kKeySetWays);
   sc::SharedKeyCache<StdLocks> cache(slots.data(), kSets, StdLocks());
   sc::KeyWrites writes;
-  writes.begun.store(0);
-  writes.ended.store(0);
+  for (uint32_t g = 0; g < sc::kKeyCacheLocks; g++) {
+    writes.begun[g].store(0);
+    writes.ended[g].store(0);
+  }
   writes.given.store(0);
   std::mutex table_mutex;
   std::map<std::string, int64_t> table;  // the committed rows
@@ -82,7 +84,8 @@ TEST(SharedKeyCacheThreads, GiversOfOneTextAgreeOnOneId) {
           if (!inserted.second && inserted.first->second != s.id) duplicates++;
         }
       }
-      if (!seen.empty()) sc::NoteKeysWritten(writes);
+      for (const sc::SharedKeySlot& s : seen)
+        sc::NoteKeysWritten(writes, sc::KeyWriteGroup(s.hash));
       for (const sc::SharedKeySlot& s : seen) cache.MarkWritten(1, s.counter, s.hash, s.id);
       // Keys of another counter in every set: written slots are pushed out.
       std::string other = "/other/" + std::to_string(round++ % 64);
@@ -103,12 +106,13 @@ TEST(SharedKeyCacheThreads, GiversOfOneTextAgreeOnOneId) {
         while (id == 0) {
           id = cache.Find(1, 1, hash, text.data(), uint32_t(text.size()), 1);
           if (id != 0) break;
-          sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes);
+          uint32_t group = sc::KeyWriteGroup(hash);
+          sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes, group);
           id = probe(text);
           if (id != 0 || !seen.Quiet()) continue;
           sc::Given given =
               cache.Give(1, 1, hash, text.data(), uint32_t(text.size()), 1, next_id.fetch_add(1),
-                         [&] { return sc::KeyWritesUnchanged(writes, seen); });
+                         [&] { return sc::KeyWritesUnchanged(writes, group, seen); });
           if (given.result == sc::GiveResult::kGiven || given.result == sc::GiveResult::kFound)
             id = given.id;
           else

@@ -73,25 +73,41 @@ TEST_F(TextIdsTest, TheSizeStaysWithinItsBounds) {
   EXPECT_EQ(Wanted(), kMaxTextIdRange);
 }
 
-TEST(KeyWrites, QuietOnlyWithNoWriteOpenAndAnyWriteSeen) {
+TEST(KeyWrites, QuietOnlyWithNoWriteOpenAndAnyWriteOfTheGroupSeen) {
   sc::KeyWrites writes;
-  writes.begun.store(0);
-  writes.ended.store(0);
+  for (uint32_t g = 0; g < sc::kKeyCacheLocks; g++) {
+    writes.begun[g].store(0);
+    writes.ended[g].store(0);
+  }
   writes.given.store(0);
-  sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes);
+  sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes, 3);
+  sc::KeyWritesSeen other = sc::ReadKeyWrites(writes, 4);
   EXPECT_TRUE(seen.Quiet());
-  EXPECT_TRUE(sc::KeyWritesUnchanged(writes, seen));
-  sc::BeginKeyWrite(writes);
-  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, seen));
-  sc::KeyWritesSeen during = sc::ReadKeyWrites(writes);
+  EXPECT_TRUE(sc::KeyWritesUnchanged(writes, 3, seen));
+  sc::BeginKeyWrite(writes, 3);
+  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, 3, seen));
+  EXPECT_TRUE(sc::KeyWritesUnchanged(writes, 4, other)) << "another group's write is not seen";
+  EXPECT_TRUE(sc::ReadKeyWrites(writes, 4).Quiet());
+  sc::KeyWritesSeen during = sc::ReadKeyWrites(writes, 3);
   EXPECT_FALSE(during.Quiet());
-  sc::EndKeyWrite(writes);
-  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, during));
-  sc::KeyWritesSeen after = sc::ReadKeyWrites(writes);
+  sc::EndKeyWrite(writes, 3);
+  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, 3, during));
+  sc::KeyWritesSeen after = sc::ReadKeyWrites(writes, 3);
   EXPECT_TRUE(after.Quiet());
-  sc::NoteKeysWritten(writes);
-  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, after));
-  EXPECT_TRUE(sc::ReadKeyWrites(writes).Quiet());
+  sc::NoteKeysWritten(writes, 3);
+  EXPECT_FALSE(sc::KeyWritesUnchanged(writes, 3, after));
+  EXPECT_TRUE(sc::ReadKeyWrites(writes, 3).Quiet());
+}
+
+TEST(KeyWrites, AGroupIsTheLockOfTheTextsSet) {
+  // Whatever the number of sets (a multiple of the locks), a text's set is under the lock of
+  // its group; a hash of 0 is kept as 1.
+  EXPECT_EQ(sc::KeyWriteGroup(0), 1u);
+  EXPECT_EQ(sc::KeyWriteGroup(1), 1u);
+  EXPECT_EQ(sc::KeyWriteGroup(uint64_t(5) << 40 | 0x23), 3u);
+  for (uint32_t sets : {16u, 64u, 1024u})
+    for (uint64_t hash : {7ull, 0x1234567ull, 0xFFFFFFFFFFull})
+      EXPECT_EQ((uint32_t(hash) & (sets - 1)) % sc::kKeyCacheLocks, sc::KeyWriteGroup(hash));
 }
 
 }  // namespace
