@@ -71,7 +71,7 @@ ALL_WORKLOADS=(
     "txincr_once|transactional sc_incr_once, 10,000 keys uniform, a new request id per call|sc_incr_once_transactional_uniform.sql||1|SELECT sc_sum_keys('once_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "incr_fresh|buffered sc_incr, a new key per call (random of 1e9)|sc_incr_fresh.sql|||"
     "incr_fresh_retained|buffered sc_incr, a new key per call, retain 2 seconds|sc_incr_fresh_retained.sql|||"
-    "incr_fresh_text|buffered sc_incr, a new text key per call (its id asked of the flusher)|sc_incr_fresh_text.sql|||"
+    "incr_fresh_text|buffered sc_incr, a new text key per call (its id given by the session)|sc_incr_fresh_text.sql|||"
     "tpcb|pgbench tpcb-like (stock, scale 1)|tpcb.sql||0|$TPCB_CHECK_STOCK"
     "tpcb_counters|tpcb-like, teller and branch as transactional counters|tpcb_counters.sql||0|$TPCB_CHECK_COUNTERS"
     "tpcb_counters_one|tpcb-like, the two counters incremented by one statement|tpcb_counters_one.sql||0|$TPCB_CHECK_COUNTERS"
