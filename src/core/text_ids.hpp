@@ -107,7 +107,7 @@ void EmptyTextIds(TextIdRange& r, Mutex& mutex) noexcept {
 struct KeyWrites {
   std::atomic<uint64_t> begun[kKeyCacheLocks];
   std::atomic<uint64_t> ended[kKeyCacheLocks];
-  std::atomic<uint64_t> given;  // ids given (Give that gave), so a flusher skips a needless scan
+  std::atomic<uint64_t> given;  // gifts begun, so a flusher skips a needless scan
 };
 
 struct KeyWritesSeen {
@@ -138,9 +138,10 @@ inline void EndKeyWrite(KeyWrites& w, uint32_t group) noexcept {
   w.ended[group].fetch_add(1, std::memory_order_seq_cst);
 }
 
-// A backend gave an id: counted after its slot was filled and before any value uses it, so a
-// flusher that reads the count after its claims, and finds it where it was when a scan of the
-// cache found no unwritten slot of the database, has nothing to write.
+// A backend is about to give an id: counted before its slot is filled (after which any backend
+// may use it), so a flusher that reads the count after its claims, and finds it where it was
+// when a scan of the cache found no unwritten slot of the database, has nothing to write. A
+// count whose gift did not happen only costs a scan.
 // Returns the new count.
 inline uint64_t NoteTextGiven(KeyWrites& w) noexcept {
   return w.given.fetch_add(1, std::memory_order_seq_cst) + 1;

@@ -136,16 +136,17 @@ int64 StoredOrGivenId(const CounterDef& def, uint64 hash, const char* key, int l
     int64 id = TakeTextId(slot->text_ids, ids_mutex, MyDatabaseId, epoch, &low);
     if (low) WakeFlusher(slot);
     if (id == 0) return kUnwrittenKey;
+    // Counted before the slot is filled: another backend may use the id as soon as it is, and a
+    // flush must not skip it (text_ids.hpp: NoteTextGiven).
+    if (NoteTextGiven(slot->key_writes) %
+            GivenIdsBetweenWrites(uint64(shared->shared_key_sets) * kKeySetWays) ==
+        0)
+      WakeFlusher(slot);
     Given given = SharedKeys().Give(MyDatabaseId, def.id, hash, key, uint32(len), epoch, id, [&] {
       return pg_atomic_read_u64(&shared->catalog_epoch) == epoch &&
              FindSlot(MyDatabaseId) == slot &&
              KeyWritesUnchanged(slot->key_writes, group, seen);
     });
-    if (given.result == GiveResult::kGiven &&
-        NoteTextGiven(slot->key_writes) %
-                GivenIdsBetweenWrites(uint64(shared->shared_key_sets) * kKeySetWays) ==
-            0)
-      WakeFlusher(slot);
     if (given.result == GiveResult::kGiven || given.result == GiveResult::kFound)
       return given.id;
     if (given.result == GiveResult::kNoRoom) return kUnwrittenKey;

@@ -234,6 +234,24 @@ void ReadSavedValues() {
   qsort(saved, nsaved, sizeof(SavedValue), CompareByCounter);
   for (uint64 i = 0; i < nsaved; i++)
     if (i == 0 || saved[i].db != saved[i - 1].db) RegisterFlusherAtStart(saved[i].db);
+  // A database with saved texts and no saved value gets its flusher too, to write them.
+  auto* dbs = static_cast<Oid*>(palloc(sizeof(Oid) * (nsaved_texts + 1)));
+  int ndbs = 0;
+  for (uint64 j = 0; j < nsaved_texts; j++) {
+    Oid db = saved_texts[j].db;
+    bool named = false;
+    for (int k = 0; k < ndbs && !named; k++) named = dbs[k] == db;
+    if (named) continue;
+    dbs[ndbs++] = db;
+    SavedValue probe{db, 0, 0, 0, 0, 0, 0, false};
+    auto by_db = [](const void* a, const void* b) {
+      Oid x = static_cast<const SavedValue*>(a)->db, y = static_cast<const SavedValue*>(b)->db;
+      return x < y ? -1 : x > y ? 1 : 0;
+    };
+    if (nsaved == 0 || bsearch(&probe, saved, nsaved, sizeof(SavedValue), by_db) == nullptr)
+      RegisterFlusherAtStart(db);
+  }
+  pfree(dbs);
 }
 
 void RestoreSavedValues() {
@@ -297,7 +315,8 @@ void RestoreSavedValues() {
                                                 pg_atomic_read_u64(&shared->catalog_epoch)))
         restored_texts++;
   LogLostTexts(nsaved_texts - restored_texts,
-               "slotted_counter.shared_text_keys is too small to hold them all");
+               SharedKeysOn() ? "slotted_counter.shared_text_keys is too small to hold them all"
+                              : "slotted_counter.shared_text_keys is 0");
   pfree(saved_texts);
   saved_texts = nullptr;
   nsaved_texts = 0;
@@ -340,6 +359,8 @@ void SaveUnflushedValues(int code, Datum) {
   if (values == nullptr || ids == nullptr || texts == nullptr) {
     ereport(WARNING, (errmsg("slotted_counter: %llu unflushed values are lost: out of memory",
                              (unsigned long long)n)));
+    LogLostIds(nids, "out of memory");
+    LogLostTexts(ntexts, "out of memory");
     return;
   }
   uint64 k = 0;

@@ -14,9 +14,10 @@ namespace {
 SPIPlanPtr plan_write = nullptr;
 SPIPlanPtr plan_check = nullptr;
 
-// The count of ids given (TextsGiven) when a scan last found no unwritten slot of this
-// flusher's database; none yet.
-uint64 clean_at_given = PG_UINT64_MAX;
+// The count of ids given (TextsGiven) of slot clean_slot when a scan last found no unwritten slot
+// of this flusher's database; none yet.
+DatabaseSlot* clean_slot = nullptr;
+uint64 clean_at_given = 0;
 
 // The writes of keys this flusher began (BeginKeysWrite) and has not ended: in this slot, of
 // these groups.
@@ -94,13 +95,16 @@ UnwrittenKeys WriteUnwrittenKeys(Oid db, const int32* counters, int ncounters,
   // Nothing given since a scan found none unwritten: no scan (text_ids.hpp: NoteTextGiven).
   DatabaseSlot* slot = FindSlot(db);
   uint64 given = slot != nullptr ? TextsGiven(slot->key_writes) : 0;
-  if (slot != nullptr && given == clean_at_given) return out;
+  if (slot != nullptr && slot == clean_slot && given == clean_at_given) return out;
   int room = 0, unwritten = 0;
   SharedKeys().ForEachUnwritten(db, [&](const SharedKeySlot& s) {
     unwritten++;
     if (live(s.counter)) room++;
   });
-  if (unwritten == 0 && slot != nullptr) clean_at_given = given;
+  if (unwritten == 0 && slot != nullptr) {
+    clean_slot = slot;
+    clean_at_given = given;
+  }
   if (room == 0) return out;
   for (;;) {
     out.keys = static_cast<UnwrittenKey*>(MemoryContextAlloc(context, sizeof(UnwrittenKey) * room));
@@ -159,7 +163,9 @@ void BeginKeysWrite(Oid db, uint64 hash) {
   }
   DatabaseSlot* slot = FindSlot(db);
   if (slot == nullptr) return;
-  Assert(open_write_slot == nullptr || open_write_slot == slot);
+  // The database's slot changed within a round (a flusher that left and came back): the writes
+  // begun stay on the first, where they end.
+  if (open_write_slot != nullptr && open_write_slot != slot) return;
   uint32 group = KeyWriteGroup(hash);
   if (open_write_slot == slot && (open_groups & (1u << group)) != 0) return;
   BeginKeyWrite(slot->key_writes, group);

@@ -251,7 +251,9 @@ void ReserveTextIds(Oid db) {
   RefillTextIds(slot->text_ids, mutex, db, last - n + 1, n, epoch);
 }
 
-// TextsGiven when this flusher last wrote the ids backends gave between flushes.
+// TextsGiven of slot written_slot when this flusher last wrote the ids backends gave between
+// flushes.
+DatabaseSlot* written_slot = nullptr;
 uint64 written_at_given = 0;
 MemoryContext given_context = nullptr;
 
@@ -259,9 +261,8 @@ void WriteGivenTextIds(Oid db) {
   DatabaseSlot* slot = FindSlot(db);
   if (slot == nullptr || !SharedKeysOn()) return;
   uint64 given = TextsGiven(slot->key_writes);
-  if (given - written_at_given <
-      GivenIdsBetweenWrites(uint64(shared->shared_key_sets) * kKeySetWays))
-    return;
+  uint64 between = GivenIdsBetweenWrites(uint64(shared->shared_key_sets) * kKeySetWays);
+  if (slot == written_slot && given - written_at_given < between) return;
   if (given_context == nullptr)
     given_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter given ids",
                                           ALLOCSET_DEFAULT_SIZES);
@@ -275,6 +276,7 @@ void WriteGivenTextIds(Oid db) {
   UnwrittenKeys written = WriteUnwrittenKeys(db, ids, nids, given_context);
   EndWork();
   MarkKeysWritten(db, written);
+  written_slot = slot;
   written_at_given = given;
 }
 
