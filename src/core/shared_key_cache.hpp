@@ -32,8 +32,8 @@
 //     and the database's key writes unchanged since its probe of the table: text_ids.hpp), a
 //     victim takes the id, unwritten. No victim: no room, and the caller asks the flusher.
 //   - Unwritten slots are written by their database's flusher (ForEachUnwritten, then
-//     MarkWritten after its commit, under the set's lock EXCLUSIVE) and read by id (TextOf) for
-//     a key whose row is not written yet.
+//     MarkWritten after its commit, under the set's lock EXCLUSIVE), and read the same way by a
+//     backend that needs the text of an id whose row is not written yet.
 //   - Purge: under each lock EXCLUSIVE in turn, the slots of a database (a dropped one, whose
 //     OID may come again) or of one of its counters are freed, unwritten ones too.
 // Nothing here allocates, throws or fails.
@@ -177,28 +177,6 @@ class SharedKeyCache {
         s.unwritten = 0;
     }
     locks_.Release(LockOf(set));
-  }
-
-  // The text of the unwritten id `id` of (db, counter), copied to out (room for kSharedKeyText
-  // bytes); its length, or -1 if no unwritten slot has it. Reads every set: for a key whose row
-  // a reader did not find, not for a hot path.
-  int TextOf(uint32_t db, int32_t counter, int64_t id, char* out) noexcept {
-    int len = -1;
-    for (uint32_t l = 0; l < kKeyCacheLocks && len < 0; l++) {
-      locks_.Shared(l);
-      for (uint32_t set = l; set <= mask_ && len < 0; set += kKeyCacheLocks)
-        for (uint32_t w = 0; w < kKeySetWays; w++) {
-          const SharedKeySlot& s = slots_[size_t(set) * kKeySetWays + w];
-          if (s.hash != 0 && s.unwritten != 0 && s.id == id && s.db == db &&
-              s.counter == counter) {
-            memcpy(out, s.text, s.len);
-            len = s.len;
-            break;
-          }
-        }
-      locks_.ReleaseShared(l);
-    }
-    return len;
   }
 
   // With no other process running (the postmaster at a clean shutdown, and as it creates the

@@ -107,7 +107,8 @@ void EmptyTextIds(TextIdRange& r, Mutex& mutex) noexcept {
 struct KeyWrites {
   std::atomic<uint64_t> begun[kKeyCacheLocks];
   std::atomic<uint64_t> ended[kKeyCacheLocks];
-  std::atomic<uint64_t> given;  // gifts begun, so a flusher skips a needless scan
+  std::atomic<uint64_t> given;   // gifts begun, so a flusher skips a needless scan
+  std::atomic<uint64_t> filled;  // gifts made, so a reader of their texts skips one
 };
 
 struct KeyWritesSeen {
@@ -145,6 +146,16 @@ inline void EndKeyWrite(KeyWrites& w, uint32_t group) noexcept {
 // Returns the new count.
 inline uint64_t NoteTextGiven(KeyWrites& w) noexcept {
   return w.given.fetch_add(1, std::memory_order_seq_cst) + 1;
+}
+
+// A backend gave an id: counted after its slot was filled, so a reader that reads the count
+// before it reads the unwritten slots, and finds it unchanged later, knows that every id given
+// meanwhile was among them.
+inline void NoteTextFilled(KeyWrites& w) noexcept {
+  w.filled.fetch_add(1, std::memory_order_seq_cst);
+}
+inline uint64_t TextsFilled(const KeyWrites& w) noexcept {
+  return w.filled.load(std::memory_order_seq_cst);
 }
 
 // How many ids given make the flusher write them at once, before the next flush: a sixteenth of

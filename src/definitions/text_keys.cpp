@@ -147,6 +147,7 @@ int64 StoredOrGivenId(const CounterDef& def, uint64 hash, const char* key, int l
              FindSlot(MyDatabaseId) == slot &&
              KeyWritesUnchanged(slot->key_writes, group, seen);
     });
+    if (given.result == GiveResult::kGiven) NoteTextFilled(slot->key_writes);
     if (given.result == GiveResult::kGiven || given.result == GiveResult::kFound)
       return given.id;
     if (given.result == GiveResult::kNoRoom) return kUnwrittenKey;
@@ -217,6 +218,93 @@ int CompareMissing(const void* a, const void* b) {
 
 SPIPlanPtr plan_forget = nullptr;
 
+// The texts of the ids given but not written when this backend last read them from the shared
+// cache, sorted by (counter, id), read under catalog epoch given_epoch. An id's text never
+// changes while the epoch stays, so one reading serves every id given before it: a reader of
+// many such ids (sc_top_text after a burst of new keys) reads the cache once, not once a key.
+struct GivenText {
+  int32 counter;
+  int64 id;
+  uint16 len;
+  char text[kSharedKeyText];
+};
+MemoryContext given_context = nullptr;
+GivenText* given_texts = nullptr;
+int ngiven = 0;
+uint64 given_epoch = 0;
+// The database's slot and its count of gifts made (text_ids.hpp: TextsFilled) before they were
+// read: while both stay, an id the reading lacks was not given since, and is not read again.
+DatabaseSlot* given_slot = nullptr;
+uint64 given_count = 0;
+
+int CompareGiven(const void* a, const void* b) {
+  auto* x = static_cast<const GivenText*>(a);
+  auto* y = static_cast<const GivenText*>(b);
+  if (x->counter != y->counter) return x->counter < y->counter ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
+}
+
+const GivenText* FindGiven(int32 counter, int64 id) {
+  if (given_texts == nullptr) return nullptr;
+  GivenText probe;
+  probe.counter = counter;
+  probe.id = id;
+  return static_cast<const GivenText*>(
+      bsearch(&probe, given_texts, ngiven, sizeof(GivenText), CompareGiven));
+}
+
+// Reads the unwritten ids of this database from the shared cache: counted, then copied into room
+// allocated outside its locks (into more room if more were given in between).
+void ReadGivenTexts() {
+  if (given_context == nullptr)
+    given_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter given texts",
+                                          ALLOCSET_DEFAULT_SIZES);
+  MemoryContextReset(given_context);
+  given_texts = nullptr;
+  ngiven = 0;
+  int room = 0;
+  SharedKeys().ForEachUnwritten(MyDatabaseId, [&](const SharedKeySlot&) { room++; });
+  for (;;) {
+    auto* texts = static_cast<GivenText*>(
+        MemoryContextAllocHuge(given_context, sizeof(GivenText) * Size(room + 1)));
+    int found = 0, n = 0;
+    SharedKeys().ForEachUnwritten(MyDatabaseId, [&](const SharedKeySlot& s) {
+      if (found++ >= room) return;
+      GivenText& g = texts[n++];
+      g.counter = s.counter;
+      g.id = s.id;
+      g.len = s.len;
+      memcpy(g.text, s.text, s.len);
+    });
+    if (found <= room) {
+      qsort(texts, n, sizeof(GivenText), CompareGiven);
+      given_texts = texts;
+      ngiven = n;
+      return;
+    }
+    pfree(texts);
+    room = found + found / 4;
+  }
+}
+
+// The text of the id `id` of `counter` given but not written, or nullptr.
+const GivenText* GivenTextOf(int32 counter, int64 id) {
+  if (!SharedKeysOn()) return nullptr;
+  uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
+  DatabaseSlot* slot = FindSlot(MyDatabaseId);
+  uint64 count = slot != nullptr ? TextsFilled(slot->key_writes) : 0;
+  if (epoch == given_epoch && given_texts != nullptr) {
+    if (const GivenText* g = FindGiven(counter, id)) return g;
+    if (slot == given_slot && count == given_count) return nullptr;
+  }
+  // Counted before the reading: a gift whose slot the reading missed moves the count after.
+  ReadGivenTexts();
+  given_epoch = epoch;
+  given_slot = slot;
+  given_count = count;
+  return FindGiven(counter, id);
+}
+
 }  // namespace
 
 text* StoredText(int32 counter, int64 id) {
@@ -224,12 +312,11 @@ text* StoredText(int32 counter, int64 id) {
   Datum key = LookUpKeys("keys_pkey", counter, kIdColumn, F_INT8EQ, InvalidOid, Int64GetDatum(id),
                          kKeyColumn, &found);
   if (found) return DatumGetTextPP(key);
-  // Given by a backend, its row not written yet: its text is in the shared cache. Or written
-  // since the probe: a slot is marked written after its row committed, so a second probe finds
-  // what the cache no longer has.
-  char given[kSharedKeyText];
-  int len = SharedKeysOn() ? SharedKeys().TextOf(MyDatabaseId, counter, id, given) : -1;
-  if (len >= 0) return cstring_to_text_with_len(given, len);
+  // Given by a backend, its row not written yet: its text is in the shared cache, read with the
+  // others (GivenTextOf). Or written since the probe: a slot is marked written after its row
+  // committed, so a second probe finds what the cache no longer has.
+  if (const GivenText* given = GivenTextOf(counter, id))
+    return cstring_to_text_with_len(given->text, given->len);
   key = LookUpKeys("keys_pkey", counter, kIdColumn, F_INT8EQ, InvalidOid, Int64GetDatum(id),
                    kKeyColumn, &found);
   return found ? DatumGetTextPP(key) : nullptr;

@@ -111,6 +111,7 @@ bool CreateSharedState() {
         writes->ended[g].store(0);
       }
       writes->given.store(0);
+      writes->filled.store(0);
       InitFoldEpochs(*new (&slot->fold) FoldEpochs);
       ConditionVariableInit(&slot->done_cv);
     }

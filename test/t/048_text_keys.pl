@@ -438,6 +438,8 @@ is(join(', ', @bad_reads), '',
 	  . 'a bad one shows NULL keys|repeated|out of order|not its text)');
 is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT k) > 50000 FROM written}), "$tx|t",
 	'load: every transaction logged its key; most of the 100,000 keys were written');
+# The mappings after a flush: load_b's last new keys have their rows once it wrote their values.
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
 for my $c (qw(load_b load_t))
 {
 	is($node->safe_psql('postgres', qq{SELECT sc_total('$c')}), $tx,

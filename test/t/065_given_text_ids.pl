@@ -72,6 +72,14 @@ SELECT (SELECT sum(sc_sum('g', '/new/' || i)) FROM generate_series(1, 100) i),
        (SELECT string_agg(key || '=' || value, ',') FROM sc_top_text('g', 2))}),
 	'5050|/new/100=100,/new/99=99',
 	'sc_sum and sc_top_text read them, with their texts, before the flush');
+# Many of them on the leaderboard at once: each has its text (read from the shared cache in one
+# pass, not one a key).
+$node->safe_psql('postgres',
+	q{SELECT count(sc_incr('g', '/many/' || i, 100000 + i)) FROM generate_series(1, 3000) i});
+is($node->safe_psql('postgres', q{
+SELECT count(*), count(key), count(DISTINCT key), bool_and(key = '/many/' || (value - 100000))
+  FROM sc_top_text('g', 3000)}), '3000|3000|3000|t',
+	'sc_top_text gives 3,000 keys given just now each its own text');
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is($node->safe_psql('postgres', q{
 SELECT count(*), count(*) FILTER (WHERE sc_sum('g', key) = substr(key, 6)::bigint)
@@ -136,7 +144,7 @@ is(whole($node, 'g'), 't', 'restart: g holds together');
 # the lock goes.
 $node->safe_psql('postgres', q{
 BEGIN; LOCK TABLE slotted_counter.key_values IN EXCLUSIVE MODE; PREPARE TRANSACTION 'lock';
-SELECT sc_incr('g', '/saved/' || i, 5000) FROM generate_series(1, 10) i;
+SELECT sc_incr('g', '/saved/' || i, 1000000) FROM generate_series(1, 10) i;
 });
 my $offset = -s $node->logfile;
 $node->restart;
@@ -147,11 +155,11 @@ like(substr(slurp_file($node->logfile), $offset),
 is($node->safe_psql('postgres', q{
 SELECT sum(sc_sum('g', '/saved/' || i)),
        (SELECT count(*) FROM sc_top_text('g', 10) WHERE key LIKE '/saved/%')
-  FROM generate_series(1, 10) i}), '50000|10', 'saved: restored, and read with their texts');
+  FROM generate_series(1, 10) i}), '10000000|10', 'saved: restored, and read with their texts');
 $node->safe_psql('postgres', q{ROLLBACK PREPARED 'lock'});
 is(whole($node, 'g'), 't', 'saved: written once the lock is gone, g holds together');
 is($node->safe_psql('postgres', q{
-SELECT count(*) FROM slotted_counter.keys WHERE key LIKE '/saved/%' AND sc_sum('g', key) = 5000}),
+SELECT count(*) FROM slotted_counter.keys WHERE key LIKE '/saved/%' AND sc_sum('g', key) = 1000000}),
 	'10', 'saved: each with its row');
 
 # 6. A drop of the counter, and of the extension, between the gift and the flush.

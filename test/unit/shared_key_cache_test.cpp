@@ -41,10 +41,13 @@ class SharedKeyCacheTest : public ::testing::Test {
     return cache_.Give(db, counter, hash, text.data(), uint32_t(text.size()), epoch, id,
                        [valid] { return valid; });
   }
+  // The text of an unwritten id, as a reader finds it among the unwritten slots.
   std::string TextOf(uint32_t db, int32_t counter, int64_t id) {
-    char out[kSharedKeyText];
-    int len = cache_.TextOf(db, counter, id, out);
-    return len < 0 ? "<none>" : std::string(out, size_t(len));
+    std::string text = "<none>";
+    cache_.ForEachUnwritten(db, [&](const SharedKeySlot& s) {
+      if (s.counter == counter && s.id == id) text.assign(s.text, s.len);
+    });
+    return text;
   }
   int Unwritten(uint32_t db) {
     int n = 0;

@@ -62,6 +62,7 @@ TEST(SharedKeyCacheThreads, GiversOfOneTextAgreeOnOneId) {
     writes.ended[g].store(0);
   }
   writes.given.store(0);
+  writes.filled.store(0);
   std::mutex table_mutex;
   std::map<std::string, int64_t> table;  // the committed rows
   auto probe = [&](const std::string& text) {

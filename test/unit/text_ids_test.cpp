@@ -80,6 +80,7 @@ TEST(KeyWrites, QuietOnlyWithNoWriteOpenAndAnyWriteOfTheGroupSeen) {
     writes.ended[g].store(0);
   }
   writes.given.store(0);
+  writes.filled.store(0);
   sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes, 3);
   sc::KeyWritesSeen other = sc::ReadKeyWrites(writes, 4);
   EXPECT_TRUE(seen.Quiet());
