@@ -401,13 +401,18 @@ TEST(CounterHolds, NoValueReadBeforeALargeCommitIsLinkedAfterIt) {
   std::atomic<int64_t> expected[kKeys] = {};
   std::atomic<int> committers_left{kCommitters};
   std::atomic<int> linked_while_held{0}, own_writes{0}, reserved{0};
+  std::atomic<int> loaders_running{0};
   std::atomic<bool> start{false};
   std::vector<std::thread> threads;
+  // The committers run kRounds, and on until a commit has reserved a key a loader linked (on a
+  // busy machine the loaders may be scheduled late: the event is waited for, not a time).
+  constexpr int kMaxRounds = 1000000;
   for (int c = 0; c < kCommitters; c++)
     threads.emplace_back([&] {
       Proto table(mem.get(), locks);
-      while (!start.load()) std::this_thread::yield();
-      for (int round = 0; round < kRounds; round++) {
+      while (!start.load() || loaders_running.load() < kLoaders) std::this_thread::yield();
+      for (int round = 0; round < kMaxRounds && (round < kRounds || reserved.load() == 0);
+           round++) {
         sc::RaiseCounterHold(*holds, kDb, 3);
         bool own[kKeys] = {};
         sc::Reservation reservations[kKeys];
@@ -467,6 +472,7 @@ TEST(CounterHolds, NoValueReadBeforeALargeCommitIsLinkedAfterIt) {
       Proto table(mem.get(), locks);
       std::mt19937 rng(uint32_t(l) + 23);
       while (!start.load()) std::this_thread::yield();
+      loaders_running++;
       while (committers_left.load() > 0) {
         int j = int(rng() % kKeys);
         CounterKey k = KeyOf(j, 3);
