@@ -52,8 +52,9 @@ static_assert(std::is_standard_layout<TextIdRange>::value,
 
 // The next id of the range of database db under `epoch`, or 0 (none left, or reserved for
 // another database or under another epoch).
-// *low: none was left, or the range just fell to a quarter: the taker wakes the flusher, which
-// refills only a range a backend asked for (a database without new texts reserves none).
+// *low: none was left (the taker asks the flusher for its text's id, which wakes it), or the
+// range just fell to a quarter (the taker wakes the flusher); the flusher refills only a range a
+// backend asked for (a database without new texts reserves none).
 template <typename Mutex>
 int64_t TakeTextId(TextIdRange& r, Mutex& mutex, uint32_t db, uint64_t epoch,
                    bool* low) noexcept {
@@ -71,11 +72,15 @@ int64_t TakeTextId(TextIdRange& r, Mutex& mutex, uint32_t db, uint64_t epoch,
 }
 
 // How many ids the flusher of database db reserves now under `epoch`, or 0 if the range needs
-// none.
+// none. A range with ids left is refilled at a quarter; one with none (or of another database or
+// epoch) only after the flusher served requests (after_requests): a backend that found it empty
+// asked the flusher for its text's id, and that id, given first, is smaller than the range.
 template <typename Mutex>
-int64_t TextIdsWanted(TextIdRange& r, Mutex& mutex, uint32_t db, uint64_t epoch) noexcept {
+int64_t TextIdsWanted(TextIdRange& r, Mutex& mutex, uint32_t db, uint64_t epoch,
+                      bool after_requests) noexcept {
   mutex.lock();
-  bool due = r.asked && (r.db != db || r.epoch != epoch || r.end - r.next <= r.size / 4);
+  bool usable = r.next < r.end && r.db == db && r.epoch == epoch;
+  bool due = r.asked && (usable ? r.end - r.next <= r.size / 4 : after_requests);
   int64_t want = r.taken * 2;
   mutex.unlock();
   if (!due) return 0;

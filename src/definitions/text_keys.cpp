@@ -134,8 +134,8 @@ int64 StoredOrGivenId(const CounterDef& def, uint64 hash, const char* key, int l
     if (stored != kUnwrittenKey || !seen.Quiet()) return stored;
     bool low;
     int64 id = TakeTextId(slot->text_ids, ids_mutex, MyDatabaseId, epoch, &low);
+    if (id == 0) return kUnwrittenKey;  // the request for its id wakes the flusher
     if (low) WakeFlusher(slot);
-    if (id == 0) return kUnwrittenKey;
     // Counted before the slot is filled: another backend may use the id as soon as it is, and a
     // flush must not skip it (text_ids.hpp: NoteTextGiven).
     if (NoteTextGiven(slot->key_writes) %

@@ -264,7 +264,7 @@ bool ServeAndRecord(Oid db) {
     served = ServeWriteThroughs(db);
     // After the answers: a text the flusher gave an id just now has a smaller one than the
     // range reserved after it (ids follow the order in which texts were first written).
-    ReserveTextIds(db);
+    ReserveTextIds(db, served > 0);
     WriteGivenTextIds(db);
   }
   PG_CATCH();

@@ -220,14 +220,14 @@ const char* const kReserveSql =
 
 }  // namespace
 
-void ReserveTextIds(Oid db) {
+void ReserveTextIds(Oid db, bool after_requests) {
   DatabaseSlot* slot = FindSlot(db);
   if (slot == nullptr) return;
   SpinMutex mutex{&slot->ids_mutex};
   // Read before the transaction: a range of a sequence that a drop of the extension took with it
   // carries the epoch that drop moved on from.
   uint64 epoch = pg_atomic_read_u64(&shared->catalog_epoch);
-  int64 n = TextIdsWanted(slot->text_ids, mutex, db, epoch);
+  int64 n = TextIdsWanted(slot->text_ids, mutex, db, epoch, after_requests);
   if (n == 0) return;
   BeginWork(db);
   (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,

@@ -11,9 +11,9 @@ namespace sc {
 int ServeWriteThroughs(Oid db);
 
 // Reserves a range of ids for the backends of db to give new text keys (core/text_ids.hpp) if
-// one of them asked and it runs low, in a transaction of its own. In the flusher, outside a
-// transaction; may throw (ereport).
-void ReserveTextIds(Oid db);
+// one of them asked and it runs low (empty: only after_requests were served), in a transaction
+// of its own. In the flusher, outside a transaction; may throw (ereport).
+void ReserveTextIds(Oid db, bool after_requests);
 
 // Writes the rows of the ids backends gave new text keys (workers/text_ids.hpp), in a
 // transaction of its own, once many were given since this last did (GivenIdsBetweenWrites): a

@@ -19,8 +19,8 @@ class TextIdsTest : public ::testing::Test {
   int64_t Take(uint32_t db, uint64_t epoch, bool* low) {
     return sc::TakeTextId(range_, mutex_, db, epoch, low);
   }
-  int64_t Wanted(uint32_t db = 5, uint64_t epoch = 1) {
-    return sc::TextIdsWanted(range_, mutex_, db, epoch);
+  int64_t Wanted(uint32_t db = 5, uint64_t epoch = 1, bool after_requests = true) {
+    return sc::TextIdsWanted(range_, mutex_, db, epoch, after_requests);
   }
   sc::TextIdRange range_;
   std::mutex mutex_;
@@ -30,7 +30,8 @@ TEST_F(TextIdsTest, AnEmptyRangeGivesNothingAndIsRefilledOnlyWhenAsked) {
   EXPECT_EQ(Wanted(), 0) << "no backend asked";
   bool low = false;
   EXPECT_EQ(Take(5, 1, &low), 0);
-  EXPECT_TRUE(low) << "the taker wakes the flusher";
+  EXPECT_TRUE(low) << "the taker asks the flusher";
+  EXPECT_EQ(Wanted(5, 1, false), 0) << "empty: refilled only after the flusher served requests";
   EXPECT_EQ(Wanted(), kMinTextIdRange);
 }
 
@@ -58,6 +59,7 @@ TEST_F(TextIdsTest, ARangeIsRefilledAtAQuarterWithTwiceWhatWasTaken) {
   EXPECT_EQ(Wanted(), 0) << "more than a quarter left";
   EXPECT_EQ(Take(5, 1, &low), 3000);
   EXPECT_TRUE(low);
+  EXPECT_EQ(Wanted(5, 1, false), 6000) << "a quarter left: refilled whenever the flusher looks";
   EXPECT_EQ(Wanted(), 6000);
   sc::RefillTextIds(range_, mutex_, 5, 5000, 6000, 1);
   EXPECT_EQ(Wanted(), 0) << "refilled, not asked again";
