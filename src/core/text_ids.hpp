@@ -116,6 +116,16 @@ struct KeyWrites {
   std::atomic<uint64_t> filled;  // gifts made, so a reader of their texts skips one
 };
 
+// Every count at 0: a database slot's as shared memory is made (and a test's).
+inline void InitKeyWrites(KeyWrites& w) noexcept {
+  for (uint32_t g = 0; g < kKeyCacheLocks; g++) {
+    w.begun[g].store(0);
+    w.ended[g].store(0);
+  }
+  w.given.store(0);
+  w.filled.store(0);
+}
+
 struct KeyWritesSeen {
   uint64_t begun;
   uint64_t ended;

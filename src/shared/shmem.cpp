@@ -105,13 +105,7 @@ bool CreateSharedState() {
       slot->dirty.refs = ring_refs + size_t(i) * size_t(ring_capacity);
       SpinLockInit(&slot->fold_mutex);
       SpinLockInit(&slot->ids_mutex);
-      auto* writes = new (&slot->key_writes) KeyWrites;
-      for (uint32 g = 0; g < kKeyCacheLocks; g++) {
-        writes->begun[g].store(0);
-        writes->ended[g].store(0);
-      }
-      writes->given.store(0);
-      writes->filled.store(0);
+      InitKeyWrites(*new (&slot->key_writes) KeyWrites);
       InitFoldEpochs(*new (&slot->fold) FoldEpochs);
       ConditionVariableInit(&slot->done_cv);
     }

@@ -19,9 +19,8 @@ use lib $FindBin::RealBin;
 use SlottedCounterTest;
 
 # No periodic flush (sc_rollup flushes), and a flusher that stays while no client is connected.
-my $node = preloaded_node('given_text_ids',
-	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n"
-	  . "max_prepared_transactions = 2\n");
+my $flush_on_request = "slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n";
+my $node = preloaded_node('given_text_ids', $flush_on_request . "max_prepared_transactions = 2\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION slotted_counter;
 SELECT sc_create('g', 'buffered', key_type => 'text');
@@ -198,8 +197,7 @@ $node->stop;
 # 7. A shared cache far too small for the gifts (16 sets of 8 slots): the texts that find no slot
 # are given their ids by the flusher, and everything counts once.
 my $small = preloaded_node('given_text_ids_small',
-	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n"
-	  . "slotted_counter.shared_text_keys = 16\n");
+	$flush_on_request . "slotted_counter.shared_text_keys = 16\n");
 $small->safe_psql('postgres', q{
 CREATE EXTENSION slotted_counter;
 SELECT sc_create('s', 'buffered', key_type => 'text');

@@ -57,12 +57,7 @@ TEST(SharedKeyCacheThreads, GiversOfOneTextAgreeOnOneId) {
   std::vector<sc::SharedKeySlot> slots(kSets * sc::kKeySetWays);
   sc::SharedKeyCache<StdLocks> cache(slots.data(), kSets, StdLocks());
   sc::KeyWrites writes;
-  for (uint32_t g = 0; g < sc::kKeyCacheLocks; g++) {
-    writes.begun[g].store(0);
-    writes.ended[g].store(0);
-  }
-  writes.given.store(0);
-  writes.filled.store(0);
+  sc::InitKeyWrites(writes);
   std::mutex table_mutex;
   std::map<std::string, int64_t> table;  // the committed rows
   auto probe = [&](const std::string& text) {

@@ -77,12 +77,7 @@ TEST_F(TextIdsTest, TheSizeStaysWithinItsBounds) {
 
 TEST(KeyWrites, QuietOnlyWithNoWriteOpenAndAnyWriteOfTheGroupSeen) {
   sc::KeyWrites writes;
-  for (uint32_t g = 0; g < sc::kKeyCacheLocks; g++) {
-    writes.begun[g].store(0);
-    writes.ended[g].store(0);
-  }
-  writes.given.store(0);
-  writes.filled.store(0);
+  sc::InitKeyWrites(writes);
   sc::KeyWritesSeen seen = sc::ReadKeyWrites(writes, 3);
   sc::KeyWritesSeen other = sc::ReadKeyWrites(writes, 4);
   EXPECT_TRUE(seen.Quiet());
