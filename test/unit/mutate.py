@@ -41,6 +41,7 @@ WTR = "core/write_through_request.hpp"
 TH = "core/through_holds.hpp"
 SK = "core/shared_key_cache.hpp"
 TI = "core/text_ids.hpp"
+SF = "core/stored_filter.hpp"
 DR = "core/dirty_ring.hpp"
 RI = "core/rank_index.hpp"
 RIB = "core/rank_index_blocks.hpp"
@@ -616,6 +617,27 @@ MUTATIONS = [
      "  for (auto& b : w.begun) b.fetch_add(1, std::memory_order_seq_cst);", False),
     ("text ids: an open write looks quiet", TI,
      "return begun == ended; }", "return true; }", False),
+    ("stored filter: a reader answers while it is invalid", SF,
+     "  if ((state & 1) == 0) return true;\n", "", False),
+    ("stored filter: a reader answers for another table", SF,
+     "  if (f.relation.load(std::memory_order_relaxed) != relation) return true;\n", "", False),
+    ("stored filter: a reader overtaken by a rebuild answers", SF,
+     "  if (f.state.load(std::memory_order_relaxed) != state) return true;\n", "", True),
+    ("stored filter: an invalidation keeps the generation", SF,
+     "((s >> 1) + 1) << 1", "(s >> 1) << 1", False),
+    ("stored filter: two rebuilders at once", SF,
+     "  if (!f.rebuilder.compare_exchange_strong(none, pid)) return false;",
+     "  (void)f.rebuilder.compare_exchange_strong(none, pid);", False),
+    ("stored filter: a rebuild does not clear", SF,
+     "f.words[i].store(0, std::memory_order_relaxed);", "(void)i;", False),
+    ("stored filter: a rebuild ends valid whatever came meanwhile", SF,
+     "  bool valid = f.state.compare_exchange_strong(token, token | 1);",
+     "  f.state.store(token | 1);\n  bool valid = true;", False),
+    ("stored filter: another's rebuild is given up", SF,
+     "  int32_t mine = pid;", "  int32_t mine = f.rebuilder.load();", False),
+    ("stored filter: an add skips a word that holds some of its bits", SF,
+     "if ((word.load(std::memory_order_relaxed) & bits) != bits)",
+     "if ((word.load(std::memory_order_relaxed) & bits) == 0)", False),
     ("shared keys: a purge forgets every database's keys", SK,
      "if (s.hash != 0 && s.db == db && (counter == 0 || s.counter == counter)) s.hash = 0;",
      "if (s.hash != 0 && (counter == 0 || s.counter == counter)) s.hash = 0;", False),
