@@ -15,6 +15,7 @@ OBJS = \
 	src/shared/request_ids.o \
 	src/shared/saved_values.o \
 	src/shared/shmem.o \
+	src/shared/stored_keys.o \
 	src/shared/wait_events.o \
 	src/shared/write_through.o \
 	src/definitions/catalog.o \

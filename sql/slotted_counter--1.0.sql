@@ -161,6 +161,15 @@ CREATE TRIGGER counter_totals_delete AFTER DELETE ON slotted_counter.key_values
     EXECUTE FUNCTION slotted_counter.key_values_changed();
 CREATE TRIGGER counter_totals_truncate AFTER TRUNCATE ON slotted_counter.key_values
     FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.key_values_changed();
+-- The filter of stored keys (a load of a key never stored skips the table) takes each inserted
+-- row's key from counter_totals_insert; an UPDATE that sets a key column, or a TRUNCATE, makes it
+-- rebuilt, as does sc_rebuild_counter_totals after writes no trigger saw.
+CREATE TRIGGER stored_keys_rekeyed AFTER UPDATE OF counter, key, bucket
+    ON slotted_counter.key_values
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.key_values_changed();
+CREATE FUNCTION slotted_counter.forget_stored_keys() RETURNS void
+    AS 'MODULE_PATHNAME', 'sc_forget_stored_keys' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION slotted_counter.forget_stored_keys() FROM PUBLIC;
 
 -- A dump carries the counters, their values and everything that goes with them.
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
@@ -487,6 +496,7 @@ CREATE FUNCTION sc_rollup() RETURNS bigint
 CREATE FUNCTION sc_rebuild_counter_totals() RETURNS bigint LANGUAGE sql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
+    SELECT slotted_counter.forget_stored_keys();
     LOCK TABLE slotted_counter.key_values IN SHARE MODE;
     DELETE FROM slotted_counter.counter_totals;
     WITH made AS (
@@ -534,7 +544,7 @@ CREATE FUNCTION slotted_counter.sc_stats(
     OUT attach_skipped bigint, OUT attach_errors bigint,
     OUT worker_pid integer, OUT worker_state text,
     OUT flush_failures bigint, OUT last_error text, OUT last_error_at timestamptz,
-    OUT rank_indexes integer)
+    OUT rank_indexes integer, OUT stored_keys text)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'sc_stats' LANGUAGE C STRICT VOLATILE;
 CREATE VIEW slotted_counter.stats AS SELECT * FROM slotted_counter.sc_stats();
@@ -679,7 +689,9 @@ COMMENT ON TABLE slotted_counter.key_creators IS
 COMMENT ON TABLE slotted_counter.counter_totals IS
     'the sum of each counter''s and bucket''s rows of slotted_counter.key_values, kept by triggers on it';
 COMMENT ON FUNCTION slotted_counter.key_values_changed() IS
-    'the trigger that keeps slotted_counter.counter_totals the sum of slotted_counter.key_values';
+    'the trigger that keeps slotted_counter.counter_totals the sum of slotted_counter.key_values, and the filter of stored keys';
+COMMENT ON FUNCTION slotted_counter.forget_stored_keys() IS
+    'makes the filter of stored keys of this database answer nothing until its flusher rebuilt it (sc_rebuild_counter_totals)';
 COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS
     'the ids of text keys';
 COMMENT ON TABLE slotted_counter.key_values IS

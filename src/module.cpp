@@ -19,7 +19,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64, 65536, 10000000};
+Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64, 65536, 10000000, 2048};
 
 // A failed SC_ASSERT of the pure core (core/core_assert.hpp): as a failed Assert().
 void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
@@ -103,6 +103,12 @@ void DefineSettings() {
       "find, 128 bytes each; 0 keeps none.",
       nullptr, &settings.shared_text_keys, 65536, 0, 16777216, PGC_POSTMASTER, 0, nullptr,
       nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.stored_keys_filter",
+      "Shared memory, per database, for the filter of stored keys that lets the first read of a "
+      "key never stored skip the values table; 0 keeps none.",
+      nullptr, &settings.stored_keys_filter, 2048, 0, 1048576, PGC_POSTMASTER, GUC_UNIT_KB,
+      nullptr, nullptr, nullptr);
   DefineCustomIntVariable(
       "slotted_counter.dedupe_window",
       "How long sc_incr_once applies a request id once: a later call with the same id applies "

@@ -14,6 +14,7 @@ struct Settings {
   int rank_memory;     // slotted_counter.rank_memory (sighup), MB: the rank indexes' shared memory
   int shared_text_keys;  // slotted_counter.shared_text_keys (postmaster): text keys' ids shared
   int max_transaction_keys;  // slotted_counter.max_transaction_keys (user): keys one txn changes
+  int stored_keys_filter;    // slotted_counter.stored_keys_filter (postmaster), kB per database
 };
 
 extern Settings settings;

@@ -1,7 +1,7 @@
 // sums.cpp: slotted_counter.counter_totals, the sum of each (counter, bucket) of
-// slotted_counter.key_values.
+// slotted_counter.key_values; and the keys the same triggers give the filter of stored keys.
 //
-// One trigger function behind the four statement triggers on key_values (the install script): each
+// One trigger function behind the statement triggers on key_values (the install script): each
 // statement's rows, as its transition tables give them, are summed per (counter, bucket), and the
 // sums move by that much in the same transaction. So whatever writes key_values (a flush, a fold, a
 // write-through, the retention pass, sc_drop_buckets, sc_drop, a restore's COPY) leaves every sum
@@ -12,6 +12,7 @@
 #include "commands/trigger.h"
 
 #include "definitions/counter_ref.hpp"
+#include "shared/stored_keys.hpp"
 #include "spi.hpp"
 
 namespace sc {
@@ -59,6 +60,14 @@ Datum TotalsChanged(PG_FUNCTION_ARGS) {
   auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
   TriggerEvent event = trigger->tg_event;
   Assert(TRIGGER_FIRED_FOR_STATEMENT(event) && TRIGGER_FIRED_AFTER(event));
+  // The filter of stored keys (shared/stored_keys.hpp): a statement's new keys join it; an UPDATE
+  // of a key column (the trigger without transition tables) or a TRUNCATE makes it rebuilt.
+  if (TRIGGER_FIRED_BY_INSERT(event)) AddStoredKeys(trigger->tg_relation, trigger->tg_newtable);
+  if (TRIGGER_FIRED_BY_TRUNCATE(event)) ForgetStoredKeys(MyDatabaseId);
+  if (TRIGGER_FIRED_BY_UPDATE(event) && trigger->tg_newtable == nullptr) {
+    ForgetStoredKeys(MyDatabaseId);
+    return PointerGetDatum(nullptr);
+  }
   SpiSession spi = ConnectSpi();
   if (SPI_register_trigger_data(trigger) != SPI_OK_TD_REGISTER)
     elog(ERROR, "registering the transition tables of slotted_counter.key_values failed");
@@ -77,8 +86,16 @@ Datum TotalsChanged(PG_FUNCTION_ARGS) {
   return PointerGetDatum(nullptr);
 }
 
+// slotted_counter.forget_stored_keys(): this database's filter of stored keys answers nothing
+// until its flusher rebuilt it (sc_rebuild_counter_totals, after writes no trigger saw).
+Datum ForgetStoredKeysCall(PG_FUNCTION_ARGS) {
+  ForgetStoredKeys(MyDatabaseId);
+  PG_RETURN_VOID();
+}
+
 }  // namespace
 
 }  // namespace sc
 
 SC_ENTRY_POINT(sc_key_values_changed, sc::TotalsChanged)
+SC_ENTRY_POINT(sc_forget_stored_keys, sc::ForgetStoredKeysCall)

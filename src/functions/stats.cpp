@@ -6,6 +6,8 @@
 // monitoring read never blocks an increment.
 #include "buffer/rank_indexes.hpp"
 #include "shared/shmem.hpp"
+#include "shared/stored_keys.hpp"
+#include "settings.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(sc_stats);
@@ -41,10 +43,12 @@ int64 DirtyEntries(Oid db) {
   return dirty;
 }
 
-// One row of slotted_counter.stats: the 17 columns of slotted_counter.sc_stats().
-void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
-  Datum values[18];
-  bool nulls[18] = {false};
+// One row of slotted_counter.stats: the 19 columns of slotted_counter.sc_stats(); stored_keys is
+// the state of the slot's filter of stored keys (no slot: "invalid").
+void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid,
+            const char* stored_keys) {
+  Datum values[19];
+  bool nulls[19] = {false};
   // datname is of type name, NAMEDATALEN bytes that the tuple copies whole: from a NameData, not
   // from the shorter C string (the copy would read past its end).
   NameData datname;
@@ -80,6 +84,7 @@ void AddRow(ReturnSetInfo* rsinfo, Oid db, const DatabaseSlot* copy, int pid) {
     values[16] = TimestampTzGetDatum(copy->flush_error_at);
   }
   values[17] = Int32GetDatum(ReadyRankIndexes(db));
+  values[18] = CStringGetTextDatum(stored_keys);
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -118,13 +123,13 @@ Datum sc_stats(PG_FUNCTION_ARGS) {
     copy.flush_error_at = slot->flush_error_at;
     memcpy(copy.flush_error, slot->flush_error, sizeof(copy.flush_error));
     SpinLockRelease(&slot->mutex);
-    AddRow(rsinfo, db, &copy, pid);
+    AddRow(rsinfo, db, &copy, pid, StoredKeysState(slot));
     seen_mine = seen_mine || db == MyDatabaseId;
   }
   if (!seen_mine) {
     DatabaseSlot none;
     memset(static_cast<void*>(&none), 0, sizeof(none));
-    AddRow(rsinfo, MyDatabaseId, &none, 0);
+    AddRow(rsinfo, MyDatabaseId, &none, 0, settings.stored_keys_filter > 0 ? "invalid" : "off");
   }
   return (Datum)0;
 }

@@ -26,6 +26,8 @@ void ResetSlot(DatabaseSlot& slot) {
   SpinMutex ring_mutex{&slot.dirty_mutex};
   RingReset(slot.dirty, ring_mutex);
   ResetFoldEpochs(&slot);
+  // The last database's keys: its flusher may still be rebuilding them, and fails to validate.
+  InvalidateStored(slot.stored);
   SpinLockAcquire(&slot.mutex);
   InitFlushTickets(slot.tickets);
   slot.flush_error_code = 0;

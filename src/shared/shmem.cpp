@@ -30,12 +30,18 @@ bool layout_mismatch = false;
 
 const char* const kTranche = "slotted_counter";
 
+// Each database's filter of stored keys (core/stored_filter.hpp): a power of two of words.
+Size StoredFilterBytes() {
+  return Size(StoredFilterWords(uint64(settings.stored_keys_filter) * 1024) * sizeof(uint64));
+}
+
 Size SharedStateSize() {
   Size size = MAXALIGN(sizeof(SharedState));
   size = add_size(size, MAXALIGN(mul_size(sizeof(DatabaseSlot), settings.max_databases)));
   size = add_size(size, MAXALIGN(mul_size(mul_size(sizeof(DirtyRef), settings.max_databases),
                                           DirtyRingCapacity(uint32(settings.max_entries)))));
   size = add_size(size, MAXALIGN(mul_size(sizeof(WriteThroughRequest), MaxBackends)));
+  size = add_size(size, mul_size(StoredFilterBytes(), settings.max_databases));
   size = add_size(size, 64);  // the partition readers are cache-line aligned
   size = add_size(size, mul_size(sizeof(PartitionReaders), kPartitions));
   size = add_size(size, 64);  // the counter table is cache-line aligned
@@ -93,6 +99,9 @@ bool CreateSharedState() {
     int ring_capacity = DirtyRingCapacity(uint32(settings.max_entries));
     auto* ring_refs = reinterpret_cast<DirtyRef*>(p);
     p += MAXALIGN(sizeof(DirtyRef) * settings.max_databases * size_t(ring_capacity));
+    uint64 filter_words = StoredFilterBytes() / sizeof(uint64);
+    auto* filter_words_at = reinterpret_cast<std::atomic<uint64_t>*>(p);
+    p += StoredFilterBytes() * settings.max_databases;
     for (int i = 0; i < settings.max_databases; i++) {
       DatabaseSlot* slot = &s->slots[i];
       memset(static_cast<void*>(slot), 0, sizeof(*slot));
@@ -107,6 +116,8 @@ bool CreateSharedState() {
       SpinLockInit(&slot->ids_mutex);
       InitKeyWrites(*new (&slot->key_writes) KeyWrites);
       InitFoldEpochs(*new (&slot->fold) FoldEpochs);
+      InitStoredFilter(*new (&slot->stored) StoredFilter, filter_words_at + i * filter_words,
+                       filter_words);
       ConditionVariableInit(&slot->done_cv);
     }
     s->requests = reinterpret_cast<WriteThroughRequest*>(p);

@@ -55,6 +55,7 @@
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
 #include "core/shared_key_cache.hpp"
+#include "core/stored_filter.hpp"
 #include "core/text_ids.hpp"
 #include "core/through_holds.hpp"
 #include "core/write_through_request.hpp"
@@ -123,6 +124,10 @@ struct DatabaseSlot {
   slock_t ids_mutex;
   TextIdRange text_ids;
   KeyWrites key_writes;
+
+  // The keys of key_values, so that a load of a key never stored skips the probe
+  // (core/stored_filter.hpp; shared/stored_keys.hpp).
+  StoredFilter stored;
 };
 
 // One backend's write-through request (core/write_through_request.hpp: its states and steps),
@@ -155,7 +160,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 25;
+constexpr uint32 kLayoutVersion = 26;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always

@@ -25,6 +25,7 @@
 #include "functions/retention.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
+#include "shared/stored_keys.hpp"
 #include "workers/session.hpp"
 #include "workers/write_through.hpp"
 #include "spi.hpp"
@@ -162,6 +163,27 @@ void MaintainRanks(Oid db) {
   {
     AbortAndLog(context, "maintain the indexes of sc_rank",
                 "They are looked at again after the next flush.");
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+}
+
+// The filter of stored keys (shared/stored_keys.hpp), rebuilt after a flush when it answers
+// nothing or describes a table that is no longer key_values; an error is logged, and it is tried
+// again after the next flush.
+void KeepStoredKeys() {
+  if (my_flusher_slot->stored.words == nullptr) return;
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    StartTransactionCommand();
+    RebuildStoredKeys(my_flusher_slot, ExtensionRelation("key_values"));
+    CommitTransactionCommand();
+  }
+  PG_CATCH();
+  {
+    AbortAndLog(context, "rebuild the filter of stored keys", "It is tried again after the next "
+                "flush.");
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);
@@ -434,6 +456,7 @@ void slotted_counter_flusher_main(Datum arg) {
       ok = FlushAndRecord(db) && ok;
       last_flush = now;
       AnalyzeIfGrown();
+      KeepStoredKeys();
     }
     failing = !ok;
 

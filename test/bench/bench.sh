@@ -25,7 +25,9 @@
 #   REDIS (auto | no), FLUSH_INTERVAL (1000 ms: slotted_counter.flush_interval of the throughput
 #   runs), HUGE_PAGES (try: the server's huge_pages; the machine's huge pages are reported, since
 #   without them every new backend faults in each page of shared memory it touches, which the short
-#   runs of many-key workloads pay again and again), OUT (test/bench/out/<UTC timestamp>).
+#   runs of many-key workloads pay again and again), STORED_KEYS_FILTER (16MB: the setting
+#   slotted_counter.stored_keys_filter; the run's tables hold millions of keys; 0 for none),
+#   OUT (test/bench/out/<UTC timestamp>).
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -121,6 +123,7 @@ INPROC_REPS=${INPROC_REPS:-5}
 REDIS=${REDIS:-auto}
 FLUSH_INTERVAL=${FLUSH_INTERVAL:-1000}
 HUGE_PAGES=${HUGE_PAGES:-try}
+STORED_KEYS_FILTER=${STORED_KEYS_FILTER:-16MB}
 
 isint() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 for v in DURATION JOBS MAX_ENTRIES BATCH FLUSH_KEYS INPROC_N INPROC_REPS FLUSH_INTERVAL; do
@@ -231,7 +234,8 @@ cd "$TMP"   # the server user must be able to stat its working directory
 
 server_init "$TMP" "port = $PORT" "synchronous_commit = $SYNCHRONOUS_COMMIT" \
     "max_connections = $((max_clients + 10))" "slotted_counter.max_entries = $MAX_ENTRIES" \
-    "slotted_counter.flush_interval = $FLUSH_INTERVAL" "huge_pages = $HUGE_PAGES" ||
+    "slotted_counter.flush_interval = $FLUSH_INTERVAL" "huge_pages = $HUGE_PAGES" \
+    "slotted_counter.stored_keys_filter = '$STORED_KEYS_FILTER'" ||
     die "initdb failed"
 server_start "$TMP" || die "the server did not start"
 started=1
@@ -585,7 +589,8 @@ report() {
          "PostgreSQL $(sed -n 's/^postgresql: //p' "$OUT/machine.txt"), slotted_counter $ext_version; pgbench -M prepared -j $JOBS -T $DURATION;" \
          "synchronous_commit = $SYNCHRONOUS_COMMIT unless a row says otherwise; slotted_counter.max_entries = $MAX_ENTRIES" \
          "(every key of every workload stays resident: this measures the hot path, not eviction), flush_interval = $FLUSH_INTERVAL ms;" \
-         "huge_pages = $HUGE_PAGES, $HUGE_IN_USE huge pages in use after the server started."
+         "huge_pages = $HUGE_PAGES, $HUGE_IN_USE huge pages in use after the server started;" \
+         "slotted_counter.stored_keys_filter = $STORED_KEYS_FILTER."
     if (( ${#RAN[@]} > 0 )); then
         echo
         echo "#### Throughput: transactions/s by clients (batch rows: increments/s = calls/s × $BATCH; sc_incr + sc_sum: calls/s = 2 × transactions/s; Redis: requests/s)"

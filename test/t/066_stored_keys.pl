@@ -1,0 +1,226 @@
+# The filter of stored keys (core/stored_filter.hpp, shared/stored_keys.hpp): a buffered key that
+# was never stored is read as 0 without a probe of key_values, and never a key that has a row,
+# whoever wrote it: the flush, a COPY or INSERT of a superuser, a restore; after a restart and a
+# crash (rebuilt by the flusher); after an UPDATE of a key column, a TRUNCATE, a re-created
+# extension, writes without triggers followed by sc_rebuild_counter_totals; while sessions count
+# new and old keys and the filter is forgotten and rebuilt again and again; and with none.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use SlottedCounterTest;
+
+my $node = preloaded_node('stored_keys',
+	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n");
+$node->safe_psql('postgres', q{
+CREATE EXTENSION slotted_counter;
+SELECT sc_create('c', 'buffered');
+CREATE ROLE rebuilder LOGIN;
+GRANT EXECUTE ON FUNCTION slotted_counter.forget_stored_keys() TO rebuilder;
+});
+
+sub state
+{
+	my ($db) = @_;
+	return $node->safe_psql($db // 'postgres',
+		q{SELECT stored_keys FROM slotted_counter.stats WHERE datname = current_database()});
+}
+
+# Flushes until the flusher rebuilt the filter (it does after a flush).
+sub wait_valid
+{
+	my ($db) = @_;
+	return $node->poll_query_until($db // 'postgres', q{
+SELECT sc_rollup() >= 0 AND (SELECT stored_keys FROM slotted_counter.stats
+                              WHERE datname = current_database()) = 'valid'});
+}
+
+# Probes of key_values' indexes and scans of it since the last call, as the statistics count them.
+my $scans = 0;
+sub scans_since
+{
+	my ($db) = @_;
+	my $now = $node->safe_psql($db // 'postgres', q{
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables
+ WHERE relid = 'slotted_counter.key_values'::regclass});
+	$now = (split /\n/, $now)[-1];
+	my $since = $now - $scans;
+	$scans = $now;
+	return $since;
+}
+
+# Every key of 1..$n of counter $c holds $each, and its total is the sum of its rows.
+sub holds
+{
+	my ($db, $c, $n, $each) = @_;
+	return $node->safe_psql($db, qq{
+SELECT count(*) FILTER (WHERE sc_sum('$c', k) = $each) = $n
+   AND sc_total('$c') = (SELECT sum(value) FROM slotted_counter.key_values
+                          WHERE counter = '$c'::slotted_counter::integer)
+  FROM generate_series(1, $n) k});
+}
+
+# 1. Valid after the first flush; new keys then cost no probe, and count from 0.
+is($node->safe_psql('postgres', q{
+SELECT count(sc_incr('c', k, 3)) FROM generate_series(1, 10000) k}), '10000', 'counted');
+ok(wait_valid(), 'the filter is valid after a flush');
+scans_since();
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('c', k)) FROM generate_series(20001, 21000) k}), '1000',
+	'new keys count from 0');
+is(scans_since(), 0, 'and none of them probed key_values');
+
+# 2. After a clean restart and after a crash the buffer is empty and the filter answers nothing
+# until the flusher rebuilt it; the 10,000 keys read back exactly, before and after.
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+for my $stop ('fast', 'immediate')
+{
+	$node->stop($stop);
+	$node->start;
+	# (the filter may be rebuilt already: a flusher starts with the server to write saved values)
+	is(holds('postgres', 'c', 10000, 3), 't', "the keys read back after a $stop stop");
+	$node->safe_psql('postgres', q{SELECT sc_sum('c', 1)});
+	ok(wait_valid(), "rebuilt after a $stop stop");
+	is($node->safe_psql('postgres', q{
+SELECT sum(sc_sum('c', k)) FROM generate_series(9001, 10000) k}), '3000',
+		"stored keys read with the rebuilt filter after a $stop stop");
+	is($node->safe_psql('postgres', q{
+SELECT sum(sc_sum('c', k)) FROM generate_series(30001, 31000) k}), '0',
+		"never stored keys too");
+}
+
+# 3. Rows that others insert join the filter through the insert trigger: a superuser's COPY and
+# INSERT, while it is valid.
+ok(wait_valid(), 'valid before the copy');
+my $cid = $node->safe_psql('postgres', q{SELECT 'c'::slotted_counter::integer});
+my $rows = $node->basedir . '/rows.tsv';
+open my $rows_fh, '>', $rows or die;
+print $rows_fh "$cid\t$_\t5\n" for 40001 .. 41000;
+close $rows_fh;
+$node->safe_psql('postgres', qq{
+COPY slotted_counter.key_values (counter, key, value) FROM '$rows';
+INSERT INTO slotted_counter.key_values (counter, key, value)
+  SELECT 'c'::slotted_counter::integer, k, 5 FROM generate_series(41001, 42000) k;
+});
+is(state(), 'valid', 'a COPY and an INSERT leave it valid');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('c', k)) FROM generate_series(40001, 42000) k}), '12000',
+	'the copied and inserted keys read their rows');
+
+# 4. An UPDATE of a key column, sc_rebuild_counter_totals (and a TRUNCATE, in 5) make it answer
+# nothing until rebuilt; the moved keys read their rows. Only a role granted it may forget it.
+ok(wait_valid(), 'valid before the update');
+$node->safe_psql('postgres', q{
+UPDATE slotted_counter.key_values SET key = key + 100000
+ WHERE counter = 'c'::slotted_counter::integer AND key BETWEEN 9001 AND 9100});
+is(state(), 'invalid', 'an UPDATE of a key column invalidates it');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_sum('c', k)) FROM generate_series(109001, 109100) k}), '300',
+	'the moved keys read their rows');
+ok(wait_valid(), 'rebuilt after the update');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_sum('c', k)) FROM generate_series(109101, 109200) k}), '0',
+	'keys never stored, after the rebuild');
+
+$node->safe_psql('postgres', q{
+ALTER TABLE slotted_counter.key_values DISABLE TRIGGER ALL;
+INSERT INTO slotted_counter.key_values (counter, key, value)
+  SELECT 'c'::slotted_counter::integer, k, 9 FROM generate_series(50001, 50100) k;
+ALTER TABLE slotted_counter.key_values ENABLE TRIGGER ALL;
+});
+is($node->safe_psql('postgres', 'SELECT sc_rebuild_counter_totals() > 0'), 't',
+	'sc_rebuild_counter_totals');
+is(state(), 'invalid', 'which invalidates the filter');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_sum('c', k)) FROM generate_series(50001, 50100) k}), '900',
+	'the rows written without triggers read back');
+ok(wait_valid(), 'rebuilt after sc_rebuild_counter_totals');
+my ($rc, $out, $err) = $node->psql('postgres', 'SELECT slotted_counter.forget_stored_keys()',
+	extra_params => [ '-U', 'rebuilder' ]);
+is($rc, 0, 'the role may forget it too');
+$node->safe_psql('postgres', 'CREATE ROLE stranger LOGIN');
+($rc, $out, $err) = $node->psql('postgres', 'SELECT slotted_counter.forget_stored_keys()',
+	extra_params => [ '-U', 'stranger' ]);
+like($err, qr/permission denied for function forget_stored_keys/, 'not a role without the grant');
+
+# 5. A dropped and re-created extension has another table: the filter of the old one answers
+# nothing for it; then a restore of a dump (COPY, triggers fire) reads back exactly.
+$node->safe_psql('postgres', q{
+SELECT count(sc_incr('c', k, 2)) FROM generate_series(1, 5000) k; SELECT sc_rollup();
+CREATE DATABASE copy;
+});
+ok(wait_valid(), 'valid before the dump');
+my $dump = $node->basedir . '/stored_keys.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('postgres') ], 'dumped');
+$node->safe_psql('copy', q{
+CREATE EXTENSION slotted_counter; SELECT sc_create('x', 'buffered'); SELECT sc_incr('x', 1);
+SELECT sc_rollup()});
+ok(wait_valid('copy'), 'the second database has a valid filter');
+$node->safe_psql('copy', 'TRUNCATE slotted_counter.key_values');
+is(state('copy'), 'invalid', 'a TRUNCATE invalidates it');
+ok(wait_valid('copy'), 'rebuilt after the truncate');
+$node->safe_psql('copy', 'DROP EXTENSION slotted_counter');
+$node->command_ok([ 'pg_restore', '-d', $node->connstr('copy'), $dump ], 'restored');
+is(holds('copy', 'c', 5000, 5), 't', 'the restored keys read back');
+ok(wait_valid('copy'), 'rebuilt for the restored table');
+is($node->safe_psql('copy', q{
+SELECT sum(sc_incr('c', k)) FROM generate_series(200001, 201000) k}), '1000',
+	'new keys of the restored counter count from 0');
+
+# 6. Sessions counting new and old keys while the filter is forgotten and rebuilt again and
+# again (a flush every 20 ms): every increment is in the values they return and in the table.
+$node->safe_psql('postgres', q{
+SELECT sc_create('r', 'buffered');
+SELECT count(sc_incr('r', k)) FROM generate_series(1, 2000, 2) k;
+SELECT sc_rollup();
+CREATE TABLE seen (k bigint, v bigint);
+});
+my $script = $node->basedir . '/incr.sql';
+open my $fh, '>', $script or die;
+print $fh "\\set k random(1, 4000)\nINSERT INTO seen SELECT :k, sc_incr('r', :k);\n";
+close $fh;
+my $pgbench = IPC::Run::start(
+	[ 'pgbench', '--no-vacuum', '--client=4', '--jobs=2', '--transactions=3000',
+	  '-f', $script, $node->connstr('postgres') ],
+	'>', \my $bench_out, '2>', \my $bench_err);
+my $rebuilds = 0;
+while ($pgbench->pumpable)
+{
+	$node->safe_psql('postgres', q{
+SELECT sc_rollup(); SELECT slotted_counter.forget_stored_keys(); SELECT sc_rollup()});
+	$rebuilds++;
+	$pgbench->pump_nb;
+	last if $rebuilds > 2000;
+}
+$pgbench->finish;
+is($pgbench->result(0), 0, 'pgbench ran') or diag($bench_err);
+cmp_ok($rebuilds, '>', 1, 'the filter was forgotten while they counted');
+is($node->safe_psql('postgres', q{
+SELECT bool_and(n = top) FROM (
+  SELECT k, count(*) + CASE WHEN k % 2 = 1 AND k < 2000 THEN 1 ELSE 0 END AS n, max(v) AS top
+    FROM seen GROUP BY k) s}), 't',
+	'each key counted from its stored value: its last value is its increments, plus one if stored');
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+is($node->safe_psql('postgres', q{
+SELECT sc_total('r') = (SELECT count(*) FROM seen) + 1000}), 't', 'and the table holds them all');
+
+# 7. With no filter: every load probes, and nothing else changes.
+$node->append_conf('postgresql.conf', "slotted_counter.stored_keys_filter = 0\n");
+$node->restart;
+is(state(), 'off', 'no filter');
+is(holds('copy', 'c', 5000, 5), 't', 'the keys read back without it');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('c', k)) FROM generate_series(60001, 61000) k}), '1000',
+	'new keys count from 0 without it');
+
+$node->stop;
+done_testing();
