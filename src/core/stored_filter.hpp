@@ -1,35 +1,37 @@
-// stored_filter.hpp: a filter of the keys a database's slotted_counter.key_values holds, so that
-// the load of a key it never held (the long tail of new keys) skips the probe of the table's index
-// (buffer/stored.cpp). One per database slot (shared/shmem.hpp: DatabaseSlot), kept by
-// shared/stored_keys.cpp. A Bloom filter blocked by 64-bit word: a key sets four bits of one word,
-// so a look-up is one load. It answers "never stored" (no false one) or "maybe" (a probe follows).
+// stored_filter.hpp: a filter of the keys a database's slotted_counter.key_values holds, and of
+// the request ids its slotted_counter.requests holds (the two tables: "the tables" below), so that
+// the load of a key it never held (the long tail of new keys) skips the probe of key_values
+// (buffer/stored.cpp), and a new request id the probe of requests (functions/once.cpp). One per
+// database slot (shared/shmem.hpp: DatabaseSlot), kept by shared/stored_keys.cpp. A Bloom filter
+// blocked by 64-bit word: a key sets four bits of one word, so a look-up is one load. It answers
+// "never stored" (no false one) or "maybe" (a probe follows).
 //
 // What it holds, and who keeps it so:
 //   - Bits are only ever added (AddStored, an atomic OR), by whoever inserted the row, after the
-//     row's insertion and before its commit, while the inserter holds a lock on key_values that
-//     conflicts with SHARE: the insert trigger on key_values adds the keys of a statement's new
+//     row's insertion and before its commit, while the inserter holds a lock on its table that
+//     conflicts with SHARE: the insert triggers of the tables add the keys of a statement's new
 //     rows, whatever inserted them. A key is never removed: a deleted row leaves a false "maybe".
-//   - valid (state's low bit) says the bits cover every committed row of the table `relation`.
-//     Only a rebuild makes it so (BeginRebuild .. FinishRebuild, by the database's flusher):
-//     clear every bit; wait until no transaction that held a lock on key_values conflicting with
-//     SHARE when the bits were cleared is running (the caller takes and releases that lock); take
-//     a snapshot; add the key of each row it sees; set valid only if no invalidation came since
-//     the rebuild began (the generation, state >> 1, unchanged). A row committed before that
-//     snapshot has its key added: by the scan, or by its inserter after the clear (one that added
-//     it before the clear still held its lock then, so it ended before the snapshot). A row
-//     committed after it had its key added after the clear, and the bits are never cleared again
-//     until the next rebuild.
-//   - Invalidate clears valid and moves the generation: writes that bypass the trigger (a
+//   - valid (state's low bit) says the bits cover every committed row of the tables, the
+//     extension's whose key_values is `relation`. Only a rebuild makes it so (BeginRebuild ..
+//     FinishRebuild, by the database's flusher): clear every bit; wait until no transaction that
+//     held a lock on a table conflicting with SHARE when the bits were cleared is running (the
+//     caller takes and releases those locks); take a snapshot; add the key of each row it sees;
+//     set valid only if no invalidation came since the rebuild began (the generation, state >> 1,
+//     unchanged). A row committed before that snapshot has its key added: by the scan, or by its
+//     inserter after the clear (one that added it before the clear still held its lock then, so
+//     it ended before the snapshot). A row committed after it had its key added after the clear,
+//     and the bits are never cleared again until the next rebuild.
+//   - Invalidate clears valid and moves the generation: writes that bypass the triggers (a
 //     disabled trigger, session_replication_role = replica) are followed by
 //     sc_rebuild_counter_totals, which invalidates; so do a TRUNCATE and an UPDATE of a key column.
 //   - One rebuilder at a time (rebuilder, a pid taken by compare-and-swap): a second one's clear
 //     would wipe the first's scan. A rebuilder that fails gives it back (AbandonRebuild).
-// MayBeStored answers "never stored" only while valid and for the table it was built for (a
-// dropped and re-created extension's table is another), and only if the state was the same
-// before and after it read the word (a rebuild may clear it meanwhile). It orders its look-up
-// after its load began with a full fence, as the snapshot the probe would take is (after its
-// entry was linked): an inserter's bits precede its commit, which precedes any snapshot that sees
-// the row.
+// MayBeStored answers "never stored" only while valid and for the tables it was built for (a
+// dropped and re-created extension's are others), and only if the state was the same before and
+// after it read the word (a rebuild may clear it meanwhile). It orders its look-up after what
+// precedes it with a full fence, as the snapshot the probe would take is (after a load linked its
+// entry, after a request id's call owned its id): an inserter's bits precede its commit, which
+// precedes any snapshot that sees the row.
 //
 // Pure C++ (no PostgreSQL header). Nothing here allocates, throws or fails.
 #pragma once
@@ -79,6 +81,12 @@ inline void InitStoredFilter(StoredFilter& f, std::atomic<uint64_t>* words,
 inline uint64_t StoredKeyHash(int32_t counter, int64_t key, int64_t bucket) noexcept {
   uint64_t h = MixBits((uint64_t(uint32_t(counter)) * 0x9e3779b97f4a7c15ULL) ^ uint64_t(key));
   return bucket == kNoBucket ? h : MixBits(h ^ uint64_t(bucket));
+}
+
+// The hash of a request id of sc_incr_once within its database, from the hash of its bytes: the
+// filter holds the rows of slotted_counter.requests too (another domain of the same words).
+inline uint64_t StoredRequestHash(int32_t counter, uint64_t id_hash) noexcept {
+  return MixBits(StoredKeyHash(counter, int64_t(id_hash), kNoBucket) ^ 0x5851f42d4c957f2dULL);
 }
 
 // The four bits of hash h within its word (two may coincide).

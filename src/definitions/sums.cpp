@@ -60,14 +60,11 @@ Datum TotalsChanged(PG_FUNCTION_ARGS) {
   auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
   TriggerEvent event = trigger->tg_event;
   Assert(TRIGGER_FIRED_FOR_STATEMENT(event) && TRIGGER_FIRED_AFTER(event));
-  // The filter of stored keys (shared/stored_keys.hpp): a statement's new keys join it; an UPDATE
-  // of a key column (the trigger without transition tables) or a TRUNCATE makes it rebuilt.
-  if (TRIGGER_FIRED_BY_INSERT(event)) AddStoredKeys(trigger->tg_relation, trigger->tg_newtable);
-  if (TRIGGER_FIRED_BY_TRUNCATE(event)) ForgetStoredKeys(MyDatabaseId);
-  if (TRIGGER_FIRED_BY_UPDATE(event) && trigger->tg_newtable == nullptr) {
-    ForgetStoredKeys(MyDatabaseId);
+  // The filter of stored keys (shared/stored_keys.hpp); an UPDATE of a key column fires the
+  // trigger without transition tables, which is the filter's alone.
+  KeepStoredKeys(trigger);
+  if (TRIGGER_FIRED_BY_UPDATE(event) && trigger->tg_newtable == nullptr)
     return PointerGetDatum(nullptr);
-  }
   SpiSession spi = ConnectSpi();
   if (SPI_register_trigger_data(trigger) != SPI_OK_TD_REGISTER)
     elog(ERROR, "registering the transition tables of slotted_counter.key_values failed");

@@ -12,12 +12,16 @@
 //     call while it looks in the table and adds (kApplying: concurrent calls with the same id
 //     wait for it), then pending until that flush (request_ids.hpp has the protocol). A crash
 //     loses the id with the increment; a retry then applies once.
+// Either looks in the table only if the filter of stored keys says the id may be there: a new id
+// costs no probe (shared/stored_keys.hpp; the triggers on requests add each inserted id).
 #include "functions/once.hpp"
 
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
+#include "definitions/counter_ref.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/request_ids.hpp"
+#include "shared/stored_keys.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
 #include "spi.hpp"
@@ -52,6 +56,14 @@ void CopyStoredRow(HeapTuple tuple, TupleDesc desc, void* arg) {
   bool isnull;
   out->result = DatumGetInt64(heap_getattr(tuple, kResultColumn, desc, &isnull));
   out->applied_at = DatumGetTimestampTz(heap_getattr(tuple, kAppliedAtColumn, desc, &isnull));
+}
+
+// Whether the id may have a row in requests: not if the filter of stored keys says it never had
+// one (shared/stored_keys.hpp), which spares a new id the probe of StoredResult.
+bool MayHaveRow(int32 counter, const text* id) {
+  return !StoredKeysInUse(MyDatabaseId) ||
+         StoredRequestMayExist(counter, VARDATA_ANY(id), int(VARSIZE_ANY_EXHDR(id)),
+                               ExtensionRelation("key_values"));
 }
 
 // The result of the id's row (and when it was applied) if that was at or after `since`, as of
@@ -107,7 +119,8 @@ int64 TransactionalOnce(const CounterDef& def, int64 key, int64 bucket, int64 de
   // Looked up first, with the latest snapshot: a retry of an id that another transaction applied
   // since this one's snapshot returns its result (an INSERT ... ON CONFLICT would lock the row,
   // wait for other retries, and fail with 40001 under REPEATABLE READ).
-  if (StoredResult(def.id, id, now - WindowMicros(), &result)) return result;
+  if (MayHaveRow(def.id, id) && StoredResult(def.id, id, now - WindowMicros(), &result))
+    return result;
   CounterDef copy = def;
   int64 value = TransactionalIncrement(copy, key, bucket, delta);
   if (ClaimRequest(def.id, id, key, bucket, value, now)) return value;
@@ -172,7 +185,8 @@ int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
     PG_ENSURE_ERROR_CLEANUP(AbandonOwnedId, UInt32GetDatum(index));
     {
       TimestampTz applied_at;
-      if (StoredResult(def.id, id, now - WindowMicros(), &result, &applied_at))
+      if (MayHaveRow(def.id, id) &&
+          StoredResult(def.id, id, now - WindowMicros(), &result, &applied_at))
         KnownRequestId(ids, index, result, applied_at);
       else
         result = BufferIncrementOnce(def, key, bucket, delta, index);
@@ -215,4 +229,20 @@ void ForgetOldRequests() {
   PlannerSettingsBack(nest_level);
 }
 
+namespace {
+
+// slotted_counter.requests_changed(): the statement triggers on slotted_counter.requests that keep
+// the filter of stored keys (shared/stored_keys.hpp).
+Datum RequestsChanged(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("slotted_counter.requests_changed() is called only as a trigger")));
+  KeepStoredKeys(reinterpret_cast<TriggerData*>(fcinfo->context));
+  return PointerGetDatum(nullptr);
+}
+
+}  // namespace
+
 }  // namespace sc
+
+SC_ENTRY_POINT(sc_requests_changed, sc::RequestsChanged)

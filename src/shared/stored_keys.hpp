@@ -1,9 +1,11 @@
-// stored_keys.hpp: each database's filter of the keys its slotted_counter.key_values holds
-// (core/stored_filter.hpp: what it promises and the protocol that keeps it), seen from the
-// processes that read, add to, forget and rebuild it.
+// stored_keys.hpp: each database's filter of the keys its slotted_counter.key_values holds and of
+// the request ids its slotted_counter.requests holds (core/stored_filter.hpp: what it promises and
+// the protocol that keeps it), seen from the processes that read, add to, forget and rebuild it.
 #pragma once
 
 #include "shared/shmem.hpp"
+
+#include "commands/trigger.h"
 
 namespace sc {
 
@@ -15,19 +17,30 @@ bool StoredKeysInUse(Oid db);
 // (buffer/stored.cpp skips its probe then).
 bool StoredKeyMayExist(const CounterKey& k, Oid relation);
 
-// The keys of rows a statement inserted into key_values (`rows`, its transition table): the
-// insert trigger on the table, before the statement's transaction can commit.
+// False only if request id `id` (len bytes) of `counter` never had a committed row in this
+// database's requests, of the extension whose key_values is `key_values` (functions/once.cpp skips
+// its probe then).
+bool StoredRequestMayExist(int32 counter, const char* id, int len, Oid key_values);
+
+// The keys of rows a statement inserted into key_values or requests (`rel`; `rows`, its
+// transition table): the insert triggers on the tables, before the statement's transaction can
+// commit.
 void AddStoredKeys(Relation rel, Tuplestorestate* rows);
+
+// What a statement trigger on key_values or requests does for the filter: the new rows of an
+// INSERT join it; an UPDATE of a key column (the trigger without transition tables) and a TRUNCATE
+// make it answer nothing until rebuilt.
+void KeepStoredKeys(TriggerData* trigger);
 
 // Database db's filter answers nothing until its flusher rebuilds it: writes the trigger did not
 // see (sc_rebuild_counter_totals), a TRUNCATE, an UPDATE of a key column.
 void ForgetStoredKeys(Oid db);
 
-// The flusher, in a transaction: rebuilds its database's filter from the rows of `relation`
-// (key_values) unless it is valid for it already. Does nothing while a transaction that may
-// write the table runs (tried again later), nor for a table of more rows than the filter holds
-// well (reltuples over a key per 8 bits).
-void RebuildStoredKeys(DatabaseSlot* slot, Oid relation);
+// The flusher, in a transaction: rebuilds its database's filter from the rows of `key_values` and
+// `requests` unless it is valid for them already. Does nothing while a transaction that may write
+// them runs (tried again later), nor for tables of more rows than the filter holds well
+// (reltuples over a key per 8 bits).
+void RebuildStoredKeys(DatabaseSlot* slot, Oid key_values, Oid requests);
 
 // What slotted_counter.stats shows of a slot's filter: "valid", "rebuilding", "invalid", "off".
 const char* StoredKeysState(DatabaseSlot* slot);

@@ -177,7 +177,8 @@ void KeepStoredKeys() {
   PG_TRY();
   {
     StartTransactionCommand();
-    RebuildStoredKeys(my_flusher_slot, ExtensionRelation("key_values"));
+    RebuildStoredKeys(my_flusher_slot, ExtensionRelation("key_values"),
+                      ExtensionRelation("requests"));
     CommitTransactionCommand();
   }
   PG_CATCH();

@@ -3,7 +3,8 @@
 # whoever wrote it: the flush, a COPY or INSERT of a superuser, a restore; after a restart and a
 # crash (rebuilt by the flusher); after an UPDATE of a key column, a TRUNCATE, a re-created
 # extension, writes without triggers followed by sc_rebuild_counter_totals; while sessions count
-# new and old keys and the filter is forgotten and rebuilt again and again; and with none.
+# new and old keys and the filter is forgotten and rebuilt again and again; and with none. A new
+# request id of sc_incr_once costs no probe either, and an id stored applies once.
 
 use strict;
 use warnings;
@@ -17,8 +18,10 @@ use FindBin;
 use lib $FindBin::RealBin;
 use SlottedCounterTest;
 
+# Few request ids in shared memory: most of those a test writes have left it when it retries them.
 my $node = preloaded_node('stored_keys',
-	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n");
+	"slotted_counter.flush_interval = 0\nslotted_counter.idle_timeout = 0\n"
+	  . "slotted_counter.max_request_ids = 128\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION slotted_counter;
 SELECT sc_create('c', 'buffered');
@@ -213,7 +216,54 @@ $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is($node->safe_psql('postgres', q{
 SELECT sc_total('r') = (SELECT count(*) FROM seen) + 1000}), 't', 'and the table holds them all');
 
-# 7. With no filter: every load probes, and nothing else changes.
+# 7. Request ids of sc_incr_once: a new id costs no probe of requests; an id stored before a
+# restart applies once after it (the rebuild scans requests too), as does one a superuser
+# inserted, and a transactional counter's.
+$node->safe_psql('postgres', q{
+SELECT sc_create('o', 'buffered'); SELECT sc_create('otx', 'transactional')});
+ok(wait_valid(), 'valid before the request ids');
+my $probes = 0;
+sub pkey_probes_since
+{
+	my $now = $node->safe_psql('postgres', q{
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT idx_scan FROM pg_stat_user_indexes
+ WHERE indexrelid = 'slotted_counter.requests_pkey'::regclass});
+	$now = (split /\n/, $now)[-1];
+	my $since = $now - $probes;
+	$probes = $now;
+	return $since;
+}
+pkey_probes_since();
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr_once('o', 1, 1, 'id-' || i)) FROM generate_series(1, 500) i}), '125250',
+	'new ids apply');
+is(pkey_probes_since(), 0, 'and none of them probed requests');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr_once('otx', 1, 1, 'id-' || i)) FROM generate_series(1, 500) i}), '125250',
+	'new ids of a transactional counter apply');
+is(pkey_probes_since(), 500, 'probing requests only for the conflict check of their insert');
+my $once = q{
+SELECT sum(sc_incr_once('o', 1, 1, 'id-' || i)) + sum(sc_incr_once('otx', 1, 1, 'id-' || i))
+  FROM generate_series(1, 500) i};
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+is(state(), 'valid', 'still valid after the flush that wrote the ids');
+is($node->safe_psql('postgres', $once), '250500', 'retried after their flush, they apply once');
+$node->restart;
+is($node->safe_psql('postgres', $once), '250500', 'retried after a restart, they apply once');
+ok(wait_valid(), 'rebuilt from key_values and requests');
+is($node->safe_psql('postgres', $once), '250500', 'and once with the rebuilt filter');
+is($node->safe_psql('postgres', q{SELECT sc_sum('o', 1) + sc_sum('otx', 1)}), '1000',
+	'each id counted once');
+$node->safe_psql('postgres', q{
+INSERT INTO slotted_counter.requests (counter, request_id, key, result, applied_at)
+  VALUES ('o'::slotted_counter::integer, 'by hand', 1, 77, now())});
+is($node->safe_psql('postgres', q{SELECT sc_incr_once('o', 1, 1, 'by hand')}), '77',
+	'an id a superuser inserted returns its result');
+is($node->safe_psql('postgres', q{SELECT sc_sum('o', 1)}), '500', 'and counts nothing');
+
+# 8. With no filter: every load probes, and nothing else changes.
 $node->append_conf('postgresql.conf', "slotted_counter.stored_keys_filter = 0\n");
 $node->restart;
 is(state(), 'off', 'no filter');

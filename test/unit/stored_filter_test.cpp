@@ -1,5 +1,5 @@
-// Tests of the filter of stored keys (src/core/stored_filter.hpp): it never answers "never
-// stored" for a key added since its last rebuild began, nor while it is not valid, nor for
+// Tests of the filter of stored keys and request ids (src/core/stored_filter.hpp): it never answers
+// "never stored" for a key added since its last rebuild began, nor while it is not valid, nor for
 // another table; an invalidation during a rebuild keeps it invalid; one rebuilder at a time; a
 // reader that a rebuild overtook answers "maybe".
 #include <gtest/gtest.h>
@@ -72,6 +72,15 @@ TEST_F(StoredFilterTest, CounterAndBucketAreOfTheKey) {
   EXPECT_NE(H(7, 2), H(7, 1));
   EXPECT_NE(H(8, 1, 1000), H(8, 1));
   EXPECT_NE(H(8, 1, 1000), H(8, 1, 2000));
+}
+
+TEST_F(StoredFilterTest, ARequestIdIsNotAKeyOfTheSameHash) {
+  ASSERT_TRUE(Rebuild({}));
+  uint64_t id_hash = 12345;
+  sc::AddStored(f_, sc::StoredRequestHash(1, id_hash));
+  EXPECT_TRUE(sc::MayBeStored(f_, sc::StoredRequestHash(1, id_hash), kTable));
+  EXPECT_NE(sc::StoredRequestHash(1, id_hash), H(int64_t(id_hash)));
+  EXPECT_NE(sc::StoredRequestHash(1, id_hash), sc::StoredRequestHash(2, id_hash));
 }
 
 TEST_F(StoredFilterTest, AnotherTableIsNeverAnswered) {
