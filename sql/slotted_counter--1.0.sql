@@ -161,24 +161,31 @@ CREATE TRIGGER counter_totals_delete AFTER DELETE ON slotted_counter.key_values
     EXECUTE FUNCTION slotted_counter.key_values_changed();
 CREATE TRIGGER counter_totals_truncate AFTER TRUNCATE ON slotted_counter.key_values
     FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.key_values_changed();
--- The filter of stored keys (a load of a key never stored, and a request id never stored, skip
--- their tables) takes each inserted row's key from counter_totals_insert and
--- stored_requests_insert; an UPDATE that sets a key column, or a TRUNCATE, makes it rebuilt, as
--- does sc_rebuild_counter_totals after writes no trigger saw.
+-- The filter of stored keys (a load of a key never stored, a request id and a text never stored,
+-- skip their tables) takes each inserted row's key from counter_totals_insert,
+-- stored_requests_insert and stored_texts_insert; an UPDATE that sets a key column, or a TRUNCATE,
+-- makes it rebuilt, as does sc_rebuild_counter_totals after writes no trigger saw.
 CREATE TRIGGER stored_keys_rekeyed AFTER UPDATE OF counter, key, bucket
     ON slotted_counter.key_values
     FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.key_values_changed();
-CREATE FUNCTION slotted_counter.requests_changed() RETURNS trigger
-    AS 'MODULE_PATHNAME', 'sc_requests_changed' LANGUAGE C;
-REVOKE ALL ON FUNCTION slotted_counter.requests_changed() FROM PUBLIC;
+CREATE FUNCTION slotted_counter.stored_keys_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'sc_stored_keys_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION slotted_counter.stored_keys_changed() FROM PUBLIC;
 CREATE TRIGGER stored_requests_insert AFTER INSERT ON slotted_counter.requests
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
-    EXECUTE FUNCTION slotted_counter.requests_changed();
+    EXECUTE FUNCTION slotted_counter.stored_keys_changed();
 CREATE TRIGGER stored_requests_rekeyed AFTER UPDATE OF counter, request_id
     ON slotted_counter.requests
-    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.requests_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.stored_keys_changed();
 CREATE TRIGGER stored_requests_truncate AFTER TRUNCATE ON slotted_counter.requests
-    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.requests_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.stored_keys_changed();
+CREATE TRIGGER stored_texts_insert AFTER INSERT ON slotted_counter.keys
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION slotted_counter.stored_keys_changed();
+CREATE TRIGGER stored_texts_rekeyed AFTER UPDATE OF counter, key ON slotted_counter.keys
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.stored_keys_changed();
+CREATE TRIGGER stored_texts_truncate AFTER TRUNCATE ON slotted_counter.keys
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.stored_keys_changed();
 CREATE FUNCTION slotted_counter.forget_stored_keys() RETURNS void
     AS 'MODULE_PATHNAME', 'sc_forget_stored_keys' LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION slotted_counter.forget_stored_keys() FROM PUBLIC;
@@ -702,8 +709,8 @@ COMMENT ON TABLE slotted_counter.counter_totals IS
     'the sum of each counter''s and bucket''s rows of slotted_counter.key_values, kept by triggers on it';
 COMMENT ON FUNCTION slotted_counter.key_values_changed() IS
     'the trigger that keeps slotted_counter.counter_totals the sum of slotted_counter.key_values, and the filter of stored keys';
-COMMENT ON FUNCTION slotted_counter.requests_changed() IS
-    'the trigger that adds the request ids inserted into slotted_counter.requests to the filter of stored keys';
+COMMENT ON FUNCTION slotted_counter.stored_keys_changed() IS
+    'the triggers that add the request ids and texts inserted into slotted_counter.requests and slotted_counter.keys to the filter of stored keys';
 COMMENT ON FUNCTION slotted_counter.forget_stored_keys() IS
     'makes the filter of stored keys of this database answer nothing until its flusher rebuilt it (sc_rebuild_counter_totals)';
 COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS

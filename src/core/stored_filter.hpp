@@ -1,7 +1,8 @@
-// stored_filter.hpp: a filter of the keys a database's slotted_counter.key_values holds, and of
-// the request ids its slotted_counter.requests holds (the two tables: "the tables" below), so that
-// the load of a key it never held (the long tail of new keys) skips the probe of key_values
-// (buffer/stored.cpp), and a new request id the probe of requests (functions/once.cpp). One per
+// stored_filter.hpp: a filter of the keys a database's slotted_counter.key_values holds, of the
+// request ids its slotted_counter.requests holds and of the texts its slotted_counter.keys holds
+// ("the tables" below), so that the load of a key it never held (the long tail of new keys) skips
+// the probe of key_values (buffer/stored.cpp), a new request id the probe of requests
+// (functions/once.cpp), and a new text the probe of keys (definitions/text_keys.cpp). One per
 // database slot (shared/shmem.hpp: DatabaseSlot), kept by shared/stored_keys.cpp. A Bloom filter
 // blocked by 64-bit word: a key sets four bits of one word, so a look-up is one load. It answers
 // "never stored" (no false one) or "maybe" (a probe follows).
@@ -30,8 +31,8 @@
 // dropped and re-created extension's are others), and only if the state was the same before and
 // after it read the word (a rebuild may clear it meanwhile). It orders its look-up after what
 // precedes it with a full fence, as the snapshot the probe would take is (after a load linked its
-// entry, after a request id's call owned its id): an inserter's bits precede its commit, which
-// precedes any snapshot that sees the row.
+// entry, after a request id's call owned its id, after a text's giver read the key writes): an
+// inserter's bits precede its commit, which precedes any snapshot that sees the row.
 //
 // Pure C++ (no PostgreSQL header). Nothing here allocates, throws or fails.
 #pragma once
@@ -87,6 +88,12 @@ inline uint64_t StoredKeyHash(int32_t counter, int64_t key, int64_t bucket) noex
 // filter holds the rows of slotted_counter.requests too (another domain of the same words).
 inline uint64_t StoredRequestHash(int32_t counter, uint64_t id_hash) noexcept {
   return MixBits(StoredKeyHash(counter, int64_t(id_hash), kNoBucket) ^ 0x5851f42d4c957f2dULL);
+}
+
+// The hash of a key's text of a counter keyed by text, from the hash of its bytes: the filter holds
+// the rows of slotted_counter.keys too.
+inline uint64_t StoredTextHash(int32_t counter, uint64_t text_hash) noexcept {
+  return MixBits(StoredKeyHash(counter, int64_t(text_hash), kNoBucket) ^ 0x2545f4914f6cdd1dULL);
 }
 
 // The four bits of hash h within its word (two may coincide).

@@ -1,5 +1,6 @@
 // sums.cpp: slotted_counter.counter_totals, the sum of each (counter, bucket) of
-// slotted_counter.key_values; and the keys the same triggers give the filter of stored keys.
+// slotted_counter.key_values; and the triggers that keep the filter of stored keys (those on
+// key_values are the sums' own).
 //
 // One trigger function behind the statement triggers on key_values (the install script): each
 // statement's rows, as its transition tables give them, are summed per (counter, bucket), and the
@@ -83,6 +84,16 @@ Datum TotalsChanged(PG_FUNCTION_ARGS) {
   return PointerGetDatum(nullptr);
 }
 
+// slotted_counter.stored_keys_changed(): the statement triggers on slotted_counter.requests and
+// slotted_counter.keys, which keep the filter of stored keys only.
+Datum StoredKeysChanged(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("slotted_counter.stored_keys_changed() is called only as a trigger")));
+  KeepStoredKeys(reinterpret_cast<TriggerData*>(fcinfo->context));
+  return PointerGetDatum(nullptr);
+}
+
 // slotted_counter.forget_stored_keys(): this database's filter of stored keys answers nothing
 // until its flusher rebuilt it (sc_rebuild_counter_totals, after writes no trigger saw).
 Datum ForgetStoredKeysCall(PG_FUNCTION_ARGS) {
@@ -96,3 +107,4 @@ Datum ForgetStoredKeysCall(PG_FUNCTION_ARGS) {
 
 SC_ENTRY_POINT(sc_key_values_changed, sc::TotalsChanged)
 SC_ENTRY_POINT(sc_forget_stored_keys, sc::ForgetStoredKeysCall)
+SC_ENTRY_POINT(sc_stored_keys_changed, sc::StoredKeysChanged)

@@ -7,6 +7,7 @@
 #include "spi.hpp"
 #include "definitions/changes.hpp"
 #include "shared/flusher_slots.hpp"
+#include "shared/stored_keys.hpp"
 #include "shared/write_through.hpp"
 
 namespace sc {
@@ -103,8 +104,12 @@ Datum LookUpKeys(const char* index_name, int32 counter, AttrNumber attribute, Re
   return out.value;
 }
 
-// The stored id of the text, or kUnwrittenKey.
+// The stored id of the text, or kUnwrittenKey: without the probe when the filter of stored keys
+// says the text never had a row (shared/stored_keys.hpp).
 int64 StoredId(int32 counter, const char* key, int len) {
+  if (StoredKeysInUse(MyDatabaseId) &&
+      !StoredBytesMayExist(kKeysTable, counter, key, len, ExtensionRelation("key_values")))
+    return kUnwrittenKey;
   text* probe = cstring_to_text_with_len(key, len);
   bool found;
   Datum id = LookUpKeys("keys_counter_key", counter, kKeyColumn, F_TEXTEQ, C_COLLATION_OID,

@@ -18,7 +18,6 @@
 
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
-#include "definitions/counter_ref.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/stored_keys.hpp"
@@ -62,8 +61,8 @@ void CopyStoredRow(HeapTuple tuple, TupleDesc desc, void* arg) {
 // one (shared/stored_keys.hpp), which spares a new id the probe of StoredResult.
 bool MayHaveRow(int32 counter, const text* id) {
   return !StoredKeysInUse(MyDatabaseId) ||
-         StoredRequestMayExist(counter, VARDATA_ANY(id), int(VARSIZE_ANY_EXHDR(id)),
-                               ExtensionRelation("key_values"));
+         StoredBytesMayExist(kRequestsTable, counter, VARDATA_ANY(id), int(VARSIZE_ANY_EXHDR(id)),
+                             ExtensionRelation("key_values"));
 }
 
 // The result of the id's row (and when it was applied) if that was at or after `since`, as of
@@ -229,20 +228,4 @@ void ForgetOldRequests() {
   PlannerSettingsBack(nest_level);
 }
 
-namespace {
-
-// slotted_counter.requests_changed(): the statement triggers on slotted_counter.requests that keep
-// the filter of stored keys (shared/stored_keys.hpp).
-Datum RequestsChanged(PG_FUNCTION_ARGS) {
-  if (!CALLED_AS_TRIGGER(fcinfo))
-    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                    errmsg("slotted_counter.requests_changed() is called only as a trigger")));
-  KeepStoredKeys(reinterpret_cast<TriggerData*>(fcinfo->context));
-  return PointerGetDatum(nullptr);
-}
-
-}  // namespace
-
 }  // namespace sc
-
-SC_ENTRY_POINT(sc_requests_changed, sc::RequestsChanged)

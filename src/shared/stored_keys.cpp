@@ -1,7 +1,7 @@
 // stored_keys.cpp: the glue of each database's filter of stored keys (core/stored_filter.hpp):
-// its look-ups for a load and for a request id, the keys of a statement's new rows (from the
+// its look-ups for a load, a request id and a text, the keys of a statement's new rows (from the
 // insert triggers' transition tables), its invalidation, and its rebuild by the flusher from scans
-// of key_values and requests.
+// of key_values, requests and keys.
 #include "shared/stored_keys.hpp"
 
 #include "utils/tuplestore.h"
@@ -15,22 +15,25 @@ namespace {
 // How many rows a rebuild's scan reads between two checks for interrupts.
 constexpr uint64 kRowsPerInterruptCheck = 4096;
 
-// The key columns of a table of the filter (key_values: counter, key, bucket; requests: counter,
-// request_id), by name and type from the relation's descriptor.
+// The key columns of a table of the filter, by name and type from the relation's descriptor.
 struct KeyColumns {
-  bool requests;           // requests' rows, else key_values'
-  AttrNumber columns[3];   // the last: none for requests
+  StoredTable table;
+  AttrNumber columns[3];   // the last: key_values' bucket only
 };
 
-// False if a column is missing (the table is not as the install script made it).
+// False if the relation is none of the tables, or a column is missing (the table is not as the
+// install script made it).
 bool FindKeyColumns(Relation rel, KeyColumns* out) {
-  static const char* const kNames[2][3] = {{"counter", "key", "bucket"},
-                                           {"counter", "request_id", nullptr}};
-  static const Oid kTypes[2][3] = {{INT4OID, INT8OID, TIMESTAMPTZOID},
-                                   {INT4OID, TEXTOID, InvalidOid}};
-  out->requests = strcmp(RelationGetRelationName(rel), "requests") == 0;
-  int t = out->requests ? 1 : 0;
-  int n = out->requests ? 2 : 3;
+  static const char* const kNames[kStoredTables][3] = {
+      {"counter", "key", "bucket"}, {"counter", "request_id", nullptr}, {"counter", "key", nullptr}};
+  static const Oid kTypes[kStoredTables][3] = {{INT4OID, INT8OID, TIMESTAMPTZOID},
+                                               {INT4OID, TEXTOID, InvalidOid},
+                                               {INT4OID, TEXTOID, InvalidOid}};
+  int t = 0;
+  while (t < kStoredTables && strcmp(RelationGetRelationName(rel), kStoredTableNames[t]) != 0) t++;
+  if (t == kStoredTables) return false;
+  out->table = StoredTable(t);
+  int n = t == kKeyValuesTable ? 3 : 2;
   TupleDesc desc = RelationGetDescr(rel);
   for (int i = 0; i < 3; i++) out->columns[i] = InvalidAttrNumber;
   for (int a = 0; a < desc->natts; a++) {
@@ -44,9 +47,8 @@ bool FindKeyColumns(Relation rel, KeyColumns* out) {
   return true;
 }
 
-uint64 RequestIdHash(int32 counter, const char* id, int len) {
-  return StoredRequestHash(counter, hash_bytes_extended(reinterpret_cast<const unsigned char*>(id),
-                                                        len, 0));
+uint64 BytesHash(const char* bytes, int len) {
+  return hash_bytes_extended(reinterpret_cast<const unsigned char*>(bytes), len, 0);
 }
 
 // The filter's hash of the row in `slot` (a column of NULL but the bucket: none, false).
@@ -55,10 +57,12 @@ bool RowHash(TupleTableSlot* slot, const KeyColumns& k, uint64* h) {
   Datum counter = slot_getattr(slot, k.columns[0], &counter_null);
   Datum key = slot_getattr(slot, k.columns[1], &key_null);
   if (counter_null || key_null) return false;
-  if (k.requests) {
-    text* id = DatumGetTextPP(key);
-    *h = RequestIdHash(DatumGetInt32(counter), VARDATA_ANY(id), int(VARSIZE_ANY_EXHDR(id)));
-    if (reinterpret_cast<Pointer>(id) != DatumGetPointer(key)) pfree(id);
+  if (k.table != kKeyValuesTable) {
+    text* t = DatumGetTextPP(key);
+    uint64 bytes = BytesHash(VARDATA_ANY(t), int(VARSIZE_ANY_EXHDR(t)));
+    if (reinterpret_cast<Pointer>(t) != DatumGetPointer(key)) pfree(t);
+    *h = k.table == kRequestsTable ? StoredRequestHash(DatumGetInt32(counter), bytes)
+                                   : StoredTextHash(DatumGetInt32(counter), bytes);
     return true;
   }
   bool bucket_null;
@@ -95,20 +99,18 @@ void AbandonRebuildCallback(int, Datum arg) {
 }
 
 // The rebuild itself (RebuildStoredKeys), with the rebuild taken and token its generation.
-bool ScanIntoFilter(DatabaseSlot* slot, Oid key_values, Oid requests, uint64 token) {
+bool ScanIntoFilter(DatabaseSlot* slot, const Oid tables[kStoredTables], uint64 token) {
   // No transaction that held a lock conflicting with SHARE when the bits were cleared may still
   // run: the locks, taken without waiting, say so; then the snapshot, and the locks go.
-  if (!ConditionalLockRelationOid(key_values, ShareLock)) return false;
-  if (!ConditionalLockRelationOid(requests, ShareLock)) {
-    UnlockRelationOid(key_values, ShareLock);
-    return false;
-  }
-  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-  UnlockRelationOid(requests, ShareLock);
-  UnlockRelationOid(key_values, ShareLock);
-  bool usable = ScanTable(slot, key_values, snapshot) && ScanTable(slot, requests, snapshot);
+  int locked = 0;
+  while (locked < kStoredTables && ConditionalLockRelationOid(tables[locked], ShareLock)) locked++;
+  Snapshot snapshot = locked == kStoredTables ? RegisterSnapshot(GetLatestSnapshot()) : nullptr;
+  while (locked > 0) UnlockRelationOid(tables[--locked], ShareLock);
+  if (snapshot == nullptr) return false;
+  bool usable = true;
+  for (int t = 0; t < kStoredTables && usable; t++) usable = ScanTable(slot, tables[t], snapshot);
   UnregisterSnapshot(snapshot);
-  return usable && FinishRebuild(slot->stored, MyProcPid, token, key_values);
+  return usable && FinishRebuild(slot->stored, MyProcPid, token, tables[kKeyValuesTable]);
 }
 
 }  // namespace
@@ -124,10 +126,16 @@ bool StoredKeyMayExist(const CounterKey& k, Oid relation) {
   return MayBeStored(slot->stored, StoredKeyHash(k.counter, k.key, k.bucket), relation);
 }
 
-bool StoredRequestMayExist(int32 counter, const char* id, int len, Oid key_values) {
+bool StoredBytesMayExist(StoredTable table, int32 counter, const char* bytes, int len,
+                         Oid key_values) {
   DatabaseSlot* slot = FindSlot(MyDatabaseId);
   if (slot == nullptr || !OidIsValid(key_values)) return true;
-  return MayBeStored(slot->stored, RequestIdHash(counter, id, len), key_values);
+  Assert(table == kRequestsTable || table == kKeysTable);
+  uint64 hash = BytesHash(bytes, len);
+  return MayBeStored(slot->stored,
+                     table == kRequestsTable ? StoredRequestHash(counter, hash)
+                                             : StoredTextHash(counter, hash),
+                     key_values);
 }
 
 void AddStoredKeys(Relation rel, Tuplestorestate* rows) {
@@ -167,15 +175,16 @@ void ForgetStoredKeys(Oid db) {
   if (DatabaseSlot* slot = FindSlot(db)) InvalidateStored(slot->stored);
 }
 
-void RebuildStoredKeys(DatabaseSlot* slot, Oid key_values, Oid requests) {
+void RebuildStoredKeys(DatabaseSlot* slot, const Oid tables[kStoredTables]) {
   StoredFilter& f = slot->stored;
-  if (f.words == nullptr || !OidIsValid(key_values) || !OidIsValid(requests)) return;
-  if (StoredFilterValid(f) && f.relation.load() == key_values) return;
+  if (f.words == nullptr) return;
+  for (int t = 0; t < kStoredTables; t++)
+    if (!OidIsValid(tables[t])) return;
+  if (StoredFilterValid(f) && f.relation.load() == tables[kKeyValuesTable]) return;
   // Tables of more rows than the filter holds well would have it answer "maybe" nearly always.
   double reltuples = 0;
-  const Oid tables[2] = {key_values, requests};
-  for (Oid relation : tables) {
-    Relation rel = table_open(relation, AccessShareLock);
+  for (int t = 0; t < kStoredTables; t++) {
+    Relation rel = table_open(tables[t], AccessShareLock);
     reltuples += Max(rel->rd_rel->reltuples, 0.0);
     table_close(rel, AccessShareLock);
   }
@@ -185,7 +194,7 @@ void RebuildStoredKeys(DatabaseSlot* slot, Oid key_values, Oid requests) {
   bool valid = false;
   PG_ENSURE_ERROR_CLEANUP(AbandonRebuildCallback, PointerGetDatum(slot));
   {
-    valid = ScanIntoFilter(slot, key_values, requests, token);
+    valid = ScanIntoFilter(slot, tables, token);
   }
   PG_END_ENSURE_ERROR_CLEANUP(AbandonRebuildCallback, PointerGetDatum(slot));
   if (!valid) AbandonRebuild(f, MyProcPid);

@@ -1,6 +1,7 @@
-// stored_keys.hpp: each database's filter of the keys its slotted_counter.key_values holds and of
-// the request ids its slotted_counter.requests holds (core/stored_filter.hpp: what it promises and
-// the protocol that keeps it), seen from the processes that read, add to, forget and rebuild it.
+// stored_keys.hpp: each database's filter of the keys its slotted_counter.key_values holds, the
+// request ids its slotted_counter.requests holds and the texts its slotted_counter.keys holds
+// (core/stored_filter.hpp: what it promises and the protocol that keeps it), seen from the
+// processes that read, add to, forget and rebuild it.
 #pragma once
 
 #include "shared/shmem.hpp"
@@ -8,6 +9,10 @@
 #include "commands/trigger.h"
 
 namespace sc {
+
+// The tables whose rows the filter holds, in the order a rebuild locks and scans them.
+enum StoredTable { kKeyValuesTable, kRequestsTable, kKeysTable, kStoredTables };
+constexpr const char* kStoredTableNames[kStoredTables] = {"key_values", "requests", "keys"};
 
 // Whether database db's filter answers at all now (valid), so that a caller looks up the table's
 // oid only then.
@@ -17,17 +22,17 @@ bool StoredKeysInUse(Oid db);
 // (buffer/stored.cpp skips its probe then).
 bool StoredKeyMayExist(const CounterKey& k, Oid relation);
 
-// False only if request id `id` (len bytes) of `counter` never had a committed row in this
-// database's requests, of the extension whose key_values is `key_values` (functions/once.cpp skips
-// its probe then).
-bool StoredRequestMayExist(int32 counter, const char* id, int len, Oid key_values);
+// False only if `bytes` (len of them) of `counter` never had a committed row in this database's
+// `table`, requests (a request id: functions/once.cpp skips its probe then) or keys (a text:
+// definitions/text_keys.cpp), of the extension whose key_values is `key_values`.
+bool StoredBytesMayExist(StoredTable table, int32 counter, const char* bytes, int len,
+                         Oid key_values);
 
-// The keys of rows a statement inserted into key_values or requests (`rel`; `rows`, its
-// transition table): the insert triggers on the tables, before the statement's transaction can
-// commit.
+// The keys of rows a statement inserted into one of the tables (`rel`; `rows`, its transition
+// table): the insert triggers on the tables, before the statement's transaction can commit.
 void AddStoredKeys(Relation rel, Tuplestorestate* rows);
 
-// What a statement trigger on key_values or requests does for the filter: the new rows of an
+// What a statement trigger on one of the tables does for the filter: the new rows of an
 // INSERT join it; an UPDATE of a key column (the trigger without transition tables) and a TRUNCATE
 // make it answer nothing until rebuilt.
 void KeepStoredKeys(TriggerData* trigger);
@@ -36,11 +41,11 @@ void KeepStoredKeys(TriggerData* trigger);
 // see (sc_rebuild_counter_totals), a TRUNCATE, an UPDATE of a key column.
 void ForgetStoredKeys(Oid db);
 
-// The flusher, in a transaction: rebuilds its database's filter from the rows of `key_values` and
-// `requests` unless it is valid for them already. Does nothing while a transaction that may write
-// them runs (tried again later), nor for tables of more rows than the filter holds well
-// (reltuples over a key per 8 bits).
-void RebuildStoredKeys(DatabaseSlot* slot, Oid key_values, Oid requests);
+// The flusher, in a transaction: rebuilds its database's filter from the rows of the tables (their
+// oids, as StoredTable numbers them) unless it is valid for them already. Does nothing while a
+// transaction that may write them runs (tried again later), nor for tables of more rows than the
+// filter holds well (reltuples over a row per 8 bits).
+void RebuildStoredKeys(DatabaseSlot* slot, const Oid tables[kStoredTables]);
 
 // What slotted_counter.stats shows of a slot's filter: "valid", "rebuilding", "invalid", "off".
 const char* StoredKeysState(DatabaseSlot* slot);

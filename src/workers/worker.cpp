@@ -177,8 +177,9 @@ void KeepStoredKeys() {
   PG_TRY();
   {
     StartTransactionCommand();
-    RebuildStoredKeys(my_flusher_slot, ExtensionRelation("key_values"),
-                      ExtensionRelation("requests"));
+    Oid tables[kStoredTables];
+    for (int t = 0; t < kStoredTables; t++) tables[t] = ExtensionRelation(kStoredTableNames[t]);
+    RebuildStoredKeys(my_flusher_slot, tables);
     CommitTransactionCommand();
   }
   PG_CATCH();

@@ -4,7 +4,8 @@
 # crash (rebuilt by the flusher); after an UPDATE of a key column, a TRUNCATE, a re-created
 # extension, writes without triggers followed by sc_rebuild_counter_totals; while sessions count
 # new and old keys and the filter is forgotten and rebuilt again and again; and with none. A new
-# request id of sc_incr_once costs no probe either, and an id stored applies once.
+# request id of sc_incr_once and a new text cost no probe either; an id stored applies once, a
+# text stored keeps its id.
 
 use strict;
 use warnings;
@@ -263,7 +264,59 @@ is($node->safe_psql('postgres', q{SELECT sc_incr_once('o', 1, 1, 'by hand')}), '
 	'an id a superuser inserted returns its result');
 is($node->safe_psql('postgres', q{SELECT sc_sum('o', 1)}), '500', 'and counts nothing');
 
-# 8. With no filter: every load probes, and nothing else changes.
+# 8. Texts of counters keyed by text: a new text costs no probe of keys; a text stored before a
+# restart keeps its id after it, as does one a superuser inserted.
+$node->safe_psql('postgres', q{SELECT sc_create('t', 'buffered', key_type => 'text')});
+ok(wait_valid(), 'valid before the texts');
+my $text_probes = 0;
+sub text_probes_since
+{
+	my $now = $node->safe_psql('postgres', q{
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT idx_scan FROM pg_stat_user_indexes
+ WHERE indexrelid = 'slotted_counter.keys_counter_key'::regclass});
+	$now = (split /\n/, $now)[-1];
+	my $since = $now - $text_probes;
+	$text_probes = $now;
+	return $since;
+}
+# (the first new text asks the flusher, which then reserves a range of ids for the sessions)
+is($node->poll_query_until('postgres', q{
+SELECT sc_incr('t', '/warm-' || pg_catalog.clock_timestamp()) = 1 AND
+       (SELECT last_value > 1 FROM slotted_counter.keys_id_seq)}), 1,
+	'the flusher reserved a range of ids');
+text_probes_since();
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('t', '/page/' || i, 2)) FROM generate_series(1, 200) i}), '400',
+	'new texts count from 0');
+is(text_probes_since(), 0, 'and none of them probed keys');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('t', '/page/' || i, 2)) FROM generate_series(201, 500) i}), '600',
+	'more new texts');
+$node->safe_psql('postgres', q{
+SELECT sc_rollup();
+INSERT INTO slotted_counter.keys (counter, key) VALUES ('t'::slotted_counter::integer, '/by-hand')});
+$node->safe_psql('postgres', q{
+INSERT INTO slotted_counter.key_values (counter, key, value)
+  SELECT counter, id, 40 FROM slotted_counter.keys WHERE key = '/by-hand'});
+is($node->safe_psql('postgres', q{SELECT sc_incr('t', '/by-hand')}), '41',
+	'a text a superuser inserted keeps its id');
+$node->restart;
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('t', '/page/' || i)) FROM generate_series(1, 500) i}), '1500',
+	'the texts keep their ids after a restart');
+ok(wait_valid(), 'rebuilt from the three tables');
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('t', '/page/' || i)) FROM generate_series(1, 500) i}), '2000',
+	'and with the rebuilt filter');
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+is($node->safe_psql('postgres', q{
+SELECT count(*) = count(DISTINCT key) AND count(*) FILTER (WHERE key NOT LIKE '/warm-%') = 501
+  FROM slotted_counter.keys WHERE counter = 't'::slotted_counter::integer}), 't',
+	'one id per text');
+
+# 9. With no filter: every load probes, and nothing else changes.
 $node->append_conf('postgresql.conf', "slotted_counter.stored_keys_filter = 0\n");
 $node->restart;
 is(state(), 'off', 'no filter');
