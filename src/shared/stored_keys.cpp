@@ -24,8 +24,9 @@ struct KeyColumns {
 // False if the relation is none of the tables, or a column is missing (the table is not as the
 // install script made it).
 bool FindKeyColumns(Relation rel, KeyColumns* out) {
-  static const char* const kNames[kStoredTables][3] = {
-      {"counter", "key", "bucket"}, {"counter", "request_id", nullptr}, {"counter", "key", nullptr}};
+  static const char* const kNames[kStoredTables][3] = {{"counter", "key", "bucket"},
+                                                        {"counter", "request_id", nullptr},
+                                                        {"counter", "key", nullptr}};
   static const Oid kTypes[kStoredTables][3] = {{INT4OID, INT8OID, TIMESTAMPTZOID},
                                                {INT4OID, TEXTOID, InvalidOid},
                                                {INT4OID, TEXTOID, InvalidOid}};

@@ -62,6 +62,22 @@ SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables
 	return $since;
 }
 
+# Scans of an index of the extension since the last call for it, as the statistics count them.
+my %index_scans;
+sub index_scans_since
+{
+	my ($index) = @_;
+	my $now = $node->safe_psql('postgres', qq{
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT idx_scan FROM pg_stat_user_indexes
+ WHERE indexrelid = 'slotted_counter.$index'::regclass});
+	$now = (split /\n/, $now)[-1];
+	my $since = $now - ($index_scans{$index} // 0);
+	$index_scans{$index} = $now;
+	return $since;
+}
+
 # Every key of 1..$n of counter $c holds $each, and its total is the sum of its rows.
 sub holds
 {
@@ -223,28 +239,16 @@ SELECT sc_total('r') = (SELECT count(*) FROM seen) + 1000}), 't', 'and the table
 $node->safe_psql('postgres', q{
 SELECT sc_create('o', 'buffered'); SELECT sc_create('otx', 'transactional')});
 ok(wait_valid(), 'valid before the request ids');
-my $probes = 0;
-sub pkey_probes_since
-{
-	my $now = $node->safe_psql('postgres', q{
-SELECT pg_stat_force_next_flush();
-SELECT pg_stat_clear_snapshot();
-SELECT idx_scan FROM pg_stat_user_indexes
- WHERE indexrelid = 'slotted_counter.requests_pkey'::regclass});
-	$now = (split /\n/, $now)[-1];
-	my $since = $now - $probes;
-	$probes = $now;
-	return $since;
-}
-pkey_probes_since();
+index_scans_since('requests_pkey');
 is($node->safe_psql('postgres', q{
 SELECT sum(sc_incr_once('o', 1, 1, 'id-' || i)) FROM generate_series(1, 500) i}), '125250',
 	'new ids apply');
-is(pkey_probes_since(), 0, 'and none of them probed requests');
+is(index_scans_since('requests_pkey'), 0, 'and none of them probed requests');
 is($node->safe_psql('postgres', q{
 SELECT sum(sc_incr_once('otx', 1, 1, 'id-' || i)) FROM generate_series(1, 500) i}), '125250',
 	'new ids of a transactional counter apply');
-is(pkey_probes_since(), 500, 'probing requests only for the conflict check of their insert');
+is(index_scans_since('requests_pkey'), 500,
+	'probing requests only for the conflict check of their insert');
 my $once = q{
 SELECT sum(sc_incr_once('o', 1, 1, 'id-' || i)) + sum(sc_incr_once('otx', 1, 1, 'id-' || i))
   FROM generate_series(1, 500) i};
@@ -268,29 +272,16 @@ is($node->safe_psql('postgres', q{SELECT sc_sum('o', 1)}), '500', 'and counts no
 # restart keeps its id after it, as does one a superuser inserted.
 $node->safe_psql('postgres', q{SELECT sc_create('t', 'buffered', key_type => 'text')});
 ok(wait_valid(), 'valid before the texts');
-my $text_probes = 0;
-sub text_probes_since
-{
-	my $now = $node->safe_psql('postgres', q{
-SELECT pg_stat_force_next_flush();
-SELECT pg_stat_clear_snapshot();
-SELECT idx_scan FROM pg_stat_user_indexes
- WHERE indexrelid = 'slotted_counter.keys_counter_key'::regclass});
-	$now = (split /\n/, $now)[-1];
-	my $since = $now - $text_probes;
-	$text_probes = $now;
-	return $since;
-}
 # (the first new text asks the flusher, which then reserves a range of ids for the sessions)
 is($node->poll_query_until('postgres', q{
 SELECT sc_incr('t', '/warm-' || pg_catalog.clock_timestamp()) = 1 AND
        (SELECT last_value > 1 FROM slotted_counter.keys_id_seq)}), 1,
 	'the flusher reserved a range of ids');
-text_probes_since();
+index_scans_since('keys_counter_key');
 is($node->safe_psql('postgres', q{
 SELECT sum(sc_incr('t', '/page/' || i, 2)) FROM generate_series(1, 200) i}), '400',
 	'new texts count from 0');
-is(text_probes_since(), 0, 'and none of them probed keys');
+is(index_scans_since('keys_counter_key'), 0, 'and none of them probed keys');
 is($node->safe_psql('postgres', q{
 SELECT sum(sc_incr('t', '/page/' || i, 2)) FROM generate_series(201, 500) i}), '600',
 	'more new texts');
