@@ -118,8 +118,8 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* 
 int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only,
                       int64* stamp) {
   // A buffered key the filter of stored keys never saw has no row (shared/stored_keys.hpp). Not
-  // a transactional one: its deltas may hold it. Not in recovery: nothing keeps the filter there.
-  if (!transactional && StoredKeysInUse(k.db) && !RecoveryInProgress() &&
+  // a transactional one: its deltas may hold it.
+  if (!transactional && StoredKeysInUse(k.db) &&
       !StoredKeyMayExist(k, ExtensionRelation("key_values"))) {
     if (stamp != nullptr) *stamp = kNoWrite;
     return 0;

@@ -117,8 +117,9 @@ bool ScanIntoFilter(DatabaseSlot* slot, const Oid tables[kStoredTables], uint64 
 }  // namespace
 
 bool StoredKeysInUse(Oid db) {
+  // Not on a standby: its replay writes rows that no trigger adds.
   DatabaseSlot* slot = FindSlot(db);
-  return slot != nullptr && StoredFilterValid(slot->stored);
+  return slot != nullptr && StoredFilterValid(slot->stored) && !RecoveryInProgress();
 }
 
 bool StoredKeyMayExist(const CounterKey& k, Oid relation) {
@@ -178,7 +179,7 @@ void ForgetStoredKeys(Oid db) {
 
 void RebuildStoredKeys(DatabaseSlot* slot, const Oid tables[kStoredTables]) {
   StoredFilter& f = slot->stored;
-  if (f.words == nullptr) return;
+  if (f.words == nullptr || RecoveryInProgress()) return;
   for (int t = 0; t < kStoredTables; t++)
     if (!OidIsValid(tables[t])) return;
   if (StoredFilterValid(f) && f.relation.load() == tables[kKeyValuesTable]) return;

@@ -14,8 +14,8 @@ namespace sc {
 enum StoredTable { kKeyValuesTable, kRequestsTable, kKeysTable, kStoredTables };
 constexpr const char* kStoredTableNames[kStoredTables] = {"key_values", "requests", "keys"};
 
-// Whether database db's filter answers at all now (valid), so that a caller looks up the table's
-// oid only then.
+// Whether database db's filter answers at all now (valid, and not in recovery), so that a caller
+// looks up the table's oid only then.
 bool StoredKeysInUse(Oid db);
 
 // False only if k never had a committed row in `relation`, database k.db's key_values
