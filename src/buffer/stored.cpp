@@ -1,7 +1,7 @@
-// stored.cpp: the stored value of a key that is not in the buffer: none for a buffered key the
-// filter of stored keys never saw, else one probe of key_values' unique index (the load of a key
-// not seen before), or a query where deltas must be added or the index is not as the install
-// script made it. Touches no shared state but the slot's fold flag and filter.
+// stored.cpp: the stored value of a key that is not in the buffer: none for a key the filter of
+// stored keys never saw (unless deltas must be added), else one probe of key_values' unique index
+// (the load of a key not seen before), or a query where deltas must be added or the index is not
+// as the install script made it. Touches no shared state but the slot's fold flag and filter.
 #include "buffer/buffer.hpp"
 #include "buffer/buffer_internal.hpp"
 #include "shared/flusher_slots.hpp"
@@ -117,14 +117,14 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* 
 
 int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only,
                       int64* stamp) {
-  // A buffered key the filter of stored keys never saw has no row (shared/stored_keys.hpp). Not
-  // a transactional one: its deltas may hold it.
+  transactional = transactional && StoredReadsNeedDeltas();
+  // A key the filter of stored keys never saw has no row (shared/stored_keys.hpp): the answer of
+  // the probe below, without it. Not while a transactional key's deltas may hold it.
   if (!transactional && StoredKeysInUse(k.db) &&
       !StoredKeyMayExist(k, ExtensionRelation("key_values"))) {
     if (stamp != nullptr) *stamp = kNoWrite;
     return 0;
   }
-  transactional = transactional && StoredReadsNeedDeltas();
   // A tuple this transaction inserted is visible from command curcid on, one it deleted until
   // then: from the first command, neither. Always on a registered copy: the latest snapshot
   // itself is static, and others may take it meanwhile.

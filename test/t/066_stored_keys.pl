@@ -1,5 +1,5 @@
-# The filter of stored keys (core/stored_filter.hpp, shared/stored_keys.hpp): a buffered key that
-# was never stored is read as 0 without a probe of key_values, and never a key that has a row,
+# The filter of stored keys (core/stored_filter.hpp, shared/stored_keys.hpp): a key that was never
+# stored is read as 0 without a probe of key_values, and never a key that has a row,
 # whoever wrote it: the flush, a COPY or INSERT of a superuser, a restore; after a restart and a
 # crash (rebuilt by the flusher); after an UPDATE of a key column, a TRUNCATE, a re-created
 # extension, writes without triggers followed by sc_rebuild_counter_totals; while sessions count
@@ -89,7 +89,8 @@ SELECT count(*) FILTER (WHERE sc_sum('$c', k) = $each) = $n
   FROM generate_series(1, $n) k});
 }
 
-# 1. Valid after the first flush; new keys then cost no probe, and count from 0.
+# 1. Valid after the first flush; new keys then cost no probe, and count from 0 (buffered and
+# transactional).
 is($node->safe_psql('postgres', q{
 SELECT count(sc_incr('c', k, 3)) FROM generate_series(1, 10000) k}), '10000', 'counted');
 ok(wait_valid(), 'the filter is valid after a flush');
@@ -98,6 +99,18 @@ is($node->safe_psql('postgres', q{
 SELECT sum(sc_incr('c', k)) FROM generate_series(20001, 21000) k}), '1000',
 	'new keys count from 0');
 is(scans_since(), 0, 'and none of them probed key_values');
+# So do a transactional counter's, while no committed increment waits for its fold.
+$node->safe_psql('postgres', q{SELECT sc_create('tx', 'transactional'); SELECT sc_rollup()});
+scans_since();
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('tx', k, 2)) FROM generate_series(1, 1000) k}), '2000',
+	'new transactional keys count from 0');
+is(scans_since(), 0, 'without a probe of key_values either');
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+$node->restart;
+is($node->safe_psql('postgres', q{
+SELECT sum(sc_incr('tx', k)) FROM generate_series(1, 1000) k}), '3000',
+	'and read their rows after a restart');
 
 # 2. After a clean restart and after a crash the buffer is empty and the filter answers nothing
 # until the flusher rebuilt it; the 10,000 keys read back exactly, before and after.
