@@ -29,10 +29,11 @@
 //     would wipe the first's scan. A rebuilder that fails gives it back (AbandonRebuild).
 // MayBeStored answers "never stored" only while valid and for the tables it was built for (a
 // dropped and re-created extension's are others), and only if the state was the same before and
-// after it read the word (a rebuild may clear it meanwhile). It orders its look-up after what
-// precedes it with a full fence, as the snapshot the probe would take is (after a load linked its
-// entry, after a request id's call owned its id, after a text's giver read the key writes): an
-// inserter's bits precede its commit, which precedes any snapshot that sees the row.
+// after it read the word (a rebuild may clear it meanwhile). Its look-up comes after what precedes
+// it, as the snapshot the probe would take does: a load linked its entry, a request id's call
+// owned its id (both under an LWLock, a full barrier), a text's giver read the key writes
+// (sequentially consistent); and an inserter's bits (an atomic OR) precede its commit, which
+// precedes any snapshot that sees the row.
 //
 // Pure C++ (no PostgreSQL header). Nothing here allocates, throws or fails.
 #pragma once
@@ -117,15 +118,13 @@ inline void AddStored(StoredFilter& f, uint64_t h) noexcept {
 // False only if no committed row of table `relation` has this key (see the top).
 inline bool MayBeStored(StoredFilter& f, uint64_t h, uint32_t relation) noexcept {
   if (f.words == nullptr) return true;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  uint64_t state = f.state.load(std::memory_order_acquire);
+  uint64_t state = f.state.load(std::memory_order_seq_cst);
   if ((state & 1) == 0) return true;
   if (f.relation.load(std::memory_order_relaxed) != relation) return true;
-  uint64_t word = StoredWord(f, h).load(std::memory_order_relaxed);
-  // A rebuild that began meanwhile may have cleared the word: it moved the state first
-  // (BeginRebuild's fence), so a word it cleared is seen with the state it moved.
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (f.state.load(std::memory_order_relaxed) != state) return true;
+  // A rebuild that began meanwhile may have cleared the word: it moved the state first, and its
+  // clear is a release, so a word it cleared is seen with the state it moved.
+  uint64_t word = StoredWord(f, h).load(std::memory_order_acquire);
+  if (f.state.load(std::memory_order_seq_cst) != state) return true;
   uint64_t bits = StoredBits(h);
   return (word & bits) == bits;
 }
@@ -151,9 +150,7 @@ inline bool BeginRebuild(StoredFilter& f, int32_t pid, uint64_t* token) noexcept
   InvalidateStored(f);
   *token = f.state.load();
   SC_ASSERT((*token & 1) == 0);
-  std::atomic_thread_fence(std::memory_order_release);
-  for (uint64_t i = 0; i <= f.word_mask; i++) f.words[i].store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (uint64_t i = 0; i <= f.word_mask; i++) f.words[i].store(0, std::memory_order_release);
   return true;
 }
 

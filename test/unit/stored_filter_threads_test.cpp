@@ -21,37 +21,38 @@ TEST(StoredFilterThreads, NoStoredKeyIsEverNeverStored) {
   sc::InitStoredFilter(f, words.data(), kWords);
   auto hash = [](int64_t key) { return sc::StoredKeyHash(1, key, sc::kNoBucket); };
   std::atomic<bool> stop{false};
-  std::atomic<int> wrong{0}, answered{0}, rebuilds{0};
+  std::atomic<int> wrong{0}, rebuilds{0};
+  std::atomic<uint64_t> answered{0};  // passes over the keys that began while it was valid
   std::atomic<int> readers_ready{0};
   std::vector<std::thread> threads;
   // The rebuilder: every key is in the table (the scan adds them all).
   threads.emplace_back([&] {
     while (readers_ready.load() < 2) std::this_thread::yield();
-    for (int round = 0; round < 20000; round++) {
+    for (int round = 0; round < 100000; round++) {
       uint64_t token;
       if (!sc::BeginRebuild(f, 7, &token)) continue;
       for (int64_t k = 0; k < kKeys; k++) sc::AddStored(f, hash(k));
       if (!sc::FinishRebuild(f, 7, token, kTable)) continue;
-      rebuilds++;
-      // Valid until the next round clears it: on once a reader answered while it was.
-      int seen = answered.load();
-      while (answered.load() == seen) std::this_thread::yield();
+      // The first time, valid until a reader answered while it was (so the readers did).
+      if (rebuilds++ == 0)
+        while (answered.load() == 0) std::this_thread::yield();
     }
     stop = true;
   });
   for (int t = 0; t < 2; t++)
     threads.emplace_back([&, t] {
       readers_ready++;
-      while (!stop.load())
-        for (int64_t k = t; k < kKeys; k += 2) {
+      while (!stop.load()) {
+        bool valid = sc::StoredFilterValid(f);
+        for (int64_t k = t; k < kKeys; k += 2)
           if (!sc::MayBeStored(f, hash(k), kTable)) wrong++;
-          if (sc::StoredFilterValid(f)) answered++;
-        }
+        if (valid) answered++;
+      }
     });
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GT(rebuilds.load(), 0) << "the filter was valid at times";
-  EXPECT_GT(answered.load(), 0) << "the readers ran while it was";
+  EXPECT_GT(answered.load(), 0u) << "the readers ran while it was";
 }
 
 }  // namespace
