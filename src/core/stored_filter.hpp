@@ -12,11 +12,13 @@
 //     row's insertion and before its commit, while the inserter holds a lock on its table that
 //     conflicts with SHARE: the insert triggers of the tables add the keys of a statement's new
 //     rows, whatever inserted them. A key is never removed: a deleted row leaves a false "maybe".
-//   - valid (state's low bit) says the bits cover every committed row of the tables, the
-//     extension's whose key_values is `relation`. Only a rebuild makes it so (BeginRebuild ..
-//     FinishRebuild, by the database's flusher): clear every bit; wait until no transaction that
-//     held a lock on a table conflicting with SHARE when the bits were cleared is running (the
-//     caller takes and releases those locks); take a snapshot; add the key of each row it sees;
+//   - valid (state's low bit) says the bits cover every committed row of the tables of database
+//     `db`, the extension's whose key_values is `relation`. Only a rebuild makes it so
+//     (BeginRebuild .. FinishRebuild, by the database's flusher): clear every bit; wait until no
+//     transaction that held a lock on a table conflicting with SHARE when the bits were cleared is
+//     running (the caller lists them, and looks again at later flushes, never waiting: a busy
+//     table delays the rebuild, it does not stop the flusher); take a snapshot; add the key of
+//     each row it sees;
 //     set valid only if no invalidation came since the rebuild began (the generation, state >> 1,
 //     unchanged). A row committed before that snapshot has its key added: by the scan, or by its
 //     inserter after the clear (one that added it before the clear still held its lock then, so
@@ -27,8 +29,10 @@
 //     sc_rebuild_counter_totals, which invalidates; so do a TRUNCATE and an UPDATE of a key column.
 //   - One rebuilder at a time (rebuilder, a pid taken by compare-and-swap): a second one's clear
 //     would wipe the first's scan. A rebuilder that fails gives it back (AbandonRebuild).
-// MayBeStored answers "never stored" only while valid and for the tables it was built for (a
-// dropped and re-created extension's are others), and only if the state was the same before and
+// MayBeStored answers "never stored" only while valid and for the database and tables it was
+// built for (a slot may pass to another database, whose tables may have the same oids if both
+// came from one template; a dropped and re-created extension's tables are others), and only if
+// the state was the same before and
 // after it read the word (a rebuild may clear it meanwhile). Its look-up comes after what precedes
 // it, as the snapshot the probe would take does: a load linked its entry, a request id's call
 // owned its id (both under an LWLock, a full barrier), a text's giver read the key writes
@@ -50,7 +54,8 @@ namespace sc {
 
 struct StoredFilter {
   std::atomic<uint64_t> state;       // generation << 1 | valid
-  std::atomic<uint32_t> relation;    // the key_values the bits describe while valid
+  std::atomic<uint32_t> db;          // the database whose tables the bits describe while valid
+  std::atomic<uint32_t> relation;    // and its key_values
   std::atomic<int32_t> rebuilder;    // the process rebuilding it; 0: none
   std::atomic<uint64_t>* words;      // word_mask + 1 of them, in shared memory; none: no filter
   uint64_t word_mask;
@@ -72,6 +77,7 @@ inline void InitStoredFilter(StoredFilter& f, std::atomic<uint64_t>* words,
                              uint64_t count) noexcept {
   SC_ASSERT((count & (count - 1)) == 0);
   f.state.store(0);
+  f.db.store(0);
   f.relation.store(0);
   f.rebuilder.store(0);
   f.words = count > 0 ? words : nullptr;
@@ -115,11 +121,13 @@ inline void AddStored(StoredFilter& f, uint64_t h) noexcept {
   if ((word.load(std::memory_order_relaxed) & bits) != bits) word.fetch_or(bits);
 }
 
-// False only if no committed row of table `relation` has this key (see the top).
-inline bool MayBeStored(StoredFilter& f, uint64_t h, uint32_t relation) noexcept {
+// False only if no committed row of database db's tables (key_values: `relation`) has this key
+// (see the top).
+inline bool MayBeStored(StoredFilter& f, uint64_t h, uint32_t db, uint32_t relation) noexcept {
   if (f.words == nullptr) return true;
   uint64_t state = f.state.load(std::memory_order_seq_cst);
   if ((state & 1) == 0) return true;
+  if (f.db.load(std::memory_order_relaxed) != db) return true;
   if (f.relation.load(std::memory_order_relaxed) != relation) return true;
   // A rebuild that began meanwhile may have cleared the word: it moved the state first, and its
   // clear is a release, so a word it cleared is seen with the state it moved.
@@ -154,11 +162,12 @@ inline bool BeginRebuild(StoredFilter& f, int32_t pid, uint64_t* token) noexcept
   return true;
 }
 
-// Ends pid's rebuild of the rows of `relation`; true if the filter became valid (no
-// invalidation came since BeginRebuild).
-inline bool FinishRebuild(StoredFilter& f, int32_t pid, uint64_t token,
+// Ends pid's rebuild of the rows of database db's tables (key_values: `relation`); true if the
+// filter became valid (no invalidation came since BeginRebuild).
+inline bool FinishRebuild(StoredFilter& f, int32_t pid, uint64_t token, uint32_t db,
                           uint32_t relation) noexcept {
   SC_ASSERT(f.rebuilder.load() == pid && (token & 1) == 0);
+  f.db.store(db);
   f.relation.store(relation);
   bool valid = f.state.compare_exchange_strong(token, token | 1);
   f.rebuilder.store(0);

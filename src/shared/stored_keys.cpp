@@ -4,7 +4,10 @@
 // of key_values, requests and keys.
 #include "shared/stored_keys.hpp"
 
+extern "C" {
+#include "storage/bufmgr.h"
 #include "utils/tuplestore.h"
+}
 
 #include "shared/flusher_slots.hpp"
 
@@ -95,23 +98,78 @@ bool ScanTable(DatabaseSlot* slot, Oid relation, Snapshot snapshot) {
   return usable;
 }
 
-void AbandonRebuildCallback(int, Datum arg) {
-  AbandonRebuild(reinterpret_cast<DatabaseSlot*>(DatumGetPointer(arg))->stored, MyProcPid);
+// A rebuild between its clear and its scan: the transactions that held a lock on the tables
+// conflicting with SHARE when it cleared the bits, which must all end before its snapshot. The
+// flusher's, across its flushes (RebuildStoredKeys looks again after each).
+struct PendingRebuild {
+  DatabaseSlot* slot = nullptr;  // none pending
+  uint64 token = 0;
+  VirtualTransactionId* lockers = nullptr;  // in TopMemoryContext
+  int nlockers = 0;
+};
+PendingRebuild pending;
+bool exit_callback_registered = false;
+
+// Ends the pending rebuild; gives the filter's rebuild up unless FinishRebuild already did.
+void EndPending() {
+  if (pending.slot != nullptr) AbandonRebuild(pending.slot->stored, MyProcPid);
+  if (pending.lockers != nullptr) pfree(pending.lockers);
+  pending = PendingRebuild();
 }
 
-// The rebuild itself (RebuildStoredKeys), with the rebuild taken and token its generation.
+void EndPendingCallback(int, Datum) { EndPending(); }
+
+// The transactions holding a lock on one of the tables that conflicts with SHARE (writers, and
+// VACUUM or ANALYZE), as CREATE INDEX CONCURRENTLY lists them.
+void ListLockers(const Oid tables[kStoredTables]) {
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  for (int t = 0; t < kStoredTables; t++) {
+    LOCKTAG tag;
+    SET_LOCKTAG_RELATION(tag, MyDatabaseId, tables[t]);
+    int n = 0;
+    VirtualTransactionId* found = GetLockConflicts(&tag, ShareLock, &n);
+    if (n > 0) {
+      size_t bytes = sizeof(VirtualTransactionId) * size_t(pending.nlockers + n);
+      pending.lockers = pending.lockers == nullptr
+                            ? static_cast<VirtualTransactionId*>(palloc(bytes))
+                            : static_cast<VirtualTransactionId*>(repalloc(pending.lockers, bytes));
+      memcpy(pending.lockers + pending.nlockers, found, sizeof(VirtualTransactionId) * size_t(n));
+      pending.nlockers += n;
+    }
+  }
+  MemoryContextSwitchTo(old);
+}
+
+// Whether every listed locker ended (asked without waiting; the ones that did are dropped).
+bool LockersEnded() {
+  while (pending.nlockers > 0 && VirtualXactLock(pending.lockers[pending.nlockers - 1], false))
+    pending.nlockers--;
+  return pending.nlockers == 0;
+}
+
+// The rows of the tables (oids as StoredTable numbers them) of more than the filter holds well
+// (a row per 8 bits): it would answer "maybe" nearly always. A table never analyzed counts 100
+// rows a page.
+bool TooManyRows(const StoredFilter& f, const Oid tables[kStoredTables]) {
+  double rows = 0;
+  for (int t = 0; t < kStoredTables; t++) {
+    Relation rel = table_open(tables[t], AccessShareLock);
+    double reltuples = rel->rd_rel->reltuples;
+    rows += reltuples >= 0 ? reltuples : 100.0 * double(RelationGetNumberOfBlocks(rel));
+    table_close(rel, AccessShareLock);
+  }
+  return rows > double(f.word_mask + 1) * 8;
+}
+
+// The scan of a rebuild whose lockers ended: a snapshot, every row of the tables, valid unless an
+// invalidation came meanwhile.
 bool ScanIntoFilter(DatabaseSlot* slot, const Oid tables[kStoredTables], uint64 token) {
-  // No transaction that held a lock conflicting with SHARE when the bits were cleared may still
-  // run: the locks, taken without waiting, say so; then the snapshot, and the locks go.
-  int locked = 0;
-  while (locked < kStoredTables && ConditionalLockRelationOid(tables[locked], ShareLock)) locked++;
-  Snapshot snapshot = locked == kStoredTables ? RegisterSnapshot(GetLatestSnapshot()) : nullptr;
-  while (locked > 0) UnlockRelationOid(tables[--locked], ShareLock);
-  if (snapshot == nullptr) return false;
+  Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
   bool usable = true;
   for (int t = 0; t < kStoredTables && usable; t++) usable = ScanTable(slot, tables[t], snapshot);
   UnregisterSnapshot(snapshot);
-  return usable && FinishRebuild(slot->stored, MyProcPid, token, tables[kKeyValuesTable]);
+  return usable &&
+         FinishRebuild(slot->stored, MyProcPid, token, MyDatabaseId, tables[kKeyValuesTable]);
 }
 
 }  // namespace
@@ -125,7 +183,7 @@ bool StoredKeysInUse(Oid db) {
 bool StoredKeyMayExist(const CounterKey& k, Oid relation) {
   DatabaseSlot* slot = FindSlot(k.db);
   if (slot == nullptr || !OidIsValid(relation)) return true;
-  return MayBeStored(slot->stored, StoredKeyHash(k.counter, k.key, k.bucket), relation);
+  return MayBeStored(slot->stored, StoredKeyHash(k.counter, k.key, k.bucket), k.db, relation);
 }
 
 bool StoredBytesMayExist(StoredTable table, int32 counter, const char* bytes, int len,
@@ -137,7 +195,7 @@ bool StoredBytesMayExist(StoredTable table, int32 counter, const char* bytes, in
   return MayBeStored(slot->stored,
                      table == kRequestsTable ? StoredRequestHash(counter, hash)
                                              : StoredTextHash(counter, hash),
-                     key_values);
+                     MyDatabaseId, key_values);
 }
 
 void AddStoredKeys(Relation rel, Tuplestorestate* rows) {
@@ -182,24 +240,30 @@ void RebuildStoredKeys(DatabaseSlot* slot, const Oid tables[kStoredTables]) {
   if (f.words == nullptr || RecoveryInProgress()) return;
   for (int t = 0; t < kStoredTables; t++)
     if (!OidIsValid(tables[t])) return;
-  if (StoredFilterValid(f) && f.relation.load() == tables[kKeyValuesTable]) return;
-  // Tables of more rows than the filter holds well would have it answer "maybe" nearly always.
-  double reltuples = 0;
-  for (int t = 0; t < kStoredTables; t++) {
-    Relation rel = table_open(tables[t], AccessShareLock);
-    reltuples += Max(rel->rd_rel->reltuples, 0.0);
-    table_close(rel, AccessShareLock);
+  if (pending.slot != nullptr && (pending.slot != slot || f.state.load() != pending.token))
+    EndPending();  // invalidated since it cleared: it begins again
+  if (pending.slot == nullptr) {
+    if (StoredFilterValid(f) && f.db.load() == MyDatabaseId &&
+        f.relation.load() == tables[kKeyValuesTable])
+      return;
+    if (TooManyRows(f, tables)) return;
+    uint64 token;
+    if (!BeginRebuild(f, MyProcPid, &token)) return;
+    if (!exit_callback_registered) {
+      before_shmem_exit(EndPendingCallback, 0);
+      exit_callback_registered = true;
+    }
+    pending.slot = slot;
+    pending.token = token;
+    ListLockers(tables);
   }
-  if (reltuples > double(f.word_mask + 1) * 8) return;
-  uint64 token;
-  if (!BeginRebuild(f, MyProcPid, &token)) return;
-  bool valid = false;
-  PG_ENSURE_ERROR_CLEANUP(AbandonRebuildCallback, PointerGetDatum(slot));
+  if (!LockersEnded()) return;  // looked at again after the next flush
+  PG_ENSURE_ERROR_CLEANUP(EndPendingCallback, 0);
   {
-    valid = ScanIntoFilter(slot, tables, token);
+    (void)ScanIntoFilter(slot, tables, pending.token);
   }
-  PG_END_ENSURE_ERROR_CLEANUP(AbandonRebuildCallback, PointerGetDatum(slot));
-  if (!valid) AbandonRebuild(f, MyProcPid);
+  PG_END_ENSURE_ERROR_CLEANUP(EndPendingCallback, 0);
+  EndPending();
 }
 
 const char* StoredKeysState(DatabaseSlot* slot) {

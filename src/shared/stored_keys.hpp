@@ -6,7 +6,9 @@
 
 #include "shared/shmem.hpp"
 
+extern "C" {
 #include "commands/trigger.h"
+}
 
 namespace sc {
 
@@ -41,10 +43,11 @@ void KeepStoredKeys(TriggerData* trigger);
 // see (sc_rebuild_counter_totals), a TRUNCATE, an UPDATE of a key column.
 void ForgetStoredKeys(Oid db);
 
-// The flusher, in a transaction: rebuilds its database's filter from the rows of the tables (their
-// oids, as StoredTable numbers them) unless it is valid for them already. Does nothing while a
-// transaction that may write them runs (tried again later), nor for tables of more rows than the
-// filter holds well (reltuples over a row per 8 bits).
+// The flusher, in a transaction, after each flush: rebuilds its database's filter from the rows of
+// the tables (their oids, as StoredTable numbers them) unless it is valid for them already. It
+// clears the filter and lists the transactions holding a lock on the tables that conflicts with
+// SHARE; once they all ended (looked at here again after later flushes, never waited for), it
+// scans. Not for tables of more rows than the filter holds well (a row per 8 bits).
 void RebuildStoredKeys(DatabaseSlot* slot, const Oid tables[kStoredTables]);
 
 // What slotted_counter.stats shows of a slot's filter: "valid", "rebuilding", "invalid", "off".

@@ -281,7 +281,36 @@ is($node->safe_psql('postgres', q{SELECT sc_incr_once('o', 1, 1, 'by hand')}), '
 	'an id a superuser inserted returns its result');
 is($node->safe_psql('postgres', q{SELECT sc_sum('o', 1)}), '500', 'and counts nothing');
 
-# 8. Texts of counters keyed by text: a new text costs no probe of keys; a text stored before a
+# 8. A rebuild waits, without stopping the flusher, for the transactions that were writing the
+# tables when it cleared the filter: one that inserted an id and stays open keeps it
+# "rebuilding" while flushes go on; once it commits, the filter is rebuilt and holds its id.
+my ($open_in, $open_out) = ('', '');
+my $open = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
+	'<', \$open_in, '>', \$open_out, '2>', \$open_out);
+$open_in .= q{BEGIN;
+INSERT INTO slotted_counter.requests (counter, request_id, key, result, applied_at)
+  VALUES ('o'::slotted_counter::integer, 'open', 1, 88, now());
+SELECT 'inserted';
+};
+$open->pump until $open_out =~ /inserted/;
+$node->safe_psql('postgres', 'SELECT slotted_counter.forget_stored_keys()');
+is($node->poll_query_until('postgres', q{
+SELECT sc_rollup() >= 0 AND (SELECT stored_keys FROM slotted_counter.stats
+                              WHERE datname = current_database()) = 'rebuilding'}), 1,
+	'the rebuild waits for the open writer');
+is($node->safe_psql('postgres', q{
+SELECT sc_incr('o', 2, 1) = 1 AND sc_rollup() >= 0}), 't', 'while counts and flushes go on');
+is($node->safe_psql('postgres', q{
+SELECT stored_keys FROM slotted_counter.stats WHERE datname = current_database()}),
+	'rebuilding', 'still waiting after them');
+$open_in .= "COMMIT;\n";
+$open->finish;
+ok(wait_valid(), 'rebuilt once the writer committed');
+is($node->safe_psql('postgres', q{SELECT sc_incr_once('o', 1, 1, 'open')}), '88',
+	'and its id is in the filter');
+
+# 9. Texts of counters keyed by text: a new text costs no probe of keys; a text stored before a
 # restart keeps its id after it, as does one a superuser inserted.
 $node->safe_psql('postgres', q{SELECT sc_create('t', 'buffered', key_type => 'text')});
 ok(wait_valid(), 'valid before the texts');
@@ -320,7 +349,7 @@ SELECT count(*) = count(DISTINCT key) AND count(*) FILTER (WHERE key NOT LIKE '/
   FROM slotted_counter.keys WHERE counter = 't'::slotted_counter::integer}), 't',
 	'one id per text');
 
-# 9. With no filter: every load probes, and nothing else changes.
+# 10. With no filter: every load probes, and nothing else changes.
 $node->append_conf('postgresql.conf', "slotted_counter.stored_keys_filter = 0\n");
 $node->restart;
 is(state(), 'off', 'no filter');

@@ -11,6 +11,7 @@
 
 namespace {
 
+constexpr uint32_t kDb = 5;
 constexpr uint32_t kTable = 16384;
 constexpr int32_t kFlusher = 101;
 
@@ -27,9 +28,11 @@ class StoredFilterTest : public ::testing::Test {
     uint64_t token;
     if (!sc::BeginRebuild(f_, kFlusher, &token)) return false;
     for (int64_t k : keys) sc::AddStored(f_, H(k));
-    return sc::FinishRebuild(f_, kFlusher, token, table);
+    return sc::FinishRebuild(f_, kFlusher, token, kDb, table);
   }
-  bool May(int64_t key, uint32_t table = kTable) { return sc::MayBeStored(f_, H(key), table); }
+  bool May(int64_t key, uint32_t table = kTable, uint32_t db = kDb) {
+    return sc::MayBeStored(f_, H(key), db, table);
+  }
   int NeverStored(int from, int to) {
     int n = 0;
     for (int k = from; k < to; k++) n += May(k) ? 0 : 1;
@@ -67,8 +70,8 @@ TEST_F(StoredFilterTest, CounterAndBucketAreOfTheKey) {
   ASSERT_TRUE(Rebuild({}));
   sc::AddStored(f_, H(7, 2));
   sc::AddStored(f_, H(8, 1, 1000));
-  EXPECT_TRUE(sc::MayBeStored(f_, H(7, 2), kTable));
-  EXPECT_TRUE(sc::MayBeStored(f_, H(8, 1, 1000), kTable));
+  EXPECT_TRUE(sc::MayBeStored(f_, H(7, 2), kDb, kTable));
+  EXPECT_TRUE(sc::MayBeStored(f_, H(8, 1, 1000), kDb, kTable));
   EXPECT_NE(H(7, 2), H(7, 1));
   EXPECT_NE(H(8, 1, 1000), H(8, 1));
   EXPECT_NE(H(8, 1, 1000), H(8, 1, 2000));
@@ -78,15 +81,16 @@ TEST_F(StoredFilterTest, ARequestIdIsNotAKeyOfTheSameHash) {
   ASSERT_TRUE(Rebuild({}));
   uint64_t id_hash = 12345;
   sc::AddStored(f_, sc::StoredRequestHash(1, id_hash));
-  EXPECT_TRUE(sc::MayBeStored(f_, sc::StoredRequestHash(1, id_hash), kTable));
+  EXPECT_TRUE(sc::MayBeStored(f_, sc::StoredRequestHash(1, id_hash), kDb, kTable));
   EXPECT_NE(sc::StoredRequestHash(1, id_hash), H(int64_t(id_hash)));
   EXPECT_NE(sc::StoredRequestHash(1, id_hash), sc::StoredRequestHash(2, id_hash));
 }
 
-TEST_F(StoredFilterTest, AnotherTableIsNeverAnswered) {
+TEST_F(StoredFilterTest, AnotherDatabaseOrTableIsNeverAnswered) {
   ASSERT_TRUE(Rebuild({}));
   EXPECT_FALSE(May(42));
   EXPECT_TRUE(May(42, kTable + 1)) << "a re-created extension's table";
+  EXPECT_TRUE(May(42, kTable, kDb + 1)) << "another database's table of the same oid";
 }
 
 TEST_F(StoredFilterTest, AnInvalidationForgetsUntilTheNextRebuild) {
@@ -102,7 +106,7 @@ TEST_F(StoredFilterTest, AnInvalidationDuringARebuildKeepsItInvalid) {
   uint64_t token;
   ASSERT_TRUE(sc::BeginRebuild(f_, kFlusher, &token));
   sc::InvalidateStored(f_);  // sc_rebuild_counter_totals, a TRUNCATE, meanwhile
-  EXPECT_FALSE(sc::FinishRebuild(f_, kFlusher, token, kTable));
+  EXPECT_FALSE(sc::FinishRebuild(f_, kFlusher, token, kDb, kTable));
   EXPECT_FALSE(sc::StoredFilterValid(f_));
   EXPECT_TRUE(May(42));
   EXPECT_TRUE(Rebuild({})) << "the rebuild was given back: the next one may run";
@@ -115,7 +119,7 @@ TEST_F(StoredFilterTest, ARebuildClearsAndOneRebuilderAtATime) {
   ASSERT_TRUE(sc::BeginRebuild(f_, kFlusher, &token));
   EXPECT_FALSE(sc::BeginRebuild(f_, kFlusher + 1, &other)) << "a second clear would wipe a scan";
   EXPECT_TRUE(May(1)) << "invalid while rebuilt";
-  EXPECT_TRUE(sc::FinishRebuild(f_, kFlusher, token, kTable));
+  EXPECT_TRUE(sc::FinishRebuild(f_, kFlusher, token, kDb, kTable));
   EXPECT_FALSE(May(1)) << "the row is gone: the scan did not see it";
   ASSERT_TRUE(sc::BeginRebuild(f_, kFlusher, &token));
   sc::AbandonRebuild(f_, kFlusher + 1);

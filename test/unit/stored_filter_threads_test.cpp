@@ -32,7 +32,7 @@ TEST(StoredFilterThreads, NoStoredKeyIsEverNeverStored) {
       uint64_t token;
       if (!sc::BeginRebuild(f, 7, &token)) continue;
       for (int64_t k = 0; k < kKeys; k++) sc::AddStored(f, hash(k));
-      if (!sc::FinishRebuild(f, 7, token, kTable)) continue;
+      if (!sc::FinishRebuild(f, 7, token, 1, kTable)) continue;
       // The first time, valid until a reader answered while it was (so the readers did).
       if (rebuilds++ == 0)
         while (answered.load() == 0) std::this_thread::yield();
@@ -45,7 +45,7 @@ TEST(StoredFilterThreads, NoStoredKeyIsEverNeverStored) {
       while (!stop.load()) {
         bool valid = sc::StoredFilterValid(f);
         for (int64_t k = t; k < kKeys; k += 2)
-          if (!sc::MayBeStored(f, hash(k), kTable)) wrong++;
+          if (!sc::MayBeStored(f, hash(k), 1, kTable)) wrong++;
         if (valid) answered++;
       }
     });
