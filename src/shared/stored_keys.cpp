@@ -122,22 +122,22 @@ void EndPendingCallback(int, Datum) { EndPending(); }
 // The transactions holding a lock on one of the tables that conflicts with SHARE (writers, and
 // VACUUM or ANALYZE), as CREATE INDEX CONCURRENTLY lists them.
 void ListLockers(const Oid tables[kStoredTables]) {
-  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
   for (int t = 0; t < kStoredTables; t++) {
     LOCKTAG tag;
     SET_LOCKTAG_RELATION(tag, MyDatabaseId, tables[t]);
     int n = 0;
+    // In the transaction's memory; what is kept, in TopMemoryContext.
     VirtualTransactionId* found = GetLockConflicts(&tag, ShareLock, &n);
     if (n > 0) {
       size_t bytes = sizeof(VirtualTransactionId) * size_t(pending.nlockers + n);
-      pending.lockers = pending.lockers == nullptr
-                            ? static_cast<VirtualTransactionId*>(palloc(bytes))
-                            : static_cast<VirtualTransactionId*>(repalloc(pending.lockers, bytes));
+      pending.lockers =
+          pending.lockers == nullptr
+              ? static_cast<VirtualTransactionId*>(MemoryContextAlloc(TopMemoryContext, bytes))
+              : static_cast<VirtualTransactionId*>(repalloc(pending.lockers, bytes));
       memcpy(pending.lockers + pending.nlockers, found, sizeof(VirtualTransactionId) * size_t(n));
       pending.nlockers += n;
     }
   }
-  MemoryContextSwitchTo(old);
 }
 
 // Whether every listed locker ended (asked without waiting; the ones that did are dropped).
