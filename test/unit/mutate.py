@@ -15,7 +15,7 @@ Usage: test/unit/mutate.py [NAME-SUBSTRING ...]
 The first build, of everything, takes about 10 minutes on 2 cores shared with other builds. Each
 mutation then rebuilds the tests that include the file it changes and runs them: 1 to 3 minutes
 there (20 of the protocol's, whose files nearly every test includes, took 52 minutes in all), so
-hours for all 224. Not part of test/run.sh.
+hours for all of them. Not part of test/run.sh.
 """
 import os
 import shutil
@@ -619,6 +619,8 @@ MUTATIONS = [
      "return begun == ended; }", "return true; }", False),
     ("stored filter: a reader answers while it is invalid", SF,
      "  if ((state & 1) == 0) return true;\n", "", False),
+    ("stored filter: a reader answers for another database", SF,
+     "  if (f.db.load(std::memory_order_relaxed) != db) return true;\n", "", False),
     ("stored filter: a reader answers for another table", SF,
      "  if (f.relation.load(std::memory_order_relaxed) != relation) return true;\n", "", False),
     ("stored filter: a reader overtaken by a rebuild answers", SF,
