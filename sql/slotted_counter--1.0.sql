@@ -729,3 +729,16 @@ COMMENT ON VIEW slotted_counter.lagged IS
     'slotted_counter.key_values with each counter by name: the values as of their last flush';
 COMMENT ON VIEW slotted_counter.stats IS
     'the buffer, the flusher and the attachments of each database that uses counters';
+
+-- Last, so that no command of this script fires it: an ALTER TABLE of one of the tables the filter
+-- of stored keys holds (pg_restore --disable-triggers disables and enables their triggers around
+-- its COPY) makes the filter answer nothing until the flusher rebuilt it.
+CREATE FUNCTION slotted_counter.tables_altered() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'sc_tables_altered' LANGUAGE C;
+REVOKE ALL ON FUNCTION slotted_counter.tables_altered() FROM PUBLIC;
+CREATE EVENT TRIGGER slotted_counter_tables_altered ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION slotted_counter.tables_altered();
+COMMENT ON FUNCTION slotted_counter.tables_altered() IS
+    'the event trigger after ALTER TABLE: an ALTER of key_values, requests or keys (triggers disabled by a restore) makes the filter of stored keys rebuilt';
+COMMENT ON EVENT TRIGGER slotted_counter_tables_altered IS
+    'makes the filter of stored keys rebuilt after an ALTER TABLE of key_values, requests or keys';

@@ -10,8 +10,12 @@
 // move in (counter, bucket) order: two transactions lock the sums they share in the same order.
 #include "pg.hpp"
 
+extern "C" {
+#include "commands/event_trigger.h"
+}
 #include "commands/trigger.h"
 
+#include "definitions/catalog.hpp"
 #include "definitions/counter_ref.hpp"
 #include "shared/stored_keys.hpp"
 #include "spi.hpp"
@@ -94,6 +98,25 @@ Datum StoredKeysChanged(PG_FUNCTION_ARGS) {
   return PointerGetDatum(nullptr);
 }
 
+// slotted_counter.tables_altered(): the event trigger after each ALTER TABLE. One of the filter's
+// tables altered (pg_restore --disable-triggers disables and enables their triggers around its
+// COPY, a superuser may by hand) makes the filter answer nothing until it is rebuilt: rows written
+// while the triggers were off have no bits.
+Datum TablesAltered(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("slotted_counter.tables_altered() is called only as an event "
+                           "trigger")));
+  auto* data = reinterpret_cast<EventTriggerData*>(fcinfo->context);
+  if (data->parsetree != nullptr && IsA(data->parsetree, AlterTableStmt)) {
+    auto* stmt = reinterpret_cast<AlterTableStmt*>(data->parsetree);
+    Oid relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+    for (int t = 0; OidIsValid(relid) && t < kStoredTables; t++)
+      if (relid == ExtensionRelation(kStoredTableNames[t])) ForgetStoredKeys(MyDatabaseId);
+  }
+  PG_RETURN_VOID();
+}
+
 // slotted_counter.forget_stored_keys(): this database's filter of stored keys answers nothing
 // until its flusher rebuilt it (sc_rebuild_counter_totals, after writes no trigger saw).
 Datum ForgetStoredKeysCall(PG_FUNCTION_ARGS) {
@@ -108,3 +131,4 @@ Datum ForgetStoredKeysCall(PG_FUNCTION_ARGS) {
 SC_ENTRY_POINT(sc_key_values_changed, sc::TotalsChanged)
 SC_ENTRY_POINT(sc_forget_stored_keys, sc::ForgetStoredKeysCall)
 SC_ENTRY_POINT(sc_stored_keys_changed, sc::StoredKeysChanged)
+SC_ENTRY_POINT(sc_tables_altered, sc::TablesAltered)
