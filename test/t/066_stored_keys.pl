@@ -78,6 +78,14 @@ SELECT idx_scan FROM pg_stat_user_indexes
 	return $since;
 }
 
+# The sum of sc_sum of keys $from..$to of counter $c.
+sub keys_sum
+{
+	my ($c, $from, $to) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT sum(sc_sum('$c', k)) FROM generate_series($from, $to) k});
+}
+
 # Every key of 1..$n of counter $c holds $each, and its total is the sum of its rows.
 sub holds
 {
@@ -123,11 +131,9 @@ for my $stop ('fast', 'immediate')
 	is(holds('postgres', 'c', 10000, 3), 't', "the keys read back after a $stop stop");
 	$node->safe_psql('postgres', q{SELECT sc_sum('c', 1)});
 	ok(wait_valid(), "rebuilt after a $stop stop");
-	is($node->safe_psql('postgres', q{
-SELECT sum(sc_sum('c', k)) FROM generate_series(9001, 10000) k}), '3000',
+	is(keys_sum('c', 9001, 10000), '3000',
 		"stored keys read with the rebuilt filter after a $stop stop");
-	is($node->safe_psql('postgres', q{
-SELECT sum(sc_sum('c', k)) FROM generate_series(30001, 31000) k}), '0',
+	is(keys_sum('c', 30001, 31000), '0',
 		"never stored keys too");
 }
 
@@ -156,12 +162,10 @@ $node->safe_psql('postgres', q{
 UPDATE slotted_counter.key_values SET key = key + 100000
  WHERE counter = 'c'::slotted_counter::integer AND key BETWEEN 9001 AND 9100});
 is(state(), 'invalid', 'an UPDATE of a key column invalidates it');
-is($node->safe_psql('postgres', q{
-SELECT sum(sc_sum('c', k)) FROM generate_series(109001, 109100) k}), '300',
+is(keys_sum('c', 109001, 109100), '300',
 	'the moved keys read their rows');
 ok(wait_valid(), 'rebuilt after the update');
-is($node->safe_psql('postgres', q{
-SELECT sum(sc_sum('c', k)) FROM generate_series(109101, 109200) k}), '0',
+is(keys_sum('c', 109101, 109200), '0',
 	'keys never stored, after the rebuild');
 
 $node->safe_psql('postgres', q{
@@ -185,11 +189,9 @@ INSERT INTO slotted_counter.key_values (counter, key, value)
 ALTER TABLE slotted_counter.key_values ENABLE TRIGGER ALL});
 is(state(), 'invalid', 'enabling them again invalidates it');
 ok(wait_valid(), 'rebuilt after they are enabled');
-is($node->safe_psql('postgres', q{
-SELECT sum(sc_sum('c', k)) FROM generate_series(52001, 52100) k}), '400',
+is(keys_sum('c', 52001, 52100), '400',
 	'the rows written without triggers read back with the rebuilt filter');
-is($node->safe_psql('postgres', q{
-SELECT sum(sc_sum('c', k)) FROM generate_series(50001, 50100) k}), '900',
+is(keys_sum('c', 50001, 50100), '900',
 	'the rows written without triggers read back');
 ok(wait_valid(), 'rebuilt after sc_rebuild_counter_totals');
 my ($rc, $out, $err) = $node->psql('postgres', 'SELECT slotted_counter.forget_stored_keys()',
