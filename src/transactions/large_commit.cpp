@@ -7,6 +7,7 @@
 #include "definitions/expiry.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
+#include "shared/stored_keys.hpp"
 #include "spi.hpp"
 #include "transactions/fold_sql.hpp"
 
@@ -110,11 +111,34 @@ void FoldDeltas(const CounterDef* defs, int n, TimestampTz now) {
   if (rc != SPI_OK_INSERT) elog(ERROR, "folding slotted_counter.deltas failed: %d", rc);
 }
 
-// Step 5 for one counter's n rows that are the commit's to write: adds each delta to its key's
-// row (an expired key, last written at or before cutoff, counts from 0), stamped `now`; checks
-// the bounds of bounded rows against the values written.
-void WriteOwnRows(const CounterDef& def, int n, const int64* keys, const int64* buckets,
-                  const int64* deltas, const Bounds* bounds, TimestampTz now, int64 cutoff) {
+// Rows of one counter that the commit writes itself, sorted by key and bucket.
+struct OwnRows {
+  int n = 0;
+  int64* keys;
+  int64* buckets;
+  int64* deltas;
+  Bounds* bounds;
+
+  explicit OwnRows(int room)
+      : keys(static_cast<int64*>(palloc(sizeof(int64) * (room + 1)))),
+        buckets(static_cast<int64*>(palloc(sizeof(int64) * (room + 1)))),
+        deltas(static_cast<int64*>(palloc(sizeof(int64) * (room + 1)))),
+        bounds(static_cast<Bounds*>(palloc(sizeof(Bounds) * (room + 1)))) {}
+
+  void Add(int64 key, int64 bucket, int64 delta, const Bounds& bound) {
+    keys[n] = key, buckets[n] = bucket, deltas[n] = delta, bounds[n++] = bound;
+  }
+};
+
+// Step 5 for rows that are the commit's to write: adds each delta to its key's row (an expired
+// key, last written at or before cutoff, counts from 0), stamped `now`; checks the bounds of
+// bounded rows against the values written.
+void UpsertOwnRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, int64 cutoff) {
+  int n = rows.n;
+  const int64* keys = rows.keys;
+  const int64* buckets = rows.buckets;
+  const int64* deltas = rows.deltas;
+  const Bounds* bounds = rows.bounds;
   bool bounded = false;
   for (int i = 0; i < n && !bounded; i++)
     bounded = bounds[i].lower != INT64_MIN || bounds[i].upper != INT64_MAX;
@@ -165,6 +189,52 @@ void WriteOwnRows(const CounterDef& def, int n, const int64* keys, const int64* 
                          "bounded increments allow. Nothing of this transaction is committed.",
                          (long long)key, (long long)value)));
   }
+}
+
+// Step 5 for rows of keys that never had a row (the filter of stored keys says so: a migration's,
+// a backfill's keys): a plain INSERT, without the upsert's probe of the unique index and its
+// speculative insertion and confirmation of each row. Should a row have appeared all the same
+// (written where the filter's triggers did not run), the upsert writes them instead.
+void InsertNewRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, int64 cutoff) {
+  // Its bounded increments admitted the delta from 0 (the statement read no row).
+  for (int i = 0; i < rows.n; i++) Assert(rows.bounds[i].Admit(rows.deltas[i]));
+  const char* sql =
+      "INSERT INTO slotted_counter.key_values (counter, key, bucket, value, written_at, updated_at) "
+      "SELECT $1, u.k, u.b, u.d, $5, $5 FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int8[]), "
+      "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
+      "AS u(k, b, d)";
+  Oid types[5] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+  Datum args[5] = {Int32GetDatum(def.id), Int8Array(rows.keys, rows.n),
+                   BucketArray(rows.buckets, rows.n), Int8Array(rows.deltas, rows.n),
+                   TimestampTzGetDatum(now)};
+  int rc = 0;
+  ErrorData* error = InSubtransaction([&] { rc = ExecuteWithLatestSnapshot(sql, 5, types, args); });
+  if (error != nullptr && error->sqlerrcode == ERRCODE_UNIQUE_VIOLATION) {
+    FreeErrorData(error);
+    UpsertOwnRows(def, rows, now, cutoff);
+    return;
+  }
+  if (error != nullptr) ReThrowError(error);
+  if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.key_values failed: %d", rc);
+}
+
+// Step 5 for one counter's rows: those of keys the filter of stored keys knows never had a row
+// by InsertNewRows, the others by UpsertOwnRows. `rows` keeps the others; `fresh` has its room.
+void WriteOwnRows(const CounterDef& def, OwnRows* rows, OwnRows* fresh, TimestampTz now,
+                  int64 cutoff) {
+  fresh->n = 0;
+  if (StoredKeysInUse(MyDatabaseId)) {
+    Oid relation = ExtensionRelation("key_values");
+    int n = rows->n;
+    rows->n = 0;  // refilled in place, in order: its row i goes to n <= i
+    for (int i = 0; i < n; i++) {
+      CounterKey k{MyDatabaseId, def.id, rows->keys[i], rows->buckets[i]};
+      OwnRows* to = StoredKeyMayExist(k, relation) ? rows : fresh;
+      to->Add(rows->keys[i], rows->buckets[i], rows->deltas[i], rows->bounds[i]);
+    }
+  }
+  if (fresh->n > 0) InsertNewRows(def, *fresh, now, cutoff);
+  if (rows->n > 0) UpsertOwnRows(def, *rows, now, cutoff);
 }
 
 }  // namespace
@@ -227,22 +297,12 @@ TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, 
   int nown = 0;
   for (int i = 0; i < rows; i++) nown += own[i];
   if (nown > 0) {
-    auto* own_keys = static_cast<int64*>(palloc(sizeof(int64) * nown));
-    auto* own_buckets = static_cast<int64*>(palloc(sizeof(int64) * nown));
-    auto* own_deltas = static_cast<int64*>(palloc(sizeof(int64) * nown));
-    auto* own_bounds = static_cast<Bounds*>(palloc(sizeof(Bounds) * nown));
+    OwnRows own_rows(nown), fresh(nown);
     for (int c = 0, i = 0; c < ncounters; c++) {
-      int n = 0;
-      for (; i < rows && counters[i] == defs[c].id; i++) {
-        if (!own[i]) continue;
-        own_keys[n] = keys[i];
-        own_buckets[n] = buckets[i];
-        own_deltas[n] = deltas[i];
-        own_bounds[n++] = bounds[i];
-      }
-      if (n > 0)
-        WriteOwnRows(defs[c], n, own_keys, own_buckets, own_deltas, own_bounds, now,
-                     writes[c].cutoff);
+      own_rows.n = 0;
+      for (; i < rows && counters[i] == defs[c].id; i++)
+        if (own[i]) own_rows.Add(keys[i], buckets[i], deltas[i], bounds[i]);
+      if (own_rows.n > 0) WriteOwnRows(defs[c], &own_rows, &fresh, now, writes[c].cutoff);
     }
   }
   FinishSpi(spi);

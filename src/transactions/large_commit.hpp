@@ -21,7 +21,9 @@
 //      reservation and hold, wait for that commit's settle holding nothing, and start again;
 //   5. writes the deltas of the reserved keys as deltas rows, and adds those of the others to
 //      their key_values rows in one upsert per counter (an expired key counts from 0; a value
-//      that leaves bigint fails the commit with 22003, one that leaves its bounds with 23514).
+//      that leaves bigint fails the commit with 22003, one that leaves its bounds with 23514);
+//      the keys that the filter of stored keys knows never had a row go first, in a plain INSERT
+//      per counter (no speculative insertion), redone as the upsert if a row was there after all.
 // After the commit (or the abort) the reservations settle and the holds go. Until then, loads of
 // its counters' keys out of the buffer wait: other sessions' first reads of those keys wait for
 // the commit, as for a lock.

@@ -5,7 +5,8 @@
 # fails it with 22003 or 23514 and nothing of it counts; a key expired by its retention counts from
 # 0; a drop of its counter fails it with 42704; a rank index built before it is not used after it;
 # a read does not wait for a large commit that waits for a lock the reader holds;
-# slotted_counter.max_transaction_keys bounds its keys with 53400.
+# slotted_counter.max_transaction_keys bounds its keys with 53400; a row the filter of stored keys
+# did not see does not fail the commit that takes its key for new.
 
 use strict;
 use warnings;
@@ -207,6 +208,34 @@ like($stderr, qr/53400: transaction changes more than 1000 keys of transactional
 is($node->safe_psql('postgres', q{SELECT sc_sum('t', 1000001), sc_sum('t', 1001) - 2 - 1}),
 	'0|' . $node->safe_psql('postgres', q{SELECT count(*) FROM small_log WHERE k = 1001}),
 	'and nothing of it counted');
+
+# 9. A large commit writes the keys the filter of stored keys knows never had a row with a plain
+# INSERT. A row written where the filter's triggers did not run (a superuser's INSERT with
+# session_replication_role = replica, as a subscriber's apply writes) fails that INSERT on the
+# unique index: the upsert writes the rows instead, adding to that row.
+$node->safe_psql('postgres', q{SELECT sc_create('unseen', 'transactional')});
+$node->poll_query_until('postgres', q{
+SELECT stored_keys = 'valid' FROM slotted_counter.stats WHERE datname = current_database()})
+  or die 'the filter of stored keys did not become valid';
+$node->safe_psql('postgres', q{
+SET session_replication_role = replica;
+INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
+  SELECT id, 7, NULL, 100 FROM slotted_counter.counters WHERE name = 'unseen';
+});
+is($node->safe_psql('postgres', q{
+SELECT stored_keys FROM slotted_counter.stats WHERE datname = current_database()}),
+	'valid', 'the filter stays valid without the row');
+($ret, $stdout, $stderr) = $node->psql('postgres',
+	q{SELECT count(sc_incr('unseen', k, 1)) FROM generate_series(1, 30000) k});
+is("$ret $stdout $stderr", '0 30000 ', 'a large commit of its key and new ones commits');
+is($node->safe_psql('postgres', q{
+SELECT string_agg(value::text, ',' ORDER BY key) FROM slotted_counter.key_values v
+  JOIN slotted_counter.counters c ON c.id = v.counter
+ WHERE c.name = 'unseen' AND v.key IN (6, 7, 8)}),
+	'1,101,1', 'and adds to the unseen row');
+$node->safe_psql('postgres', q{SELECT sc_rebuild_counter_totals()});
+is($node->safe_psql('postgres', q{SELECT sc_sum('unseen', 7), sc_total('unseen')}), '101|30100',
+	'which reads back once the totals and the filter are rebuilt');
 
 $node->stop;
 done_testing();
