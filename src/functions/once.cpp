@@ -141,6 +141,24 @@ void AbandonOwnedId(int, Datum index) {
   AbandonRequestId(shared->request_ids, DatumGetUInt32(index));
 }
 
+// The call owns the id's entry `index` until the id is known or added (the entry goes on any
+// error): its result in requests if it has a row since the window's start, else the increment.
+int64 ApplyOwnedId(const CounterDef& def, int64 key, int64 bucket, int64 delta, text* id,
+                   uint32 index, TimestampTz now) {
+  int64 result;
+  PG_ENSURE_ERROR_CLEANUP(AbandonOwnedId, UInt32GetDatum(index));
+  {
+    TimestampTz applied_at;
+    if (MayHaveRow(def.id, id) &&
+        StoredResult(def.id, id, now - WindowMicros(), &result, &applied_at))
+      KnownRequestId(shared->request_ids, index, result, applied_at);
+    else
+      result = BufferIncrementOnce(def, key, bucket, delta, index);
+  }
+  PG_END_ENSURE_ERROR_CLEANUP(AbandonOwnedId, UInt32GetDatum(index));
+  return result;
+}
+
 int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, text* id) {
   RequestIdTable* ids = shared->request_ids;
   const char* bytes = VARDATA_ANY(id);
@@ -150,8 +168,9 @@ int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
     TimestampTz now = GetCurrentTimestamp();
     int64 result;
     uint32 index;
+    bool flush_due;
     switch (LookUpRequestId(ids, MyDatabaseId, def.id, bytes, len, now, WindowMicros(), &result,
-                            &index)) {
+                            &index, &flush_due)) {
       case IdLookup::kKnown:
         return result;
       case IdLookup::kBusy:
@@ -178,20 +197,10 @@ int64 BufferedOnce(const CounterDef& def, int64 key, int64 bucket, int64 delta, 
         CHECK_FOR_INTERRUPTS();
         continue;
       case IdLookup::kOwned:
+        if (flush_due) AskForFlush(EnsureFlusher());
         break;
     }
-    // This call owns the id until it is known or added (the entry goes on any error).
-    PG_ENSURE_ERROR_CLEANUP(AbandonOwnedId, UInt32GetDatum(index));
-    {
-      TimestampTz applied_at;
-      if (MayHaveRow(def.id, id) &&
-          StoredResult(def.id, id, now - WindowMicros(), &result, &applied_at))
-        KnownRequestId(ids, index, result, applied_at);
-      else
-        result = BufferIncrementOnce(def, key, bucket, delta, index);
-    }
-    PG_END_ENSURE_ERROR_CLEANUP(AbandonOwnedId, UInt32GetDatum(index));
-    return result;
+    return ApplyOwnedId(def, key, bucket, delta, id, index, now);
   }
 }
 

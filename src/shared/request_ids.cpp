@@ -100,14 +100,22 @@ void SetState(RequestIdPart* t, RequestIdEntry& e, uint32 state) {
   }
 }
 
-// Whether db may take an entry under the fair share (core/fair_share.hpp).
-bool MayTake(RequestIdPart* t, Oid db) {
+// The part as db sees it under the fair share (core/fair_share.hpp).
+ShareView ViewOfPart(RequestIdPart* t, Oid db) {
   Holding holdings[kIdHolders];
   int n = 0;
   for (const IdHolder& h : t->holders)
     if (h.unflushed > 0) holdings[n++] = Holding{h.db, h.unflushed};
-  ShareView view = ViewOf(holdings, size_t(n), db, t->capacity, PoolKind::kHeldUntilDone);
-  return MayTakeFree(view, 1);
+  return ViewOf(holdings, size_t(n), db, t->capacity, PoolKind::kHeldUntilDone);
+}
+
+// Whether db may take an entry.
+bool MayTake(RequestIdPart* t, Oid db) { return MayTakeFree(ViewOfPart(t, db), 1); }
+
+// Whether db, having just taken an entry, holds half its share of the part unflushed now.
+bool HalfShareReached(RequestIdPart* t, Oid db) {
+  ShareView view = ViewOfPart(t, db);
+  return view.held == std::max<uint64>(view.share / 2, 1);
 }
 
 void Unlink(RequestIdPart* t, uint32 index) {
@@ -151,9 +159,11 @@ uint32 TakeEntry(RequestIdPart* t, Oid db) {
 }
 
 IdLookup PartLookUp(RequestIdPart* t, uint32 hash, Oid db, int32 counter, const char* id, int len,
-                    TimestampTz now, int64 window_us, int64* result, uint32* index) {
+                    TimestampTz now, int64 window_us, int64* result, uint32* index,
+                    bool* flush_due) {
   RequestIdEntry* es = Entries(t);
   IdLookup outcome = IdLookup::kOwned;
+  *flush_due = false;
   LWLockAcquire(t->lock, LW_EXCLUSIVE);
   uint32 found = kNoEntry;
   for (uint32 i = Heads(t)[hash & (t->nbuckets - 1)]; i != kNoEntry; i = es[i].next)
@@ -192,6 +202,7 @@ IdLookup PartLookUp(RequestIdPart* t, uint32 hash, Oid db, int32 counter, const 
       SetState(t, es[e], kIdApplying);
       es[e].owner_pid = MyProcPid;
       *index = e;
+      *flush_due = HalfShareReached(t, db);
     }
   }
   LWLockRelease(t->lock);
@@ -419,12 +430,13 @@ RequestIdTable* CreateRequestIdTable(void* mem, int capacity, LWLockPadded* part
 }
 
 IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len,
-                         TimestampTz now, int64 window_us, int64* result, uint32* index) {
+                         TimestampTz now, int64 window_us, int64* result, uint32* index,
+                         bool* flush_due) {
   uint32 hash = HashOf(db, counter, id, len);
   uint32 part = PartOf(t, hash);
   uint32 place = 0;
-  IdLookup outcome =
-      PartLookUp(t->parts[part], hash, db, counter, id, len, now, window_us, result, &place);
+  IdLookup outcome = PartLookUp(t->parts[part], hash, db, counter, id, len, now, window_us, result,
+                                &place, flush_due);
   if (outcome == IdLookup::kOwned) *index = IndexOf(part, place);
   return outcome;
 }

@@ -33,7 +33,8 @@
 //     lock; a database beyond them is not counted, and neither limited nor protected). A call
 //     takes an entry only as the rule allows its database (a sixteenth of the table is kept for a
 //     database that holds none; one above its share takes none of what those below it lack);
-//     otherwise it finds the table full for it, and waits for its own database's flush.
+//     otherwise it finds the table full for it, and waits for its own database's flush. The
+//     take that brings its database to half its share of the part asks for that flush early.
 //   - An id's states: kApplying (a call owns it: it is looking in the table or adding; others with
 //     the same id wait), kPending (added to the buffer, result known), kTaken (a flush is writing
 //     it), kDurable (committed to slotted_counter.requests: the entry may be reused). A call that
@@ -125,9 +126,12 @@ enum class IdLookup { kOwned, kKnown, kBusy, kFull };
 // Under the id's part's lock: the id of (db, counter) with its result if a call applied it within
 // the window (kKnown, *result), kBusy if a call is applying it now, kFull if there is no entry
 // that db may take in the part (none free, or db at its fair share of the part); otherwise a new
-// kApplying entry owned by this backend (kOwned, *index).
+// kApplying entry owned by this backend (kOwned, *index), and *flush_due if db holds half its
+// share of the part unflushed with it (the caller asks for a flush, so that the ids are written
+// before calls find the part full and wait for it).
 IdLookup LookUpRequestId(RequestIdTable* t, Oid db, int32 counter, const char* id, int len,
-                         TimestampTz now, int64 window_us, int64* result, uint32* index);
+                         TimestampTz now, int64 window_us, int64* result, uint32* index,
+                         bool* flush_due);
 // The call found the id in slotted_counter.requests: the entry becomes kDurable with its result
 // and time.
 void KnownRequestId(RequestIdTable* t, uint32 index, int64 result, TimestampTz applied_at);

@@ -15,6 +15,9 @@
 #      next call fails after 10 s (begun first, it waits while 1 and 2 run); another database's
 #      calls complete at once, where before they waited 10 s for the other database's flush and
 #      failed with 53400. Every id counts once in both databases afterwards.
+#   4. A database whose request ids unflushed reach half its share of a part asks its flusher for
+#      a flush: the ids are written before calls find the part full and wait (the flusher, asked
+#      by nothing else here, writes them).
 # The flusher runs only when asked (flush_interval = 0) and stays (idle_timeout = 0): a new
 # flusher would drop its database's indexes.
 
@@ -38,11 +41,11 @@ slotted_counter.max_request_ids = 2048
 });
 $node->safe_psql('postgres', q{
 CREATE DATABASE mem; CREATE DATABASE ranks; CREATE DATABASE other;
-CREATE DATABASE flood; CREATE DATABASE quiet;
+CREATE DATABASE flood; CREATE DATABASE quiet; CREATE DATABASE early;
 CREATE ROLE hog LOGIN; CREATE ROLE meek LOGIN;
 GRANT CREATE ON DATABASE ranks TO hog, meek;
 });
-$node->safe_psql($_, 'CREATE EXTENSION slotted_counter') for qw(mem ranks other flood quiet);
+$node->safe_psql($_, 'CREATE EXTENSION slotted_counter') for qw(mem ranks other flood quiet early);
 
 my $ready = q{SELECT rank_indexes FROM slotted_counter.stats WHERE datname = current_database()};
 
@@ -172,6 +175,19 @@ SELECT sc_sum('f', 1)}),
 	"t\n2500\n2500", "the flood's ids count once each");
 is($node->safe_psql('quiet', q{SELECT sc_rollup() >= 0, sc_sum('q', 1)}),
 	't|10', "quiet's count once each");
+
+# 4. Once flood's and quiet's ids are written, early is alone: its share of each part is
+# (1024 - 1024 / 16) = 960 ids, so 1200 calls (about 600 ids a part, within the share) pass half
+# of it in both parts.
+$node->safe_psql($_, 'SELECT sc_rollup()') for qw(flood quiet);
+is($node->safe_psql('early', q{SELECT sc_create('e', 'buffered');
+SELECT count(sc_incr_once('e', 1, 1, 'early-' || g)) FROM generate_series(1, 1200) g}),
+	"e\n1200", 'calls with new ids take half the share of their parts');
+ok($node->poll_query_until('early', q{SELECT count(*) > 0 FROM slotted_counter.requests}),
+	'and their flush comes without a sc_rollup() or a flush interval');
+is($node->safe_psql('early', q{SELECT sc_rollup() >= 0;
+SELECT count(*), sum(result) FROM slotted_counter.requests}),
+	"t\n1200|720600", 'every id written once, with its result');
 
 $node->stop;
 done_testing();
