@@ -35,13 +35,16 @@ Size StoredFilterBytes() {
   return Size(StoredFilterWords(uint64(settings.stored_keys_filter) * 1024) * sizeof(uint64));
 }
 
+// Every database's filter, in an allocation of its own ("slotted_counter stored keys" in
+// pg_shmem_allocations): memory per database, not per value.
+Size StoredFiltersSize() { return mul_size(StoredFilterBytes(), settings.max_databases); }
+
 Size SharedStateSize() {
   Size size = MAXALIGN(sizeof(SharedState));
   size = add_size(size, MAXALIGN(mul_size(sizeof(DatabaseSlot), settings.max_databases)));
   size = add_size(size, MAXALIGN(mul_size(mul_size(sizeof(DirtyRef), settings.max_databases),
                                           DirtyRingCapacity(uint32(settings.max_entries)))));
   size = add_size(size, MAXALIGN(mul_size(sizeof(WriteThroughRequest), MaxBackends)));
-  size = add_size(size, mul_size(StoredFilterBytes(), settings.max_databases));
   size = add_size(size, 64);  // the partition readers are cache-line aligned
   size = add_size(size, mul_size(sizeof(PartitionReaders), kPartitions));
   size = add_size(size, 64);  // the counter table is cache-line aligned
@@ -58,7 +61,7 @@ Size SharedStateSize() {
 }  // namespace
 
 void RequestSharedState() {
-  RequestAddinShmemSpace(SharedStateSize());
+  RequestAddinShmemSpace(add_size(SharedStateSize(), StoredFiltersSize()));
   RequestNamedLWLockTranche(kTranche,
                             kPartitions + 1 + kIdParts + kApplyLocks + kRankLocks + kKeyCacheLocks);
 }
@@ -100,8 +103,10 @@ bool CreateSharedState() {
     auto* ring_refs = reinterpret_cast<DirtyRef*>(p);
     p += MAXALIGN(sizeof(DirtyRef) * settings.max_databases * size_t(ring_capacity));
     uint64 filter_words = StoredFilterBytes() / sizeof(uint64);
-    auto* filter_words_at = reinterpret_cast<std::atomic<uint64_t>*>(p);
-    p += StoredFilterBytes() * settings.max_databases;
+    bool filters_found;
+    auto* filter_words_at = static_cast<std::atomic<uint64_t>*>(
+        ShmemInitStruct("slotted_counter stored keys", StoredFiltersSize(), &filters_found));
+    Assert(!filters_found);
     for (int i = 0; i < settings.max_databases; i++) {
       DatabaseSlot* slot = &s->slots[i];
       memset(static_cast<void*>(slot), 0, sizeof(*slot));

@@ -160,7 +160,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 26;
+constexpr uint32 kLayoutVersion = 27;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always

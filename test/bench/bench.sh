@@ -449,6 +449,11 @@ SHMEM_LINES=()
 if wanted shmem; then
     while IFS='|' read -r sname bytes; do
         [[ -n $sname ]] || continue
+        # The filters of stored keys are memory per database (stored_keys_filter each), not per value.
+        if [[ $sname == *"stored keys"* ]]; then
+            SHMEM_LINES+=("| \`$sname\` | $bytes | (per database: $STORED_KEYS_FILTER each) | - |")
+            continue
+        fi
         per=$(awk -v b="$bytes" -v n="$MAX_ENTRIES" 'BEGIN { printf "%.1f", b / n }')
         SHMEM_LINES+=("| \`$sname\` | $bytes | $MAX_ENTRIES | $per |")
     done < <(q "SELECT name, allocated_size FROM pg_shmem_allocations WHERE name ILIKE '%slotted%' ORDER BY name")
