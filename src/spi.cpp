@@ -67,34 +67,51 @@ SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql) {
   return KeptPlan(plan, sql, 5, types, PlanChoice::kCustom);
 }
 
-void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
-                      const int64* keys, const int64* buckets, const int64* values,
-                      const int64* stamps) {
-  auto* counter_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  auto* key_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  auto* bucket_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  auto* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
-  auto* value_datums = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  auto* stamp_datums = stamps != nullptr ? static_cast<Datum*>(palloc(sizeof(Datum) * n)) : nullptr;
+namespace {
+
+// n values as a one-dimensional array of `type`, a by-value type of T's size.
+template <typename T, typename ToDatum>
+Datum ByValueArray(const T* values, int n, Oid type, ToDatum to_datum) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "int4, int8 and timestamptz arrays");
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  for (int i = 0; i < n; i++) datums[i] = to_datum(values[i]);
+  return PointerGetDatum(construct_array(datums, n, type, sizeof(T), true,
+                                         sizeof(T) == 8 ? TYPALIGN_DOUBLE : TYPALIGN_INT));
+}
+
+}  // namespace
+
+Datum Int4Array(const int32* values, int n) {
+  return ByValueArray(values, n, INT4OID, [](int32 v) { return Int32GetDatum(v); });
+}
+
+Datum Int8Array(const int64* values, int n) {
+  return ByValueArray(values, n, INT8OID, [](int64 v) { return Int64GetDatum(v); });
+}
+
+Datum TimestampArray(const int64* values, int n) {
+  return ByValueArray(values, n, TIMESTAMPTZOID, [](int64 v) { return TimestampTzGetDatum(v); });
+}
+
+Datum BucketArray(const int64* buckets, int n) {
+  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * (n + 1)));
   for (int i = 0; i < n; i++) {
-    counter_datums[i] = Int32GetDatum(counters[i]);
-    key_datums[i] = Int64GetDatum(keys[i]);
-    bucket_datums[i] = TimestampTzGetDatum(buckets[i]);
-    bucket_nulls[i] = buckets[i] == kNoBucket;
-    value_datums[i] = Int64GetDatum(values[i]);
-    if (stamps != nullptr) stamp_datums[i] = TimestampTzGetDatum(stamps[i]);
+    datums[i] = TimestampTzGetDatum(buckets[i]);
+    nulls[i] = buckets[i] == kNoBucket;
   }
   int dims[1] = {n};
   int lbs[1] = {1};
-  Datum args[5] = {
-      PointerGetDatum(construct_array(counter_datums, n, INT4OID, 4, true, TYPALIGN_INT)),
-      PointerGetDatum(construct_array(key_datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_md_array(bucket_datums, bucket_nulls, 1, dims, lbs,
-                                         TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_array(value_datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-      stamps != nullptr ? PointerGetDatum(construct_array(stamp_datums, n, TIMESTAMPTZOID, 8, true,
-                                                          TYPALIGN_DOUBLE))
-                        : (Datum)0};
+  return PointerGetDatum(construct_md_array(datums, nulls, 1, dims, lbs, TIMESTAMPTZOID, 8, true,
+                                            TYPALIGN_DOUBLE));
+}
+
+void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
+                      const int64* keys, const int64* buckets, const int64* values,
+                      const int64* stamps) {
+  Datum args[5] = {Int4Array(counters, n), Int8Array(keys, n), BucketArray(buckets, n),
+                   Int8Array(values, n),
+                   stamps != nullptr ? TimestampArray(stamps, n) : (Datum)0};
   // No stamps: the statement does not read $5.
   int rc = SPI_execute_plan(plan, args, stamps != nullptr ? nullptr : "    n", false, 0);
   if (rc != expected_rc) elog(ERROR, "writing slotted_counter tables failed: %d", rc);

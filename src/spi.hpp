@@ -84,6 +84,13 @@ ErrorData* InSubtransaction(Body&& body) {
 
 // ---- one statement over many (counter, key, bucket, value, written_at) rows, as five arrays ----
 
+// SQL arrays of n values (palloc'd): int4[], int8[], timestamptz[], and timestamptz[] of buckets
+// with kNoBucket as NULL.
+Datum Int4Array(const int32* values, int n);
+Datum Int8Array(const int64* values, int n);
+Datum TimestampArray(const int64* values, int n);
+Datum BucketArray(const int64* buckets, int n);
+
 // The plan of sql, whose $1..$5 are int4[], int8[], timestamptz[], int8[], timestamptz[],
 // prepared once and kept in *plan. Inside SPI.
 SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql);

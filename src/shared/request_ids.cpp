@@ -85,19 +85,22 @@ IdHolder* HolderOf(RequestIdPart* t, Oid db, bool take) {
 }
 
 // Every change of an entry's state: db's count of unflushed ids follows.
-void SetState(RequestIdPart* t, RequestIdEntry& e, uint32 state) {
+// Returns how many unflushed ids the entry's database holds in the part now, if the change
+// counted it (0 otherwise).
+uint32 SetState(RequestIdPart* t, RequestIdEntry& e, uint32 state) {
   bool was = Unflushed(e.state), is = Unflushed(state);
   t->pending += (state == kIdPending ? 1 : 0) - (e.state == kIdPending ? 1 : 0);
   e.state = state;
-  if (was == is) return;
+  if (was == is) return 0;
   IdHolder* h = HolderOf(t, e.db, is);
-  if (h == nullptr) return;  // beyond the cells: not counted
+  if (h == nullptr) return 0;  // beyond the cells: not counted
   if (is) {
     h->unflushed++;
   } else {
     Assert(h->unflushed > 0);
     h->unflushed--;
   }
+  return h->unflushed;
 }
 
 // The part as db sees it under the fair share (core/fair_share.hpp).
@@ -109,14 +112,6 @@ ShareView ViewOfPart(RequestIdPart* t, Oid db) {
   return ViewOf(holdings, size_t(n), db, t->capacity, PoolKind::kHeldUntilDone);
 }
 
-// Whether db may take an entry.
-bool MayTake(RequestIdPart* t, Oid db) { return MayTakeFree(ViewOfPart(t, db), 1); }
-
-// Whether db, having just taken an entry, holds half its share of the part unflushed now.
-bool HalfShareReached(RequestIdPart* t, Oid db) {
-  ShareView view = ViewOfPart(t, db);
-  return view.held == std::max<uint64>(view.share / 2, 1);
-}
 
 void Unlink(RequestIdPart* t, uint32 index) {
   RequestIdEntry* es = Entries(t);
@@ -134,11 +129,11 @@ void Free(RequestIdPart* t, uint32 index) {
   t->used--;
 }
 
-// A free entry, or a kDurable one (its id is in the table) taken from its chain, for database db;
-// kNoEntry if none, or none that db may take.
-uint32 TakeEntry(RequestIdPart* t, Oid db) {
+// A free entry, or a kDurable one (its id is in the table) taken from its chain, for the database
+// that sees the part as `view`; kNoEntry if none, or none that it may take.
+uint32 TakeEntry(RequestIdPart* t, const ShareView& view) {
   RequestIdEntry* es = Entries(t);
-  if (!MayTake(t, db)) return kNoEntry;
+  if (!MayTakeFree(view, 1)) return kNoEntry;
   if (t->free_head != kNoEntry) {
     uint32 index = t->free_head;
     t->free_head = es[index].next;
@@ -183,7 +178,9 @@ IdLookup PartLookUp(RequestIdPart* t, uint32 hash, Oid db, int32 counter, const 
     outcome = IdLookup::kKnown;
   } else {
     // Not known, or known too long ago: this call applies it.
-    uint32 e = found != kNoEntry ? found : TakeEntry(t, db);
+    // db's share is the same before and after its take: it is counted a party either way.
+    ShareView view = ViewOfPart(t, db);
+    uint32 e = found != kNoEntry ? found : TakeEntry(t, view);
     if (e == kNoEntry) {
       outcome = IdLookup::kFull;
     } else {
@@ -199,10 +196,11 @@ IdLookup PartLookUp(RequestIdPart* t, uint32 hash, Oid db, int32 counter, const 
         es[e].next = *head;
         *head = e;
       }
-      SetState(t, es[e], kIdApplying);
+      uint32 held = SetState(t, es[e], kIdApplying);
       es[e].owner_pid = MyProcPid;
       *index = e;
-      *flush_due = HalfShareReached(t, db);
+      // Half its share reached with this take: a flush now writes the ids before the part fills.
+      *flush_due = held == std::max<uint64>(view.share / 2, 1);
     }
   }
   LWLockRelease(t->lock);

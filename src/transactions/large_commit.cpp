@@ -26,32 +26,6 @@ void ReleaseHolds() {
   nheld = 0;
 }
 
-Datum Int4Array(const int32* values, int n) {
-  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
-  for (int i = 0; i < n; i++) datums[i] = Int32GetDatum(values[i]);
-  return PointerGetDatum(construct_array(datums, n, INT4OID, 4, true, TYPALIGN_INT));
-}
-
-Datum Int8Array(const int64* values, int n) {
-  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
-  for (int i = 0; i < n; i++) datums[i] = Int64GetDatum(values[i]);
-  return PointerGetDatum(construct_array(datums, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
-}
-
-// Buckets, kNoBucket as NULL.
-Datum BucketArray(const int64* buckets, int n) {
-  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
-  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * (n + 1)));
-  for (int i = 0; i < n; i++) {
-    datums[i] = TimestampTzGetDatum(buckets[i]);
-    nulls[i] = buckets[i] == kNoBucket;
-  }
-  int dims[1] = {n};
-  int lbs[1] = {1};
-  return PointerGetDatum(construct_md_array(datums, nulls, 1, dims, lbs, TIMESTAMPTZOID, 8, true,
-                                            TYPALIGN_DOUBLE));
-}
-
 // Step 1: the counters' rows FOR UPDATE, in id order, with the latest snapshot; 42704 naming one
 // dropped since this transaction counted into it.
 void LockCounters(const CounterDef* defs, int n) {
@@ -130,6 +104,26 @@ struct OwnRows {
   }
 };
 
+// Step 5's statements over a counter's rows: $1 the counter, $2, $3 and $4 the keys, buckets and
+// deltas, $5 the commit's time (both stamps of a row), $6 the expiry cutoff (the upsert's).
+#define SC_OWN_ROWS_INSERT                                                                        \
+  "INSERT INTO slotted_counter.key_values AS t "                                                  \
+  "(counter, key, bucket, value, written_at, updated_at) "                                        \
+  "SELECT $1, u.k, u.b, u.d, $5, $5 FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int8[]), "   \
+  "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "   \
+  "AS u(k, b, d)"
+
+// Runs one of them in a subtransaction: nullptr, or the error it raised; *rc is SPI's code.
+ErrorData* ExecuteOwnRows(const char* sql, const CounterDef& def, const OwnRows& rows,
+                          TimestampTz now, int64 cutoff, int* rc) {
+  Oid types[6] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID,
+                  TIMESTAMPTZOID};
+  Datum args[6] = {Int32GetDatum(def.id),          Int8Array(rows.keys, rows.n),
+                   BucketArray(rows.buckets, rows.n), Int8Array(rows.deltas, rows.n),
+                   TimestampTzGetDatum(now),       TimestampTzGetDatum(cutoff)};
+  return InSubtransaction([&] { *rc = ExecuteWithLatestSnapshot(sql, 6, types, args); });
+}
+
 // Step 5 for rows that are the commit's to write: adds each delta to its key's row (an expired
 // key, last written at or before cutoff, counts from 0), stamped `now`; checks the bounds of
 // bounded rows against the values written.
@@ -137,28 +131,18 @@ void UpsertOwnRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
   int n = rows.n;
   const int64* keys = rows.keys;
   const int64* buckets = rows.buckets;
-  const int64* deltas = rows.deltas;
   const Bounds* bounds = rows.bounds;
   bool bounded = false;
   for (int i = 0; i < n && !bounded; i++)
     bounded = bounds[i].lower != INT64_MIN || bounds[i].upper != INT64_MAX;
   const char* sql =
-      "INSERT INTO slotted_counter.key_values AS t "
-      "(counter, key, bucket, value, written_at, updated_at) "
-      "SELECT $1, u.k, u.b, u.d, $5, $5 FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int8[]), "
-      "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
-      "AS u(k, b, d) ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "
+      SC_OWN_ROWS_INSERT " ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "
       "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "
       "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, "
       "written_at = GREATEST(t.written_at, excluded.written_at), updated_at = excluded.updated_at";
   if (bounded) sql = psprintf("%s RETURNING t.key, t.bucket, t.value", sql);
-  Oid types[6] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID,
-                  TIMESTAMPTZOID};
-  Datum args[6] = {Int32GetDatum(def.id),          Int8Array(keys, n), BucketArray(buckets, n),
-                   Int8Array(deltas, n),           TimestampTzGetDatum(now),
-                   TimestampTzGetDatum(cutoff)};
   int rc = 0;
-  ErrorData* error = InSubtransaction([&] { rc = ExecuteWithLatestSnapshot(sql, 6, types, args); });
+  ErrorData* error = ExecuteOwnRows(sql, def, rows, now, cutoff, &rc);
   if (error != nullptr && error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
     ReportValueOutOfRange(def.name, "A key's value plus this transaction's change leaves the "
                                     "bigint range. Nothing of this transaction is committed.");
@@ -198,17 +182,8 @@ void UpsertOwnRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
 void InsertNewRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, int64 cutoff) {
   // Its bounded increments admitted the delta from 0 (the statement read no row).
   for (int i = 0; i < rows.n; i++) Assert(rows.bounds[i].Admit(rows.deltas[i]));
-  const char* sql =
-      "INSERT INTO slotted_counter.key_values (counter, key, bucket, value, written_at, updated_at) "
-      "SELECT $1, u.k, u.b, u.d, $5, $5 FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int8[]), "
-      "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "
-      "AS u(k, b, d)";
-  Oid types[5] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
-  Datum args[5] = {Int32GetDatum(def.id), Int8Array(rows.keys, rows.n),
-                   BucketArray(rows.buckets, rows.n), Int8Array(rows.deltas, rows.n),
-                   TimestampTzGetDatum(now)};
   int rc = 0;
-  ErrorData* error = InSubtransaction([&] { rc = ExecuteWithLatestSnapshot(sql, 5, types, args); });
+  ErrorData* error = ExecuteOwnRows(SC_OWN_ROWS_INSERT, def, rows, now, cutoff, &rc);
   if (error != nullptr && error->sqlerrcode == ERRCODE_UNIQUE_VIOLATION) {
     FreeErrorData(error);
     UpsertOwnRows(def, rows, now, cutoff);
