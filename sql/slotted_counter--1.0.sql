@@ -35,33 +35,31 @@ CREATE TABLE slotted_counter.counters (
 CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_counter.counters.id;
 
 -- The lagged values: one row per counter, key and bucket, current as of the last flush. bucket
--- is NULL for an unbucketed counter. Written by the flusher (and deleted by sc_drop,
--- sc_drop_buckets and retention); no foreign key, because the flusher locks each counter row
--- once per flush instead of once per key. Half of each page is left free, so that a flush's
+-- is '-infinity' for an unbucketed counter (as in deltas, requests and counter_totals: a bucket
+-- is never NULL, so that (counter, key, bucket) is the primary key; a bucketed counter refuses an
+-- infinite time, so no bucket of one is '-infinity'). Written by the flusher (and deleted by
+-- sc_drop, sc_drop_buckets and retention); no foreign key, because the flusher locks each counter
+-- row once per flush instead of once per key. Half of each page is left free, so that a flush's
 -- update of a row is a HOT update on the same page (no new index entry); the price is storage,
--- up to twice the pages. id is the row's identity for logical replication: a publication that
--- includes the table replicates the flusher's UPDATEs and the DELETEs of drops by the primary key
--- (bucket, nullable, cannot be part of one); set once, when the row is inserted, so an update
--- stays HOT. updated_at is when the flusher last wrote the row (attachments find the rows
--- changed since their last run by it); written_at is the time of the key's last write (a
--- buffered write's, a transactional commit's): a key of a counter with a retention expires
--- `retain` after it.
-CREATE SEQUENCE slotted_counter.key_values_id_seq AS bigint;
+-- up to twice the pages. The primary key is the row's identity for logical replication: a
+-- publication that includes the table replicates the flusher's UPDATEs and the DELETEs of drops
+-- by it. updated_at is when the flusher last wrote the row (attachments find the rows changed
+-- since their last run by it); written_at is the time of the key's last write (a buffered
+-- write's, a transactional commit's): a key of a counter with a retention expires `retain` after
+-- it.
 CREATE TABLE slotted_counter.key_values (
     counter    integer     NOT NULL,
     key        bigint      NOT NULL,
-    bucket     timestamptz,
+    bucket     timestamptz NOT NULL DEFAULT '-infinity',
     value      bigint      NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now(),
-    id         bigint      NOT NULL DEFAULT nextval('slotted_counter.key_values_id_seq'),
     written_at timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT key_values_pkey PRIMARY KEY (id),
-    CONSTRAINT key_values_counter_key_bucket UNIQUE NULLS NOT DISTINCT (counter, key, bucket)
+    CONSTRAINT key_values_pkey PRIMARY KEY (counter, key, bucket)
 ) WITH (fillfactor = 50);
-ALTER SEQUENCE slotted_counter.key_values_id_seq OWNED BY slotted_counter.key_values.id;
--- A range of buckets is read by its starts: bucket >= since AND bucket < until.
+-- A range of buckets is read by its starts: bucket >= since AND bucket < until (since is never
+-- '-infinity': a query adds bucket > '-infinity' where it could be, so that this index serves).
 CREATE INDEX key_values_counter_bucket ON slotted_counter.key_values (counter, bucket)
-    WHERE bucket IS NOT NULL;
+    WHERE bucket > '-infinity';
 
 -- Committed increments of transactional counters not yet folded into key_values: one row per
 -- counter, key and bucket per committing transaction, inserted by that transaction as it commits
@@ -71,7 +69,7 @@ CREATE INDEX key_values_counter_bucket ON slotted_counter.key_values (counter, b
 CREATE TABLE slotted_counter.deltas (
     counter    integer     NOT NULL,
     key        bigint      NOT NULL,
-    bucket     timestamptz,
+    bucket     timestamptz NOT NULL DEFAULT '-infinity',
     delta      bigint      NOT NULL,
     written_at timestamptz NOT NULL DEFAULT now()  -- the commit's time: key_values.written_at later
 ) USING heap;
@@ -104,7 +102,7 @@ CREATE TABLE slotted_counter.requests (
     counter    integer     NOT NULL,
     request_id text        COLLATE "C" NOT NULL,
     key        bigint      NOT NULL,
-    bucket     timestamptz,
+    bucket     timestamptz NOT NULL DEFAULT '-infinity',
     result     bigint      NOT NULL,
     applied_at timestamptz NOT NULL,
     PRIMARY KEY (counter, request_id)
@@ -136,17 +134,16 @@ CREATE TABLE slotted_counter.key_creators (
 );
 
 -- The sum of each (counter, bucket) over every key's row of slotted_counter.key_values (a bucket of
--- NULL: unbucketed), kept by the triggers below in the transaction of every statement that
+-- '-infinity': unbucketed), kept by the triggers below in the transaction of every statement that
 -- changes key_values, so that sc_total reads a row per bucket instead of a row per key. numeric: a
 -- sum of bigints need not be one. Not dumped: restoring key_values fills it, through the same
--- triggers. No primary key (bucket is nullable): a publication replicates it by the whole row.
+-- triggers.
 CREATE TABLE slotted_counter.counter_totals (
     counter integer     NOT NULL,
-    bucket  timestamptz,
+    bucket  timestamptz NOT NULL DEFAULT '-infinity',
     value   numeric     NOT NULL,
-    CONSTRAINT counter_totals_counter_bucket UNIQUE NULLS NOT DISTINCT (counter, bucket)
+    CONSTRAINT counter_totals_pkey PRIMARY KEY (counter, bucket)
 ) WITH (fillfactor = 50);
-ALTER TABLE slotted_counter.counter_totals REPLICA IDENTITY FULL;
 CREATE FUNCTION slotted_counter.key_values_changed() RETURNS trigger
     AS 'MODULE_PATHNAME', 'sc_key_values_changed' LANGUAGE C;
 REVOKE ALL ON FUNCTION slotted_counter.key_values_changed() FROM PUBLIC;
@@ -194,7 +191,6 @@ REVOKE ALL ON FUNCTION slotted_counter.forget_stored_keys() FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_values', '');
-SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_values_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.requests', '');
@@ -487,11 +483,13 @@ $$;
 -- its caller, so that each role sees the rows of the counters it may read. A key of an
 -- unbucketed counter that has expired (last written `retain` ago or more) is left out at once,
 -- as every read leaves it out, whether or not the flusher has deleted its row. key_text is the key
--- as text for a counter of either kind; key is the bigint key, NULL for a counter keyed by text.
+-- as text for a counter of either kind; key is the bigint key, NULL for a counter keyed by text;
+-- bucket is NULL for an unbucketed counter (its rows hold '-infinity').
 CREATE VIEW slotted_counter.lagged WITH (security_invoker = true) AS
     SELECT c.name::slotted_counter AS counter,
            CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'bigint' THEN t.key END AS key,
-           t.bucket, t.value, t.updated_at, t.written_at,
+           CASE WHEN c.bucket IS NOT NULL THEN t.bucket END AS bucket,
+           t.value, t.updated_at, t.written_at,
            CASE WHEN c.key_type OPERATOR(pg_catalog.=) 'bigint' THEN t.key::text
                 ELSE k.key END AS key_text
     FROM slotted_counter.key_values t JOIN slotted_counter.counters c
@@ -717,8 +715,6 @@ COMMENT ON SEQUENCE slotted_counter.keys_id_seq IS
     'the ids of text keys';
 COMMENT ON TABLE slotted_counter.key_values IS
     'each value as of its last flush (lagged); written by the flusher';
-COMMENT ON SEQUENCE slotted_counter.key_values_id_seq IS
-    'the ids of the rows of slotted_counter.key_values, their identity for logical replication';
 COMMENT ON TABLE slotted_counter.deltas IS
     'committed increments of transactional counters not yet folded into key_values';
 COMMENT ON TABLE slotted_counter.attachments IS

@@ -93,23 +93,10 @@ Datum TimestampArray(const int64* values, int n) {
   return ByValueArray(values, n, TIMESTAMPTZOID, [](int64 v) { return TimestampTzGetDatum(v); });
 }
 
-Datum BucketArray(const int64* buckets, int n) {
-  auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
-  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * (n + 1)));
-  for (int i = 0; i < n; i++) {
-    datums[i] = TimestampTzGetDatum(buckets[i]);
-    nulls[i] = buckets[i] == kNoBucket;
-  }
-  int dims[1] = {n};
-  int lbs[1] = {1};
-  return PointerGetDatum(construct_md_array(datums, nulls, 1, dims, lbs, TIMESTAMPTZOID, 8, true,
-                                            TYPALIGN_DOUBLE));
-}
-
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
                       const int64* keys, const int64* buckets, const int64* values,
                       const int64* stamps) {
-  Datum args[5] = {Int4Array(counters, n), Int8Array(keys, n), BucketArray(buckets, n),
+  Datum args[5] = {Int4Array(counters, n), Int8Array(keys, n), TimestampArray(buckets, n),
                    Int8Array(values, n),
                    stamps != nullptr ? TimestampArray(stamps, n) : (Datum)0};
   // No stamps: the statement does not read $5.

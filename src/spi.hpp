@@ -10,9 +10,16 @@
 
 #include <initializer_list>
 
+#include "core/counter_table.hpp"
 #include "pg.hpp"
 
+// The bucket of an unbucketed counter's keys in the tables (key_values, deltas, requests,
+// counter_totals): never NULL, so that a bucket is part of a primary key. kNoBucket in C++.
+#define SC_NO_BUCKET "'-infinity'::pg_catalog.timestamptz"
+
 namespace sc {
+
+static_assert(kNoBucket == DT_NOBEGIN, "an unbucketed key's bucket is stored as -infinity");
 
 // Between ConnectSpi and FinishSpi, CurrentMemoryContext is SPI's procedure context, which
 // SPI_finish deletes: whatever must outlive the session (a result handed to the caller) is
@@ -84,20 +91,18 @@ ErrorData* InSubtransaction(Body&& body) {
 
 // ---- one statement over many (counter, key, bucket, value, written_at) rows, as five arrays ----
 
-// SQL arrays of n values (palloc'd): int4[], int8[], timestamptz[], and timestamptz[] of buckets
-// with kNoBucket as NULL.
+// SQL arrays of n values (palloc'd): int4[], int8[], timestamptz[] (of times or of buckets:
+// kNoBucket is '-infinity').
 Datum Int4Array(const int32* values, int n);
 Datum Int8Array(const int64* values, int n);
 Datum TimestampArray(const int64* values, int n);
-Datum BucketArray(const int64* buckets, int n);
 
 // The plan of sql, whose $1..$5 are int4[], int8[], timestamptz[], int8[], timestamptz[],
 // prepared once and kept in *plan. Inside SPI.
 SPIPlanPtr KeyArrayPlan(SPIPlanPtr* plan, const char* sql);
 
-// Executes plan with the n rows as its five arrays (a bucket of kNoBucket becomes NULL; stamps
-// may be nullptr, for a statement that does not read $5, then NULL); fails unless SPI answers
-// expected_rc. Inside SPI.
+// Executes plan with the n rows as its five arrays (stamps may be nullptr, for a statement that
+// does not read $5, then NULL); fails unless SPI answers expected_rc. Inside SPI.
 void ExecuteKeyArrays(SPIPlanPtr plan, int expected_rc, int n, const int32* counters,
                       const int64* keys, const int64* buckets, const int64* values,
                       const int64* stamps);

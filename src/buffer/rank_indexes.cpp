@@ -231,7 +231,8 @@ void BuildSlot(int i, Oid db, int32 counter) {
   if (SPI_processed == 0) return;
   SPIPlanPtr plan = KeptPlan(&plan_build,
                              "SELECT key, value FROM slotted_counter.key_values "
-                             "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
+                             "WHERE counter OPERATOR(pg_catalog.=) $1 "
+                             "AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " "
                              "AND value OPERATOR(pg_catalog.<>) 0",
                              1, &type);
   Datum arg = Int32GetDatum(counter);

@@ -57,16 +57,17 @@ const char* const kStoredManySql[2] = {
     "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) "
     "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.key_values t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
-    "AND t.bucket IS NULL) x ON true ORDER BY k.n",
+    "AND t.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ") x ON true ORDER BY k.n",
     "SELECT k.key, CASE WHEN GREATEST(x.w, y.w) OPERATOR(pg_catalog.>) $3 "
     "THEN (COALESCE(x.v, 0) OPERATOR(pg_catalog.+) COALESCE(y.v, 0))::pg_catalog.int8 ELSE 0 END "
     "FROM pg_catalog.unnest($2::pg_catalog.int8[]) WITH ORDINALITY AS k(key, n) "
     "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.key_values t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
-    "AND t.bucket IS NULL) x ON true "
+    "AND t.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ") x ON true "
     "CROSS JOIN LATERAL (SELECT pg_catalog.sum(d.delta) AS v, pg_catalog.max(d.written_at) AS w "
     "FROM slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
-    "AND d.key OPERATOR(pg_catalog.=) k.key AND d.bucket IS NULL) y ORDER BY k.n"};
+    "AND d.key OPERATOR(pg_catalog.=) k.key "
+    "AND d.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ") y ORDER BY k.n"};
 
 void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
@@ -116,13 +117,14 @@ void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* valu
 SPIPlanPtr plan_top_stored[2] = {nullptr, nullptr};
 const char* const kTopStoredSql[2] = {
     "SELECT key, value FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
-    "AND bucket IS NULL AND value OPERATOR(pg_catalog.<>) 0 "
+    "AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " AND value OPERATOR(pg_catalog.<>) 0 "
     "AND written_at OPERATOR(pg_catalog.>) $3 ORDER BY value DESC, key LIMIT $2",
     "SELECT key, pg_catalog.sum(v)::pg_catalog.int8 AS value FROM ("
     "SELECT key, value AS v, written_at AS w FROM slotted_counter.key_values "
-    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL UNION ALL "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " UNION ALL "
     "SELECT key, delta, written_at FROM slotted_counter.deltas "
-    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) s "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ") s "
     "GROUP BY key HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 "
     "AND pg_catalog.max(w) OPERATOR(pg_catalog.>) $3 ORDER BY 2 DESC, key LIMIT $2"};
 
@@ -211,14 +213,17 @@ SPIPlanPtr plan_total_stored[2] = {nullptr, nullptr};
 const char* const kTotalStoredSql[2] = {
     "SELECT COALESCE(pg_catalog.sum(t.value), 0)::pg_catalog.int8 "
     "FROM slotted_counter.key_values t "
-    "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.bucket IS NULL "
+    "WHERE t.counter OPERATOR(pg_catalog.=) $1 "
+    "AND t.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " "
     "AND t.written_at OPERATOR(pg_catalog.>) $3 AND NOT EXISTS (SELECT FROM "
     "pg_catalog.unnest($2::pg_catalog.int8[]) AS r(key) WHERE r.key OPERATOR(pg_catalog.=) t.key)",
     "SELECT COALESCE(pg_catalog.sum(s.v), 0)::pg_catalog.int8 FROM (SELECT key, "
     "pg_catalog.sum(v) AS v, pg_catalog.max(w) AS w FROM (SELECT key, value AS v, written_at AS w "
-    "FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
+    "FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " "
     "UNION ALL SELECT key, delta, written_at FROM slotted_counter.deltas "
-    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL) u GROUP BY key) s "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ") u GROUP BY key) s "
     "WHERE s.w OPERATOR(pg_catalog.>) $3 AND NOT EXISTS (SELECT FROM "
     "pg_catalog.unnest($2::pg_catalog.int8[]) AS r(key) WHERE r.key OPERATOR(pg_catalog.=) s.key)"};
 

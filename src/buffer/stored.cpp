@@ -16,46 +16,38 @@ bool StoredReadsNeedDeltas() {
 
 namespace {
 
-// [transactional][bucketed]
-SPIPlanPtr plan_stored[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+// [transactional]
+SPIPlanPtr plan_stored[2] = {nullptr, nullptr};
 
-#define SC_TOTALS_OF(column, bucket_match)                                                        \
+#define SC_ROW_OF(column)                                                                         \
   "(SELECT " column " FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "   \
-  "AND key OPERATOR(pg_catalog.=) $2 AND " bucket_match ")"
-#define SC_DELTAS_OF(bucket_match)                                                                \
-  "(SELECT pg_catalog.sum(delta) AS s, pg_catalog.max(written_at) AS w "                          \
-  "FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "                          \
-  "AND key OPERATOR(pg_catalog.=) $2 AND " bucket_match ") d"
+  "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3)"
+
 // A transactional value is its key_values row plus its committed, not yet folded deltas, read in
 // one snapshot (a fold moves rows from one to the other in one transaction); its last write is the
 // later of the row's and the deltas'.
-#define SC_STORED_WITH_DELTAS(bucket_match)                                                       \
-  "SELECT (COALESCE(" SC_TOTALS_OF("value", bucket_match) ", 0) OPERATOR(pg_catalog.+) "          \
-  "COALESCE(d.s, 0))::pg_catalog.int8, GREATEST("                                     \
-  SC_TOTALS_OF("written_at", bucket_match) ", d.w) FROM " SC_DELTAS_OF(bucket_match)
-
-const char* const kStoredSql[2][2] = {
-    {"SELECT value, written_at FROM slotted_counter.key_values "
-     "WHERE counter OPERATOR(pg_catalog.=) $1 "
-     "AND key OPERATOR(pg_catalog.=) $2 AND bucket IS NULL",
-     "SELECT value, written_at FROM slotted_counter.key_values "
-     "WHERE counter OPERATOR(pg_catalog.=) $1 "
-     "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3"},
-    {SC_STORED_WITH_DELTAS("bucket IS NULL"),
-     SC_STORED_WITH_DELTAS("bucket OPERATOR(pg_catalog.=) $3")}};
+const char* const kStoredSql[2] = {
+    "SELECT value, written_at FROM slotted_counter.key_values "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3",
+    "SELECT (COALESCE(" SC_ROW_OF("value") ", 0) OPERATOR(pg_catalog.+) "
+    "COALESCE(d.s, 0))::pg_catalog.int8, GREATEST(" SC_ROW_OF("written_at") ", d.w) "
+    "FROM (SELECT pg_catalog.sum(delta) AS s, pg_catalog.max(written_at) AS w "
+    "FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
+    "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3) d"};
 
 // The value and written_at columns of k's row in slotted_counter.key_values (0 and kNoWrite if it
-// has none), read in `snapshot` through the table's unique index (counter, key, bucket) without a
-// query: the load of a key not seen before is this one index probe. It reads what the superuser's query would (no privilege check, no row
-// security). False when the index is not as the scripts made it (dropped, invalid, rebuilt on
-// other columns): the caller runs the query instead.
+// has none), read in `snapshot` through the table's primary key (counter, key, bucket) without a
+// query: the load of a key not seen before is this one index probe. It reads what the superuser's
+// query would (no privilege check, no row security). False when the index is not as the scripts
+// made it (dropped, invalid, rebuilt on other columns): the caller runs the query instead.
 bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* stamp) {
   Oid relid = ExtensionRelation("key_values");
   if (!OidIsValid(relid)) return false;
   Relation rel = table_open(relid, AccessShareLock);
   // Looked up under the table's lock (which a DROP INDEX waits for), in the table's schema; and
   // opened only if it still exists (DROP INDEX CONCURRENTLY does not wait for that lock).
-  Oid indexid = get_relname_relid("key_values_counter_key_bucket", RelationGetNamespace(rel));
+  Oid indexid = get_relname_relid("key_values_pkey", RelationGetNamespace(rel));
   Relation index = OidIsValid(indexid) ? try_relation_open(indexid, AccessShareLock) : nullptr;
   if (index == nullptr || index->rd_rel->relkind != RELKIND_INDEX) {
     if (index != nullptr) relation_close(index, NoLock);
@@ -86,12 +78,8 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* 
     ScanKeyData keys[3];
     ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(k.counter));
     ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(k.key));
-    if (k.bucket == kNoBucket)
-      ScanKeyEntryInitialize(&keys[2], SK_ISNULL | SK_SEARCHNULL, 3, InvalidStrategy, InvalidOid,
-                             InvalidOid, InvalidOid, (Datum)0);
-    else
-      ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_TIMESTAMPTZ_EQ,
-                  TimestampTzGetDatum(k.bucket));
+    ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_TIMESTAMPTZ_EQ,
+                TimestampTzGetDatum(k.bucket));
     IndexScanDesc scan = BeginIndexScan(rel, index, snapshot, 3, 0);
     index_rescan(scan, keys, 3, nullptr, 0);
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
@@ -134,11 +122,11 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
   int64 written = kNoWrite;
   if (transactional || !ReadTotalsRow(k, snapshot, &value, &written)) {
     SpiSession spi = ConnectSpi();
-    bool bucketed = k.bucket != kNoBucket;
     static const Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
-    SPIPlanPtr plan = KeptPlan(&plan_stored[transactional][bucketed],
-                               kStoredSql[transactional][bucketed], bucketed ? 3 : 2, types);
-    Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key), Int64GetDatum(k.bucket)};
+    SPIPlanPtr plan =
+        KeptPlan(&plan_stored[transactional], kStoredSql[transactional], 3, types);
+    Datum args[3] = {Int32GetDatum(k.counter), Int64GetDatum(k.key),
+                     TimestampTzGetDatum(k.bucket)};
     int rc = SPI_execute_snapshot(plan, args, nullptr, snapshot, InvalidSnapshot, true, false, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);
     if (SPI_processed == 1) {

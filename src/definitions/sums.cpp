@@ -29,7 +29,7 @@ namespace {
   "INSERT INTO slotted_counter.counter_totals AS s (counter, bucket, value) "                     \
   "SELECT counter, bucket, pg_catalog.sum(v) FROM (" rows ") c GROUP BY counter, bucket "         \
   "HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY counter, bucket "                  \
-  "ON CONFLICT ON CONSTRAINT counter_totals_counter_bucket DO UPDATE "                            \
+  "ON CONFLICT ON CONSTRAINT counter_totals_pkey DO UPDATE "                            \
   "SET value = s.value OPERATOR(pg_catalog.+) excluded.value"
 #define SC_NEW_ROWS "SELECT counter, bucket, value::pg_catalog.numeric AS v FROM new_rows"
 #define SC_OLD_ROWS \

@@ -38,7 +38,8 @@ SPIPlanPtr plans[3][2][2];
 char* StoredRows(bool transactional, bool some_keys) {
   const char* const kRows =
       "SELECT s.key, s.bucket, s.%s AS v FROM slotted_counter.%s s "
-      "WHERE s.counter OPERATOR(pg_catalog.=) $1 AND s.bucket OPERATOR(pg_catalog.>=) $2 "
+      "WHERE s.counter OPERATOR(pg_catalog.=) $1 AND s.bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET
+      " AND s.bucket OPERATOR(pg_catalog.>=) $2 "
       "AND s.bucket OPERATOR(pg_catalog.<) $3 %s AND NOT EXISTS (SELECT FROM "
       "ROWS FROM (pg_catalog.unnest($5::pg_catalog.int8[]), "
       "pg_catalog.unnest($6::pg_catalog.timestamptz[])) AS r(key, bucket) "
@@ -272,7 +273,8 @@ int64 DropBuckets(const CounterDef& def, TimestampTz before) {
   Datum args[4] = {id, TimestampTzGetDatum(before), Int8Array(keys, n), TimestampArray(buckets, n)};
   rc = ExecuteWithLatestSnapshot(
       "WITH t AS (DELETE FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket), "
+      "AND bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET " AND bucket OPERATOR(pg_catalog.<) $2 "
+      "RETURNING key, bucket), "
       "d AS (DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket) "
       "SELECT pg_catalog.count(*) FROM (SELECT key, bucket FROM t UNION SELECT key, bucket FROM d "

@@ -101,11 +101,10 @@ bool ClaimRequest(int32 counter, text* id, int64 key, int64 bucket, int64 result
       7, types);
   Interval window{WindowMicros(), 0, 0};
   Datum args[7] = {Int32GetDatum(counter),     PointerGetDatum(id),
-                   Int64GetDatum(key),         Int64GetDatum(bucket),
+                   Int64GetDatum(key),         TimestampTzGetDatum(bucket),
                    Int64GetDatum(result),      TimestampTzGetDatum(at),
                    IntervalPGetDatum(&window)};
-  char nulls[7] = {' ', ' ', ' ', bucket == kNoBucket ? 'n' : ' ', ' ', ' ', ' '};
-  if (SPI_execute_plan(claim, args, nulls, false, 0) != SPI_OK_INSERT)
+  if (SPI_execute_plan(claim, args, nullptr, false, 0) != SPI_OK_INSERT)
     elog(ERROR, "writing slotted_counter.requests failed");
   bool claimed = SPI_processed == 1;
   FinishSpi(spi);

@@ -13,12 +13,13 @@ namespace {
 SPIPlanPtr plan_above[2] = {nullptr, nullptr};
 const char* const kAboveSql[2] = {
     "SELECT pg_catalog.count(*) FROM slotted_counter.key_values "
-    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket IS NULL "
+    "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " "
     "AND value OPERATOR(pg_catalog.>) $2 AND value OPERATOR(pg_catalog.<>) 0 "
     "AND key OPERATOR(pg_catalog.<>) $3 AND written_at OPERATOR(pg_catalog.>) $4",
     "SELECT pg_catalog.count(*) FROM (SELECT key, pg_catalog.sum(value) AS s "
     "FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
-    "AND bucket OPERATOR(pg_catalog.>=) $4 AND bucket OPERATOR(pg_catalog.<) $5 GROUP BY key) x "
+    "AND bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET " AND bucket OPERATOR(pg_catalog.>=) $4 "
+    "AND bucket OPERATOR(pg_catalog.<) $5 GROUP BY key) x "
     "WHERE s OPERATOR(pg_catalog.>) $2 AND s OPERATOR(pg_catalog.<>) 0 "
     "AND key OPERATOR(pg_catalog.<>) $3"};
 

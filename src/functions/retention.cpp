@@ -104,8 +104,8 @@ bool StoredBefore(int32 id, TimestampTz before) {
   SPIPlanPtr plan = KeptPlan(
       &plan_stored_before,
       "SELECT EXISTS (SELECT FROM slotted_counter.key_values "
-      "WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND bucket OPERATOR(pg_catalog.<) $2) OR EXISTS (SELECT FROM slotted_counter.deltas "
+      "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET
+      " AND bucket OPERATOR(pg_catalog.<) $2) OR EXISTS (SELECT FROM slotted_counter.deltas "
       "WHERE counter OPERATOR(pg_catalog.=) $1 AND bucket OPERATOR(pg_catalog.<) $2)",
       2, types);
   Datum args[2] = {Int32GetDatum(id), TimestampTzGetDatum(before)};
@@ -144,7 +144,8 @@ int Candidates(const CounterDef& def, TimestampTz before, Candidate** out) {
   SPIPlanPtr plan = KeptPlan(
       &plan_candidates,
       "SELECT key FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND bucket IS NULL AND written_at OPERATOR(pg_catalog.<) $2 LIMIT $3",
+      "AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET
+      " AND written_at OPERATOR(pg_catalog.<) $2 LIMIT $3",
       3, types);
   Datum args[3] = {Int32GetDatum(def.id), TimestampTzGetDatum(before),
                    Int32GetDatum(kKeysPerPass)};
@@ -188,12 +189,14 @@ int64 DeleteExpired(const CounterDef& def, TimestampTz before, const int64* keys
       &plan_expire[with_deltas],
       with_deltas
           ? "DELETE FROM slotted_counter.key_values t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
-            "AND t.bucket IS NULL AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
+            "AND t.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET
+            " AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
             "AND t.written_at OPERATOR(pg_catalog.<) $2 AND t.key NOT IN (SELECT d.key FROM "
             "slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
-            "AND d.bucket IS NULL)"
+            "AND d.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ")"
           : "DELETE FROM slotted_counter.key_values t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
-            "AND t.bucket IS NULL AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
+            "AND t.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET
+            " AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
             "AND t.written_at OPERATOR(pg_catalog.<) $2",
       3, types);
   Datum* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));

@@ -28,7 +28,7 @@ SPIPlanPtr PlanFor(bool series, bool bucketed, bool with_deltas) {
   if (plan != nullptr) return plan;
   const char* in_range = bucketed ? "s.bucket OPERATOR(pg_catalog.>=) $2 "
                                     "AND s.bucket OPERATOR(pg_catalog.<) $3"
-                                  : "s.bucket IS NULL";
+                                  : "s.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET;
   char* rows = psprintf(
       "SELECT s.bucket, s.value AS v FROM slotted_counter.counter_totals s "
       "WHERE s.counter OPERATOR(pg_catalog.=) $1 AND %s",

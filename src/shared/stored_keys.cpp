@@ -69,10 +69,9 @@ bool RowHash(TupleTableSlot* slot, const KeyColumns& k, uint64* h) {
                                    : StoredTextHash(DatumGetInt32(counter), bytes);
     return true;
   }
-  bool bucket_null;
-  Datum bucket = slot_getattr(slot, k.columns[2], &bucket_null);
-  *h = StoredKeyHash(DatumGetInt32(counter), DatumGetInt64(key),
-                     bucket_null ? kNoBucket : DatumGetTimestampTz(bucket));
+  bool isnull;
+  Datum bucket = slot_getattr(slot, k.columns[2], &isnull);
+  *h = StoredKeyHash(DatumGetInt32(counter), DatumGetInt64(key), DatumGetTimestampTz(bucket));
   return true;
 }
 

@@ -15,7 +15,7 @@
   "(counter, key, bucket, value, written_at, updated_at) "                                        \
   "SELECT counter, key, bucket, pg_catalog.sum(delta)::pg_catalog.int8, "                         \
   "pg_catalog.max(written_at), " stamp " FROM folded GROUP BY counter, key, bucket "              \
-  "ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                            \
+  "ON CONFLICT ON CONSTRAINT key_values_pkey DO UPDATE "                            \
   "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = excluded.updated_at, " \
   "written_at = GREATEST(t.written_at, excluded.written_at)"
 #define SC_FOLD_SQL SC_FOLD_SQL_STAMPED("pg_catalog.now()")

@@ -50,7 +50,7 @@ void LockCounters(const CounterDef* defs, int n) {
   }
 }
 
-// Before the holds: every table the commit writes, and its indexes and sequences, locked as its
+// Before the holds: every table the commit writes, and its indexes, locked as its
 // statements will lock them, so that no wait for a lock comes once loads wait for this commit
 // (the lock manager cannot see a loader that waits for the holds).
 void LockTables() {
@@ -65,8 +65,6 @@ void LockTables() {
     list_free(indexes);
     table_close(rel, NoLock);
   }
-  Oid sequence = ExtensionRelation("key_values_id_seq");
-  if (OidIsValid(sequence)) LockRelationOid(sequence, RowExclusiveLock);
 }
 
 // Step 3: the committed deltas of the counters into key_values, every page of them, stamped
@@ -119,7 +117,7 @@ ErrorData* ExecuteOwnRows(const char* sql, const CounterDef& def, const OwnRows&
   Oid types[6] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID,
                   TIMESTAMPTZOID};
   Datum args[6] = {Int32GetDatum(def.id),          Int8Array(rows.keys, rows.n),
-                   BucketArray(rows.buckets, rows.n), Int8Array(rows.deltas, rows.n),
+                   TimestampArray(rows.buckets, rows.n), Int8Array(rows.deltas, rows.n),
                    TimestampTzGetDatum(now),       TimestampTzGetDatum(cutoff)};
   return InSubtransaction([&] { *rc = ExecuteWithLatestSnapshot(sql, 6, types, args); });
 }
@@ -136,7 +134,7 @@ void UpsertOwnRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
   for (int i = 0; i < n && !bounded; i++)
     bounded = bounds[i].lower != INT64_MIN || bounds[i].upper != INT64_MAX;
   const char* sql =
-      SC_OWN_ROWS_INSERT " ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "
+      SC_OWN_ROWS_INSERT " ON CONFLICT ON CONSTRAINT key_values_pkey DO UPDATE "
       "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "
       "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, "
       "written_at = GREATEST(t.written_at, excluded.written_at), updated_at = excluded.updated_at";
@@ -151,11 +149,10 @@ void UpsertOwnRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
     elog(ERROR, "writing slotted_counter.key_values failed: %d", rc);
   for (uint64 r = 0; bounded && r < SPI_processed; r++) {
     HeapTuple tuple = SPI_tuptable->vals[r];
-    bool null_key, null_bucket, null_value;
-    int64 key = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &null_key));
-    Datum b = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &null_bucket);
-    int64 bucket = null_bucket ? kNoBucket : DatumGetTimestampTz(b);
-    int64 value = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 3, &null_value));
+    bool isnull;
+    int64 key = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
+    int64 bucket = DatumGetTimestampTz(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
+    int64 value = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 3, &isnull));
     // The rows are sorted by key, then bucket.
     int lo = 0, hi = n;
     while (lo < hi) {

@@ -218,7 +218,7 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
     Datum values[5] = {Int32GetDatum(counters[i]), Int64GetDatum(keys[i]),
                        TimestampTzGetDatum(buckets[i]), Int64GetDatum(deltas[i]),
                        TimestampTzGetDatum(written_at)};
-    bool nulls[5] = {false, false, buckets[i] == kNoBucket, false, false};
+    bool nulls[5] = {false, false, false, false, false};
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
     simple_heap_insert(rel, tuple);
     if (result_rel->ri_NumIndices > 0) {

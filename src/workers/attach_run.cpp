@@ -49,6 +49,7 @@
 #include "definitions/privileges.hpp"
 #include "settings.hpp"
 #include "shared/flusher_slots.hpp"
+#include "spi.hpp"
 #include "workers/session.hpp"
 
 extern "C" {
@@ -254,7 +255,7 @@ int ChangedValues(const DueAttachment& a, Datum* args) {
   char nulls[2] = {' ', a.has_last_run ? ' ' : 'n'};
   int rc = SPI_execute_with_args(
       "SELECT key, value FROM slotted_counter.key_values WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND bucket IS NULL AND ($2::pg_catalog.timestamptz IS NULL "
+      "AND bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " AND ($2::pg_catalog.timestamptz IS NULL "
       "OR updated_at OPERATOR(pg_catalog.>=) $2)",
       2, types, params, nulls, true, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "reading slotted_counter.key_values failed: %d", rc);

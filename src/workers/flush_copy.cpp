@@ -42,8 +42,6 @@ constexpr int kRowsPerRefill = 512;
 // field count of -1 ends the data.
 constexpr char kSignature[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\377', '\r', '\n', '\0'};
 
-void PutNull(StringInfo s) { pq_sendint32(s, uint32(-1)); }
-
 void PutInt4(StringInfo s, int32 value) {
   pq_sendint32(s, 4);
   pq_sendint32(s, uint32(value));
@@ -53,13 +51,6 @@ void PutInt4(StringInfo s, int32 value) {
 void PutInt8(StringInfo s, int64 value) {
   pq_sendint32(s, 8);
   pq_sendint64(s, uint64(value));
-}
-
-void PutBucket(StringInfo s, int64 bucket) {
-  if (bucket == kNoBucket)
-    PutNull(s);
-  else
-    PutInt8(s, bucket);
 }
 
 // Encodes the next rows (or the trailer) once the bytes read so far are used up.
@@ -133,7 +124,7 @@ void EncodeFresh(StringInfo s, const void* rows, int64 i, bool stamped) {
   pq_sendint16(s, stamped ? 5 : 4);
   PutInt4(s, item.counter);
   PutInt8(s, item.key);
-  PutBucket(s, item.bucket);
+  PutInt8(s, item.bucket);  // kNoBucket: -infinity
   PutInt8(s, item.claim.delta);
   if (stamped) PutInt8(s, StampToStore(item.claim.stamped ? item.claim.stamp : kNoWrite));
 }
@@ -149,7 +140,7 @@ void EncodeRequestId(StringInfo s, const void* rows, int64 i) {
   pq_sendint32(s, uint32(length));
   appendBinaryStringInfo(s, taken.id, length);  // text's binary form: its bytes
   PutInt8(s, taken.key);
-  PutBucket(s, taken.bucket);
+  PutInt8(s, taken.bucket);
   PutInt8(s, taken.result);
   PutInt8(s, taken.applied_at);
 }

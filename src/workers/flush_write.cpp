@@ -22,7 +22,6 @@ constexpr int kBatch = 10000;
 // rows' written_at is this flush's time, and the statements take four arrays, not five).
 SPIPlanPtr plan_flush[2] = {nullptr, nullptr};
 SPIPlanPtr plan_update[2] = {nullptr, nullptr};
-SPIPlanPtr plan_update_bucketed[2] = {nullptr, nullptr};
 
 // The rows of the arrays, unnested in the select list, in step (ProjectSet): in FROM, each
 // unnest would first copy its array into a tuplestore of its own, a tuple per array and row. The
@@ -32,7 +31,7 @@ SPIPlanPtr plan_update_bucketed[2] = {nullptr, nullptr};
   "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])"
 #define SC_FLUSH_ROWS5 SC_FLUSH_ROWS4 ", pg_catalog.unnest($5::pg_catalog.timestamptz[])"
 #define SC_UPSERT                                                                                 \
-  " ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                           \
+  " ON CONFLICT ON CONSTRAINT key_values_pkey DO UPDATE "                           \
   "SET value = t.value OPERATOR(pg_catalog.+) excluded.value, updated_at = pg_catalog.now(), "   \
   "written_at = GREATEST(t.written_at, excluded.written_at)"
 
@@ -42,28 +41,22 @@ const char* const kFlushSql[2] = {
     "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "
     SC_FLUSH_ROWS5 SC_UPSERT};
 
-// Rows of keys flushed before, which mostly have their row: an UPDATE joined on the unique index
+// Rows of keys flushed before, which mostly have their row: an UPDATE joined on the primary key
 // (a nested loop of index scans) skips the upsert's arbiter probe, a new index scan per row, and
-// its tuple lock, a second WAL record per row. An unbucketed key's bucket is NULL, which `=`
-// never matches and `IS NOT DISTINCT FROM` cannot find through the index: two statements.
-#define SC_FLUSH_UPDATE(bucket_rows, bucket_match, written, stamp_rows)                          \
+// its tuple lock, a second WAL record per row.
+#define SC_FLUSH_UPDATE(written, stamp_rows)                                                    \
   "UPDATE slotted_counter.key_values t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
   "updated_at = pg_catalog.now(), written_at = GREATEST(t.written_at, " written ") "           \
   "FROM (SELECT pg_catalog.unnest($1::pg_catalog.int4[]) AS c, "                                 \
-  "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, " bucket_rows stamp_rows                       \
+  "pg_catalog.unnest($2::pg_catalog.int8[]) AS k, "                                              \
+  "pg_catalog.unnest($3::pg_catalog.timestamptz[]) AS b, " stamp_rows                            \
   "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta) u "                                        \
   "WHERE t.counter OPERATOR(pg_catalog.=) u.c AND t.key OPERATOR(pg_catalog.=) u.k "            \
-  "AND " bucket_match
-#define SC_BUCKET_ROWS "pg_catalog.unnest($3::pg_catalog.timestamptz[]) AS b, "
-#define SC_BUCKET_MATCH "t.bucket OPERATOR(pg_catalog.=) u.b"
+  "AND t.bucket OPERATOR(pg_catalog.=) u.b"
 #define SC_STAMP_ROWS "pg_catalog.unnest($5::pg_catalog.timestamptz[]) AS w, "
 
-const char* const kUpdateSql[2] = {
-    SC_FLUSH_UPDATE("", "t.bucket IS NULL", "pg_catalog.now()", ""),
-    SC_FLUSH_UPDATE("", "t.bucket IS NULL", "u.w", SC_STAMP_ROWS)};
-const char* const kUpdateBucketedSql[2] = {
-    SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "pg_catalog.now()", ""),
-    SC_FLUSH_UPDATE(SC_BUCKET_ROWS, SC_BUCKET_MATCH, "u.w", SC_STAMP_ROWS)};
+const char* const kUpdateSql[2] = {SC_FLUSH_UPDATE("pg_catalog.now()", ""),
+                                   SC_FLUSH_UPDATE("u.w", SC_STAMP_ROWS)};
 
 // How items are written: upserts, which cannot fail on a key's row being there or not; plain
 // insertions (fresh keys, by COPY), which fail with 23505 on a key that has a row; UPDATEs (keys
@@ -73,8 +66,6 @@ enum class Statement { kUpsert, kInsert, kUpdate };
 bool AnyStamped(const FlushItem* items, int64 n) {
   return std::any_of(items, items + n, [](const FlushItem& item) { return item.claim.stamped; });
 }
-
-bool Unbucketed(const FlushItem& item) { return item.bucket == kNoBucket; }
 
 // A statement's batch: upserts or UPDATEs.
 void WriteBatch(const FlushItem* items, int64 n, Statement write) {
@@ -86,9 +77,7 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
     plan = KeyArrayPlan(&plan_flush[stamped], kFlushSql[stamped]);
     expected_rc = SPI_OK_INSERT;
   } else {
-    plan = Unbucketed(items[0])
-               ? KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped])
-               : KeyArrayPlan(&plan_update_bucketed[stamped], kUpdateBucketedSql[stamped]);
+    plan = KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped]);
     expected_rc = SPI_OK_UPDATE;
   }
   auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
@@ -112,7 +101,7 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
 }
 
 // Writes the deltas of items (n of them): insertions in one COPY, statements in batches of at
-// most kBatch. An UPDATE's batch holds either unbucketed or bucketed keys (its statement differs).
+// most kBatch.
 // Each batch's arrays are freed before the next: memory the process already has, not a million
 // keys' worth touched anew.
 void WriteBatches(const FlushItem* items, int64 n, Statement write) {
@@ -121,8 +110,8 @@ void WriteBatches(const FlushItem* items, int64 n, Statement write) {
     return;
   }
   // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of key_values
-  // say: with none yet (a table a flush just grew), `bucket IS NULL` looks rare and a merge join
-  // over a sort of the whole table cheaper, once per batch; a plan cached while the table was
+  // say: with none yet (a table a flush just grew), a merge join over a sort of the whole table
+  // can look cheaper, once per batch; a plan cached while the table was
   // tiny would scan it whole. Set as a function's SET clause sets them, for these statements
   // (planned when executed); an error restores them with the (sub)transaction's abort.
   int nest_level = 0;
@@ -134,12 +123,6 @@ void WriteBatches(const FlushItem* items, int64 n, Statement write) {
   MemoryContext outer = MemoryContextSwitchTo(batch_context);
   for (int64 i = 0; i < n;) {
     int64 size = std::min<int64>(kBatch, n - i);
-    if (write == Statement::kUpdate)
-      size = std::find_if(items + i, items + i + size,
-                          [&](const FlushItem& item) {
-                            return Unbucketed(item) != Unbucketed(items[i]);
-                          }) -
-             (items + i);
     WriteBatch(items + i, size, write);
     MemoryContextReset(batch_context);
     i += size;
@@ -163,11 +146,9 @@ void WriteExpecting(const FlushItem* items, int64 n, Statement write, int expect
   WriteBatches(items, n, Statement::kUpsert);
 }
 
-// The items with rows first, unbucketed before bucketed, then the fresh ones; each in key order
-// (index order).
+// The items with rows first, then the fresh ones; each in the primary key's order.
 bool ItemOrder(const FlushItem& a, const FlushItem& b) {
   if (a.fresh != b.fresh) return b.fresh;
-  if (Unbucketed(a) != Unbucketed(b)) return Unbucketed(a);
   if (a.counter != b.counter) return a.counter < b.counter;
   if (a.key != b.key) return a.key < b.key;
   return a.bucket < b.bucket;
@@ -198,23 +179,19 @@ void UpsertRequestIds(const TakenRequestId* taken, int n) {
         *buckets = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
         *results = static_cast<Datum*>(palloc(sizeof(Datum) * n)),
         *times = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-  bool* bucket_nulls = static_cast<bool*>(palloc(sizeof(bool) * n));
   for (int i = 0; i < n; i++) {
     counters[i] = Int32GetDatum(taken[i].counter);
     ids[i] = CStringGetTextDatum(taken[i].id);
     keys[i] = Int64GetDatum(taken[i].key);
-    buckets[i] = Int64GetDatum(taken[i].bucket);
-    bucket_nulls[i] = taken[i].bucket == kNoBucket;
+    buckets[i] = TimestampTzGetDatum(taken[i].bucket);
     results[i] = Int64GetDatum(taken[i].result);
     times[i] = TimestampTzGetDatum(taken[i].applied_at);
   }
-  int dims[1] = {n}, lbs[1] = {1};
   Datum args[6] = {
       PointerGetDatum(construct_array(counters, n, INT4OID, 4, true, TYPALIGN_INT)),
       PointerGetDatum(construct_array(ids, n, TEXTOID, -1, false, TYPALIGN_INT)),
       PointerGetDatum(construct_array(keys, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_md_array(buckets, bucket_nulls, 1, dims, lbs, TIMESTAMPTZOID, 8,
-                                         true, TYPALIGN_DOUBLE)),
+      PointerGetDatum(construct_array(buckets, n, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE)),
       PointerGetDatum(construct_array(results, n, INT8OID, 8, true, TYPALIGN_DOUBLE)),
       PointerGetDatum(construct_array(times, n, TIMESTAMPTZOID, 8, true, TYPALIGN_DOUBLE))};
   static const Oid types[6] = {INT4ARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID,

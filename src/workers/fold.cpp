@@ -93,8 +93,9 @@ bool FoldInTransaction(Oid db, FoldPass* pass, const int32* ids, int nids, const
     bool ranked = AnyRankIndex(db);
     SPIPlanPtr plan =
         ranked ? KeptPlan(&plan_fold_returning,
-                          SC_FOLD_SQL " RETURNING t.counter, t.key, t.bucket IS NULL, t.value", 3,
-                          types)
+                          SC_FOLD_SQL " RETURNING t.counter, t.key, "
+                                      "t.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ", t.value",
+                          3, types)
                : KeptPlan(&plan_fold, SC_FOLD_SQL, 3, types);
     auto* datums = static_cast<Datum*>(palloc(sizeof(Datum) * (nids + 1)));
     for (int i = 0; i < nids; i++) datums[i] = Int32GetDatum(ids[i]);

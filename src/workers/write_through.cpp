@@ -26,7 +26,7 @@ SPIPlanPtr plan_write_through = nullptr;
 // $5 is the write's stamp, $6 its counter's cutoff: a row last written at or before it holds an
 // expired value, which the delta replaces (definitions/expiry.hpp).
 #define SC_THROUGH_CONFLICT                                                                       \
-  "ON CONFLICT ON CONSTRAINT key_values_counter_key_bucket DO UPDATE "                            \
+  "ON CONFLICT ON CONSTRAINT key_values_pkey DO UPDATE "                            \
   "SET value = CASE WHEN t.written_at OPERATOR(pg_catalog.<=) $6 THEN excluded.value "            \
   "ELSE t.value OPERATOR(pg_catalog.+) excluded.value END, updated_at = pg_catalog.now(), "       \
   "written_at = GREATEST(t.written_at, excluded.written_at) "
@@ -87,8 +87,7 @@ bool WriteBatchThrough(int i) {
                      TimestampTzGetDatum(r->key.bucket), PointerGetDatum(delta_array),
                      TimestampTzGetDatum(StampToStore(r->write.stamp)),
                      TimestampTzGetDatum(r->write.cutoff)};
-    char nulls[6] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' ', ' ', ' '};
-    int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+    int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
     if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
     done = SPI_processed == uint64(count);
     for (uint64 row = 0; done && row < SPI_processed; row++) {
@@ -325,7 +324,6 @@ int ServeWriteThroughs(Oid db) {
                        TimestampTzGetDatum(r->key.bucket), Int64GetDatum(r->delta),
                        TimestampTzGetDatum(StampToStore(r->write.stamp)),
                        TimestampTzGetDatum(r->write.cutoff)};
-      char nulls[6] = {' ', ' ', r->key.bucket == kNoBucket ? 'n' : ' ', ' ', ' ', ' '};
       int honored_before = honored.n;
       ErrorData* error = InSubtransaction([&] {
         // No row: the counter was dropped.
@@ -339,7 +337,7 @@ int ServeWriteThroughs(Oid db) {
           // Prepared only for such a request: a round of intern requests touches no
           // key_values, which a user's lock may hold.
           SPIPlanPtr plan = KeptPlan(&plan_write_through, kWriteThroughSql, 6, types);
-          int rc = SPI_execute_plan(plan, args, nulls, false, 0);
+          int rc = SPI_execute_plan(plan, args, nullptr, false, 0);
           if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "write-through failed: %d", rc);
           done = SPI_processed == 1;
           bool isnull;

@@ -482,8 +482,8 @@ if wanted flush; then
         q "TRUNCATE flush_baseline" >/dev/null
         q "INSERT INTO flush_baseline SELECT * FROM slotted_counter.key_values" >/dev/null
         q "CHECKPOINT" >/dev/null
-        INSERT_MS[$n]=$(q "SELECT round(bench_exec_ms('INSERT INTO flush_baseline (counter, key, bucket, value)
-                                SELECT 0, g, NULL, 1 FROM generate_series(1, $n) g')::numeric, 1)")
+        INSERT_MS[$n]=$(q "SELECT round(bench_exec_ms('INSERT INTO flush_baseline (counter, key, value)
+                                SELECT 0, g, 1 FROM generate_series(1, $n) g')::numeric, 1)")
         echo "baseline: INSERT of $n rows into flush_baseline: ${INSERT_MS[$n]} ms" >>"$OUT/raw/flush.out"
         printf 'bench: flush baseline, INSERT of %s rows: %s ms\n' "$n" "${INSERT_MS[$n]}" >&2
     done

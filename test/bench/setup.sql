@@ -45,9 +45,8 @@ SELECT sc_create('fresh', 'buffered');            -- a new key per call: what re
 SELECT sc_create('fresh_retained', 'buffered', retain => '2 seconds');
 SELECT sc_create('fresh_text', 'buffered', key_type => 'text');  -- a new text key per call
 -- What a flush is measured against: an INSERT of as many rows into a table of key_values' shape:
--- its columns and defaults (an id from the sequence per row), its indexes (the primary key on id,
--- the unique (counter, key, bucket), the partial one of buckets) and its fillfactor; not its
--- triggers (counter_totals), which are the flush's own work.
+-- its columns and defaults, its indexes (the primary key (counter, key, bucket), the partial one of
+-- buckets) and its fillfactor; not its triggers (counter_totals), which are the flush's own work.
 CREATE TABLE flush_baseline (LIKE slotted_counter.key_values INCLUDING ALL)
     WITH (fillfactor = 50);
 

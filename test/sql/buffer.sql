@@ -90,7 +90,7 @@ BEGIN;
 SELECT name FROM slotted_counter.counters WHERE name = 'fresh' FOR UPDATE;
 SELECT sc_incr('fresh', k, 10) FROM generate_series(1, 3) k;
 INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
-  VALUES ('fresh'::slotted_counter::integer, 2, NULL, 1000);
+  VALUES ('fresh'::slotted_counter::integer, 2, '-infinity', 1000);
 COMMIT;
 SELECT sc_rollup() IS NOT NULL AS flushed;
 SELECT key, value FROM slotted_counter.key_values
@@ -128,10 +128,10 @@ SELECT sc_drop('fresh_hourly');
 -- a key not in the buffer is read from its row: through the unique index, or by a query when
 -- the index is not as the scripts made it (here: renamed)
 INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
-  VALUES ('fresh'::slotted_counter::integer, 20, NULL, 77),
-         ('fresh'::slotted_counter::integer, 21, NULL, 88);
+  VALUES ('fresh'::slotted_counter::integer, 20, '-infinity', 77),
+         ('fresh'::slotted_counter::integer, 21, '-infinity', 88);
 SELECT sc_sum('fresh', 20) AS read, sc_incr('fresh', 20) AS loaded, sc_sum('fresh', 22) AS no_row;
-ALTER INDEX slotted_counter.key_values_counter_key_bucket RENAME TO key_values_renamed;
+ALTER INDEX slotted_counter.key_values_pkey RENAME TO key_values_renamed;
 SELECT sc_sum('fresh', 21) AS read, sc_incr('fresh', 21) AS loaded, sc_sum('fresh', 23) AS no_row;
-ALTER INDEX slotted_counter.key_values_renamed RENAME TO key_values_counter_key_bucket;
+ALTER INDEX slotted_counter.key_values_renamed RENAME TO key_values_pkey;
 SELECT sc_drop('fresh');

@@ -72,7 +72,7 @@ RESET ROLE;
 -- inserts new ids in bulk, and upserts them all when one of them has a row); a new id flushed
 -- with it keeps its own
 INSERT INTO slotted_counter.requests (counter, request_id, key, bucket, result, applied_at)
-  VALUES ('payments'::slotted_counter::integer, 'old_1', 5, NULL, 77, now() - interval '2 days');
+  VALUES ('payments'::slotted_counter::integer, 'old_1', 5, '-infinity', 77, now() - interval '2 days');
 SELECT sc_incr_once('payments', 5, 100, 'old_1') AS applies_again,
        sc_incr_once('payments', 5, 1000, 'new_1') AS new_id;
 SELECT sc_rollup() >= 0 AS flushed;

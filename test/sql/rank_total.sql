@@ -140,7 +140,7 @@ SELECT sc_drop(c) FROM (VALUES ('views'), ('views_t'), ('hits'), ('hits_t'), ('p
 CREATE TEMP VIEW sums_mismatched AS
 SELECT count(*) AS mismatched FROM (SELECT counter, bucket, sum(value) AS v FROM slotted_counter.key_values
                                      GROUP BY counter, bucket) t
-  FULL JOIN slotted_counter.counter_totals s ON s.counter = t.counter AND s.bucket IS NOT DISTINCT FROM t.bucket
+  FULL JOIN slotted_counter.counter_totals s ON s.counter = t.counter AND s.bucket = t.bucket
  WHERE coalesce(t.v, 0) <> coalesce(s.value, 0);
 SELECT sc_create('s_b', 'buffered'), sc_create('s_t'), sc_create('s_h', 'buffered', '1 hour'),
        sc_create('s_ht', 'transactional', '1 hour');

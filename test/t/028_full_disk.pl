@@ -28,7 +28,7 @@ $node->safe_psql('postgres', qq{
 CREATE TABLESPACE small LOCATION '$location';
 CREATE EXTENSION slotted_counter;
 ALTER TABLE slotted_counter.key_values SET TABLESPACE small;
-ALTER INDEX slotted_counter.key_values_counter_key_bucket SET TABLESPACE small;
+ALTER INDEX slotted_counter.key_values_pkey SET TABLESPACE small;
 SELECT sc_create('b', 'buffered');
 SELECT count(sc_incr('b', g, 1)) FROM generate_series(1, 100) g;
 SELECT sc_rollup();

@@ -45,7 +45,7 @@ sub mismatches
 	return $node->safe_psql('postgres', qq{
 WITH stored AS MATERIALIZED (
        SELECT key, value FROM slotted_counter.key_values
-        WHERE counter = '$c'::slotted_counter::integer AND bucket IS NULL AND value <> 0),
+        WHERE counter = '$c'::slotted_counter::integer AND bucket = '-infinity' AND value <> 0),
      probe AS MATERIALIZED (
        SELECT k, sc_sum('$c', k) AS v, sc_rank('$c', k) AS r
          FROM (SELECT k FROM generate_series(1, 20000, 67) k UNION ALL

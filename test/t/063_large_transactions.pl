@@ -220,7 +220,7 @@ SELECT stored_keys = 'valid' FROM slotted_counter.stats WHERE datname = current_
 $node->safe_psql('postgres', q{
 SET session_replication_role = replica;
 INSERT INTO slotted_counter.key_values (counter, key, bucket, value)
-  SELECT id, 7, NULL, 100 FROM slotted_counter.counters WHERE name = 'unseen';
+  SELECT id, 7, '-infinity', 100 FROM slotted_counter.counters WHERE name = 'unseen';
 });
 is($node->safe_psql('postgres', q{
 SELECT stored_keys FROM slotted_counter.stats WHERE datname = current_database()}),
