@@ -50,7 +50,9 @@ int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) 
 }
 
 // [transactional]: the stored values of many unbucketed keys, in one snapshot; 0 for a key last
-// written at or before the cutoff $3.
+// written at or before the cutoff $3. The deltas (a table without an index, read while loads must:
+// core/fold_epochs.hpp) are summed per key in one pass and joined: a scan of them per key made a
+// read of n keys n passes over every unfolded delta (a million keys after a large commit: minutes).
 SPIPlanPtr plan_stored_many[2] = {nullptr, nullptr};
 const char* const kStoredManySql[2] = {
     "SELECT k.key, CASE WHEN x.w OPERATOR(pg_catalog.>) $3 THEN x.v ELSE 0 END "
@@ -64,10 +66,10 @@ const char* const kStoredManySql[2] = {
     "LEFT JOIN LATERAL (SELECT t.value AS v, t.written_at AS w FROM slotted_counter.key_values t "
     "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.key OPERATOR(pg_catalog.=) k.key "
     "AND t.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ") x ON true "
-    "CROSS JOIN LATERAL (SELECT pg_catalog.sum(d.delta) AS v, pg_catalog.max(d.written_at) AS w "
+    "LEFT JOIN (SELECT d.key, pg_catalog.sum(d.delta) AS v, pg_catalog.max(d.written_at) AS w "
     "FROM slotted_counter.deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
-    "AND d.key OPERATOR(pg_catalog.=) k.key "
-    "AND d.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET ") y ORDER BY k.n"};
+    "AND d.bucket OPERATOR(pg_catalog.=) " SC_NO_BUCKET " GROUP BY d.key) y "
+    "ON y.key OPERATOR(pg_catalog.=) k.key ORDER BY k.n"};
 
 void BufferReadMany(const CounterDef& def, const int64* keys, int n, int64* values) {
   bool transactional = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
