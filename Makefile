@@ -54,6 +54,7 @@ OBJS = \
 	src/workers/databases.o \
 	src/workers/flush.o \
 	src/workers/flush_copy.o \
+	src/workers/flush_insert.o \
 	src/workers/flush_txn.o \
 	src/workers/flush_write.o \
 	src/workers/fold.o \

@@ -221,6 +221,11 @@ void AddStoredKeys(Relation rel, Tuplestorestate* rows) {
   tuplestore_select_read_pointer(rows, 0);
 }
 
+void AddStoredKey(DatabaseSlot* slot, int32 counter, int64 key, int64 bucket) {
+  if (slot == nullptr || slot->stored.words == nullptr) return;
+  AddStored(slot->stored, StoredKeyHash(counter, key, bucket));
+}
+
 void KeepStoredKeys(TriggerData* trigger) {
   TriggerEvent event = trigger->tg_event;
   if (TRIGGER_FIRED_BY_INSERT(event))

@@ -34,6 +34,10 @@ bool StoredBytesMayExist(StoredTable table, int32 counter, const char* bytes, in
 // table): the insert triggers on the tables, before the statement's transaction can commit.
 void AddStoredKeys(Relation rel, Tuplestorestate* rows);
 
+// The key of a row of key_values that the flush inserted below the executor (no trigger saw it),
+// into `slot`'s filter (the slot of this database, or nullptr: nothing to do).
+void AddStoredKey(DatabaseSlot* slot, int32 counter, int64 key, int64 bucket);
+
 // What a statement trigger on one of the tables does for the filter: the new rows of an
 // INSERT join it; an UPDATE of a key column (the trigger without transition tables) and a TRUNCATE
 // make it answer nothing until rebuilt.

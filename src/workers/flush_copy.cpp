@@ -1,12 +1,12 @@
-// flush_copy.cpp: rows a flush inserts (its fresh keys' rows of slotted_counter.key_values, the
-// request ids it took, the rows of the text ids backends gave) written through COPY's bulk
-// insertion (flush_internal.hpp).
+// flush_copy.cpp: rows a flush inserts (the request ids it took, the rows of the text ids backends
+// gave, and its fresh keys' rows of slotted_counter.key_values when that table's columns are not
+// as made: flush_insert.cpp) written through COPY's bulk insertion (flush_internal.hpp).
 //
 // An INSERT of unnested arrays inserts its rows one at a time: a heap insertion, a WAL record and
 // a buffer lock per row. COPY FROM (CopyFrom) fills a page's worth of rows at once
 // (heap_multi_insert: one WAL record per page) and then inserts their index entries; defaults
-// (key_values' id from its sequence, updated_at), constraints, unique indexes and the statement
-// triggers that keep counter_totals (with their transition table) run as for the INSERT. Its
+// (updated_at, a requests row's), constraints, unique indexes and the statement triggers (with
+// their transition tables) run as for the INSERT. Its
 // input is COPY's binary format, made here from the rows as CopyFrom reads it: no text to parse.
 #include <algorithm>
 #include <cstring>

@@ -59,11 +59,20 @@ int64 WriteItems(FlushItem* items, int64 n);
 // The request ids taken with the items, written in the same transaction. Inside SPI.
 void WriteRequestIds(const TakenRequestId* taken, int n);
 
+// ---- flush_insert.cpp ----
+
+// Inserts the rows of items (n of them, fresh keys) into key_values below the executor, with
+// written_at from each item's stamp if `stamped`, else now(), and adds their deltas to the sums
+// and their keys to the filter of stored keys, as the table's triggers would; fails with 23505 on
+// a key that has a row. By COPY (CopyFreshRows) if the table's columns are not as made. Inside
+// SPI, in the flush's transaction.
+void InsertFreshRows(const FlushItem* items, int64 n, bool stamped);
+
 // ---- flush_copy.cpp ----
 
-// Inserts the rows of items (n of them, fresh keys) into key_values by COPY's bulk insertion,
-// with written_at from each item's stamp if `stamped`, else now(); fails with 23505 on a key that
-// has a row. Inside SPI, in the flush's transaction.
+// Inserts the rows of items (n of them, fresh keys) into key_values by COPY's bulk insertion (its
+// triggers keep the sums and the filter), with written_at from each item's stamp if `stamped`,
+// else now(); fails with 23505 on a key that has a row. Inside SPI, in the flush's transaction.
 void CopyFreshRows(const FlushItem* items, int64 n, bool stamped);
 // Inserts the rows of request ids (n of them) into slotted_counter.requests the same way; fails
 // with 23505 on an id that has a row. Each id's text must be in the client encoding.

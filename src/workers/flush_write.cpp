@@ -2,8 +2,8 @@
 // slotted_counter.key_values (flush_internal.hpp: WriteItems), and the request ids taken with them.
 //
 // Keys flushed before, which mostly have their row, are written with UPDATEs in statements of at
-// most kBatch keys; keys never flushed, which mostly have none, with COPY's bulk insertion
-// (flush_copy.cpp); each kind in one subtransaction, redone as upserts if a key's row was not as
+// most kBatch keys; keys never flushed, which mostly have none, inserted below the executor
+// (flush_insert.cpp); each kind in one subtransaction, redone as upserts if a key's row was not as
 // expected after all.
 #include <algorithm>
 
@@ -106,7 +106,7 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
 // keys' worth touched anew.
 void WriteBatches(const FlushItem* items, int64 n, Statement write) {
   if (write == Statement::kInsert) {
-    CopyFreshRows(items, n, AnyStamped(items, n));
+    InsertFreshRows(items, n, AnyStamped(items, n));
     return;
   }
   // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of key_values
