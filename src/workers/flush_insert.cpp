@@ -109,7 +109,7 @@ void AddToSums(const FlushItem* items, int64 n) {
     SumChange& last = changes[groups > 0 ? groups - 1 : 0];
     int64 added;
     if (groups > 0 && last.counter == changes[i].counter && last.bucket == changes[i].bucket &&
-        !pg_add_s64_overflow(last.change, changes[i].change, &added))
+        !__builtin_add_overflow(last.change, changes[i].change, &added))
       last.change = added;
     else
       changes[groups++] = changes[i];
