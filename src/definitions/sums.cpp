@@ -17,6 +17,7 @@ extern "C" {
 
 #include "definitions/catalog.hpp"
 #include "definitions/counter_ref.hpp"
+#include "definitions/sums_sql.hpp"
 #include "shared/stored_keys.hpp"
 #include "spi.hpp"
 
@@ -24,13 +25,6 @@ namespace sc {
 
 namespace {
 
-// The change of each (counter, bucket), from the rows of $rows (" UNION ALL " ...).
-#define SC_ADD_TO_SUMS(rows)                                                                      \
-  "INSERT INTO slotted_counter.counter_totals AS s (counter, bucket, value) "                     \
-  "SELECT counter, bucket, pg_catalog.sum(v) FROM (" rows ") c GROUP BY counter, bucket "         \
-  "HAVING pg_catalog.sum(v) OPERATOR(pg_catalog.<>) 0 ORDER BY counter, bucket "                  \
-  "ON CONFLICT ON CONSTRAINT counter_totals_pkey DO UPDATE "                            \
-  "SET value = s.value OPERATOR(pg_catalog.+) excluded.value"
 #define SC_NEW_ROWS "SELECT counter, bucket, value::pg_catalog.numeric AS v FROM new_rows"
 #define SC_OLD_ROWS \
   "SELECT counter, bucket, OPERATOR(pg_catalog.-) value::pg_catalog.numeric AS v FROM old_rows"

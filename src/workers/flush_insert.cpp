@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "definitions/catalog.hpp"
+#include "definitions/sums_sql.hpp"
 #include "shared/stored_keys.hpp"
 #include "spi.hpp"
 #include "workers/flush.hpp"
@@ -93,9 +94,8 @@ struct SumChange {
 
 SPIPlanPtr plan_sums = nullptr;
 
-// Adds each (counter, bucket)'s deltas of items to its row of counter_totals, as the insert
-// trigger does (SC_ADD_TO_SUMS in definitions/sums.cpp): in (counter, bucket) order, with the
-// latest snapshot, a change of 0 leaving the row as it is.
+// Adds each (counter, bucket)'s deltas of items to its row of counter_totals with the insert
+// trigger's statement (definitions/sums_sql.hpp), with the latest snapshot as the trigger.
 void AddToSums(const FlushItem* items, int64 n) {
   auto* changes = static_cast<SumChange*>(MemoryContextAllocHuge(
       CurrentMemoryContext, sizeof(SumChange) * (n + 1)));
@@ -123,13 +123,11 @@ void AddToSums(const FlushItem* items, int64 n) {
   static const Oid types[3] = {INT4ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
   SPIPlanPtr plan = KeptPlan(
       &plan_sums,
-      "INSERT INTO slotted_counter.counter_totals AS s (counter, bucket, value) "
-      "SELECT c, b, pg_catalog.sum(v::pg_catalog.numeric) FROM ROWS FROM ("
-      "pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.timestamptz[]), "
-      "pg_catalog.unnest($3::pg_catalog.int8[])) AS u(c, b, v) GROUP BY c, b "
-      "HAVING pg_catalog.sum(v::pg_catalog.numeric) OPERATOR(pg_catalog.<>) 0 ORDER BY c, b "
-      "ON CONFLICT ON CONSTRAINT counter_totals_pkey DO UPDATE "
-      "SET value = s.value OPERATOR(pg_catalog.+) excluded.value",
+      SC_ADD_TO_SUMS(
+          "SELECT u.counter, u.bucket, u.change::pg_catalog.numeric AS v FROM ROWS FROM ("
+          "pg_catalog.unnest($1::pg_catalog.int4[]), "
+          "pg_catalog.unnest($2::pg_catalog.timestamptz[]), "
+          "pg_catalog.unnest($3::pg_catalog.int8[])) AS u(counter, bucket, change)"),
       3, types);
   Datum args[3] = {Int4Array(counters, int(groups)), TimestampArray(buckets, int(groups)),
                    Int8Array(amounts, int(groups))};
