@@ -144,22 +144,34 @@ CREATE TABLE slotted_counter.counter_totals (
     value   numeric     NOT NULL,
     CONSTRAINT counter_totals_pkey PRIMARY KEY (counter, bucket)
 ) WITH (fillfactor = 50);
+-- Rows inserted or updated: each row's change is collected by a row trigger and the statement's
+-- trigger adds them up at its end. No trigger on INSERT or UPDATE has a transition table (while one
+-- has, every such statement collects its rows, fired or not). The extension's hot writers keep the
+-- sums themselves: while one writes, writer_keeps_sums() is true and its rows queue no row event.
+-- Rows deleted: from the statement's transition table.
 CREATE FUNCTION slotted_counter.key_values_changed() RETURNS trigger
     AS 'MODULE_PATHNAME', 'sc_key_values_changed' LANGUAGE C;
 REVOKE ALL ON FUNCTION slotted_counter.key_values_changed() FROM PUBLIC;
-CREATE TRIGGER counter_totals_insert AFTER INSERT ON slotted_counter.key_values
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
-    EXECUTE FUNCTION slotted_counter.key_values_changed();
-CREATE TRIGGER counter_totals_update AFTER UPDATE ON slotted_counter.key_values
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT
-    EXECUTE FUNCTION slotted_counter.key_values_changed();
+CREATE FUNCTION slotted_counter.key_values_rows_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'sc_key_values_rows_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION slotted_counter.key_values_rows_changed() FROM PUBLIC;
+CREATE FUNCTION slotted_counter.writer_keeps_sums() RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_writer_keeps_sums' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE TRIGGER counter_totals_inserted_row AFTER INSERT ON slotted_counter.key_values
+    FOR EACH ROW WHEN (NOT slotted_counter.writer_keeps_sums())
+    EXECUTE FUNCTION slotted_counter.key_values_rows_changed();
+CREATE TRIGGER counter_totals_updated_row AFTER UPDATE ON slotted_counter.key_values
+    FOR EACH ROW WHEN (NOT slotted_counter.writer_keeps_sums())
+    EXECUTE FUNCTION slotted_counter.key_values_rows_changed();
+CREATE TRIGGER counter_totals_rows AFTER INSERT OR UPDATE ON slotted_counter.key_values
+    FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.key_values_rows_changed();
 CREATE TRIGGER counter_totals_delete AFTER DELETE ON slotted_counter.key_values
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
     EXECUTE FUNCTION slotted_counter.key_values_changed();
 CREATE TRIGGER counter_totals_truncate AFTER TRUNCATE ON slotted_counter.key_values
     FOR EACH STATEMENT EXECUTE FUNCTION slotted_counter.key_values_changed();
 -- The filter of stored keys (a load of a key never stored, a request id and a text never stored,
--- skip their tables) takes each inserted row's key from counter_totals_insert,
+-- skip their tables) takes each inserted row's key from counter_totals_inserted_row,
 -- stored_requests_insert and stored_texts_insert; an UPDATE that sets a key column, or a TRUNCATE,
 -- makes it rebuilt, as does sc_rebuild_counter_totals after writes no trigger saw.
 CREATE TRIGGER stored_keys_rekeyed AFTER UPDATE OF counter, key, bucket
@@ -706,7 +718,11 @@ COMMENT ON TABLE slotted_counter.key_creators IS
 COMMENT ON TABLE slotted_counter.counter_totals IS
     'the sum of each counter''s and bucket''s rows of slotted_counter.key_values, kept by triggers on it';
 COMMENT ON FUNCTION slotted_counter.key_values_changed() IS
-    'the trigger that keeps slotted_counter.counter_totals the sum of slotted_counter.key_values, and the filter of stored keys';
+    'the triggers that keep slotted_counter.counter_totals the sum of slotted_counter.key_values after a DELETE or TRUNCATE, and the filter of stored keys after a TRUNCATE or a change of a key';
+COMMENT ON FUNCTION slotted_counter.writer_keeps_sums() IS
+    'whether a writer of slotted_counter.key_values in this session keeps the sums and the filter of stored keys itself: the WHEN of the row triggers';
+COMMENT ON FUNCTION slotted_counter.key_values_rows_changed() IS
+    'the triggers that keep slotted_counter.counter_totals the sum of slotted_counter.key_values after an INSERT or UPDATE, and the filter of stored keys after an INSERT';
 COMMENT ON FUNCTION slotted_counter.stored_keys_changed() IS
     'the triggers that add the request ids and texts inserted into slotted_counter.requests and slotted_counter.keys to the filter of stored keys';
 COMMENT ON FUNCTION slotted_counter.forget_stored_keys() IS

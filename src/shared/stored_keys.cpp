@@ -221,6 +221,17 @@ void AddStoredKeys(Relation rel, Tuplestorestate* rows) {
   tuplestore_select_read_pointer(rows, 0);
 }
 
+void AddStoredRow(Relation rel, TupleTableSlot* row) {
+  DatabaseSlot* slot = FindSlot(MyDatabaseId);
+  if (slot == nullptr || slot->stored.words == nullptr) return;
+  KeyColumns columns;
+  uint64 h;
+  if (!FindKeyColumns(rel, &columns))
+    ForgetStoredKeys(MyDatabaseId);
+  else if (RowHash(row, columns, &h))
+    AddStored(slot->stored, h);
+}
+
 void AddStoredKey(DatabaseSlot* slot, int32 counter, int64 key, int64 bucket) {
   if (slot == nullptr || slot->stored.words == nullptr) return;
   AddStored(slot->stored, StoredKeyHash(counter, key, bucket));

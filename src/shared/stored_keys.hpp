@@ -34,8 +34,12 @@ bool StoredBytesMayExist(StoredTable table, int32 counter, const char* bytes, in
 // table): the insert triggers on the tables, before the statement's transaction can commit.
 void AddStoredKeys(Relation rel, Tuplestorestate* rows);
 
-// The key of a row of key_values that the flush inserted below the executor (no trigger saw it),
-// into `slot`'s filter (the slot of this database, or nullptr: nothing to do).
+// The key of one row inserted into key_values (`rel`): its row trigger, before the statement's
+// transaction can commit.
+void AddStoredRow(Relation rel, TupleTableSlot* row);
+
+// The key of a row of key_values that a writer keeping the sums itself inserted (no trigger saw
+// it), into `slot`'s filter (the slot of this database, or nullptr: nothing to do).
 void AddStoredKey(DatabaseSlot* slot, int32 counter, int64 key, int64 bucket);
 
 // What a statement trigger on one of the tables does for the filter: the new rows of an

@@ -5,6 +5,7 @@
 
 #include "buffer/rank_indexes.hpp"
 #include "definitions/expiry.hpp"
+#include "definitions/sums.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
 #include "shared/stored_keys.hpp"
@@ -111,15 +112,32 @@ struct OwnRows {
   "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "   \
   "AS u(k, b, d)"
 
-// Runs one of them in a subtransaction: nullptr, or the error it raised; *rc is SPI's code.
+// Runs one of them in a subtransaction: nullptr, or the error it raised; *rc is SPI's code. With
+// `inserted`, sql inserts each row with its delta (or fails): the sums and the filter are kept
+// here, from the rows (definitions/sums.hpp), and the row triggers are not fired.
 ErrorData* ExecuteOwnRows(const char* sql, const CounterDef& def, const OwnRows& rows,
-                          TimestampTz now, int64 cutoff, int* rc) {
+                          TimestampTz now, int64 cutoff, int* rc, bool inserted = false) {
   Oid types[6] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID,
                   TIMESTAMPTZOID};
   Datum args[6] = {Int32GetDatum(def.id),          Int8Array(rows.keys, rows.n),
                    TimestampArray(rows.buckets, rows.n), Int8Array(rows.deltas, rows.n),
                    TimestampTzGetDatum(now),       TimestampTzGetDatum(cutoff)};
-  return InSubtransaction([&] { *rc = ExecuteWithLatestSnapshot(sql, 6, types, args); });
+  if (!inserted)
+    return InSubtransaction([&] { *rc = ExecuteWithLatestSnapshot(sql, 6, types, args); });
+  return InSubtransaction([&] {
+    {
+      KeepingSums keeping;
+      *rc = ExecuteWithLatestSnapshot(sql, 6, types, args);
+    }
+    auto* changes = static_cast<SumChange*>(palloc(sizeof(SumChange) * (rows.n + 1)));
+    DatabaseSlot* slot = FindSlot(MyDatabaseId);
+    for (int i = 0; i < rows.n; i++) {
+      changes[i] = SumChange{def.id, rows.buckets[i], rows.deltas[i]};
+      AddStoredKey(slot, def.id, rows.keys[i], rows.buckets[i]);
+    }
+    AddToSums(changes, rows.n);
+    pfree(changes);
+  });
 }
 
 // Step 5 for rows that are the commit's to write: adds each delta to its key's row (an expired
@@ -180,7 +198,7 @@ void InsertNewRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
   // Its bounded increments admitted the delta from 0 (the statement read no row).
   for (int i = 0; i < rows.n; i++) Assert(rows.bounds[i].Admit(rows.deltas[i]));
   int rc = 0;
-  ErrorData* error = ExecuteOwnRows(SC_OWN_ROWS_INSERT, def, rows, now, cutoff, &rc);
+  ErrorData* error = ExecuteOwnRows(SC_OWN_ROWS_INSERT, def, rows, now, cutoff, &rc, true);
   if (error != nullptr && error->sqlerrcode == ERRCODE_UNIQUE_VIOLATION) {
     FreeErrorData(error);
     UpsertOwnRows(def, rows, now, cutoff);

@@ -22,6 +22,7 @@
 #include "buffer/buffer.hpp"
 #include "definitions/catalog.hpp"
 #include "definitions/role_commands.hpp"
+#include "definitions/sums.hpp"
 #include "definitions/changes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
@@ -151,16 +152,19 @@ void OnXactEvent(XactEvent event, void*) {
       break;
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
+      ForgetRowSums(1);
       TransactionalEnd(true);
       if (NotedCount() > 0) SettleNotedChanges(true, 0);
       UnregisterBucketDrops();
       break;
     case XACT_EVENT_PREPARE:
+      ForgetRowSums(1);
       TransactionalEnd(false);  // only a transaction with nothing pending gets here
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
       ForgetCountedReader();  // first: what follows may take partition locks EXCLUSIVE
+      ForgetRowSums(1);
       BufferBatchAbort();
       TransactionalEnd(false);
       if (NotedCount() > 0) SettleNotedChanges(false, 0);
@@ -176,6 +180,7 @@ void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void
   if (event == SUBXACT_EVENT_ABORT_SUB) {
     ForgetCountedReader();
     BufferBatchAbort();
+    ForgetRowSums(level);
   }
   if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
     TransactionalSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);

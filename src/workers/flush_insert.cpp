@@ -14,7 +14,7 @@
 #include <algorithm>
 
 #include "definitions/catalog.hpp"
-#include "definitions/sums_sql.hpp"
+#include "definitions/sums.hpp"
 #include "shared/stored_keys.hpp"
 #include "spi.hpp"
 #include "workers/flush.hpp"
@@ -84,58 +84,6 @@ void InsertRows(Relation rel, const FlushItem* items, int64 n, bool stamped) {
   FreeExecutorState(estate);
 }
 
-// One (counter, bucket)'s change, a partial sum that fits in a bigint (a group whose deltas sum
-// past one has several; the statement sums them as numeric).
-struct SumChange {
-  int32 counter;
-  int64 bucket;
-  int64 change;
-};
-
-SPIPlanPtr plan_sums = nullptr;
-
-// Adds each (counter, bucket)'s deltas of items to its row of counter_totals with the insert
-// trigger's statement (definitions/sums_sql.hpp), with the latest snapshot as the trigger.
-void AddToSums(const FlushItem* items, int64 n) {
-  auto* changes = static_cast<SumChange*>(MemoryContextAllocHuge(
-      CurrentMemoryContext, sizeof(SumChange) * (n + 1)));
-  for (int64 i = 0; i < n; i++)
-    changes[i] = SumChange{items[i].counter, items[i].bucket, items[i].claim.delta};
-  std::sort(changes, changes + n, [](const SumChange& a, const SumChange& b) {
-    return a.counter != b.counter ? a.counter < b.counter : a.bucket < b.bucket;
-  });
-  int64 groups = 0;
-  for (int64 i = 0; i < n; i++) {
-    SumChange& last = changes[groups > 0 ? groups - 1 : 0];
-    int64 added;
-    if (groups > 0 && last.counter == changes[i].counter && last.bucket == changes[i].bucket &&
-        !__builtin_add_overflow(last.change, changes[i].change, &added))
-      last.change = added;
-    else
-      changes[groups++] = changes[i];
-  }
-  auto* counters = static_cast<int32*>(palloc(sizeof(int32) * (groups + 1)));
-  auto* buckets = static_cast<int64*>(palloc(sizeof(int64) * (groups + 1)));
-  auto* amounts = static_cast<int64*>(palloc(sizeof(int64) * (groups + 1)));
-  for (int64 g = 0; g < groups; g++)
-    counters[g] = changes[g].counter, buckets[g] = changes[g].bucket,
-    amounts[g] = changes[g].change;
-  static const Oid types[3] = {INT4ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID};
-  SPIPlanPtr plan = KeptPlan(
-      &plan_sums,
-      SC_ADD_TO_SUMS(
-          "SELECT u.counter, u.bucket, u.change::pg_catalog.numeric AS v FROM ROWS FROM ("
-          "pg_catalog.unnest($1::pg_catalog.int4[]), "
-          "pg_catalog.unnest($2::pg_catalog.timestamptz[]), "
-          "pg_catalog.unnest($3::pg_catalog.int8[])) AS u(counter, bucket, change)"),
-      3, types);
-  Datum args[3] = {Int4Array(counters, int(groups)), TimestampArray(buckets, int(groups)),
-                   Int8Array(amounts, int(groups))};
-  int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot, false,
-                                false, 0);
-  if (rc != SPI_OK_INSERT) elog(ERROR, "keeping slotted_counter.counter_totals failed: %d", rc);
-}
-
 }  // namespace
 
 void InsertFreshRows(const FlushItem* items, int64 n, bool stamped) {
@@ -152,7 +100,17 @@ void InsertFreshRows(const FlushItem* items, int64 n, bool stamped) {
   table_close(rel, NoLock);
   // What the rows' writer and the statements below see of them from here on.
   CommandCounterIncrement();
-  AddToSums(items, n);
+  KeepItemSums(items, n, true);
+}
+
+void KeepItemSums(const FlushItem* items, int64 n, bool inserted) {
+  auto* changes = static_cast<SumChange*>(
+      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(SumChange) * (n + 1)));
+  for (int64 i = 0; i < n; i++)
+    changes[i] = SumChange{items[i].counter, items[i].bucket, items[i].claim.delta};
+  AddToSums(changes, n);
+  pfree(changes);
+  if (!inserted) return;
   DatabaseSlot* slot = FindSlot(MyDatabaseId);
   for (int64 i = 0; i < n; i++)
     AddStoredKey(slot, items[i].counter, items[i].key, items[i].bucket);

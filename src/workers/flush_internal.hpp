@@ -68,6 +68,12 @@ void WriteRequestIds(const TakenRequestId* taken, int n);
 // SPI, in the flush's transaction.
 void InsertFreshRows(const FlushItem* items, int64 n, bool stamped);
 
+// What the table's row triggers would have done for items (n of them) written by a statement
+// under KeepingSums (definitions/sums.hpp) or below the executor, each a row whose value moved by
+// its delta: the deltas to the sums and, if `inserted` (some may have been), the keys to the
+// filter of stored keys. After the statements, in their subtransaction.
+void KeepItemSums(const FlushItem* items, int64 n, bool inserted);
+
 // ---- flush_copy.cpp ----
 
 // Inserts the rows of items (n of them, fresh keys) into key_values by COPY's bulk insertion (its

@@ -7,6 +7,7 @@
 // expected after all.
 #include <algorithm>
 
+#include "definitions/sums.hpp"
 #include "spi.hpp"
 #include "workers/flush.hpp"
 #include "workers/flush_internal.hpp"
@@ -121,15 +122,21 @@ void WriteBatches(const FlushItem* items, int64 n, Statement write) {
       AllocSetContextCreate(CurrentMemoryContext, "slotted_counter flush batch",
                             ALLOCSET_DEFAULT_SIZES);
   MemoryContext outer = MemoryContextSwitchTo(batch_context);
-  for (int64 i = 0; i < n;) {
-    int64 size = std::min<int64>(kBatch, n - i);
-    WriteBatch(items + i, size, write);
-    MemoryContextReset(batch_context);
-    i += size;
+  {
+    // Each row's value moves by its item's delta, whether the upsert inserts it or adds to it:
+    // the flush keeps the sums itself, its rows fire no row trigger.
+    KeepingSums keeping;
+    for (int64 i = 0; i < n;) {
+      int64 size = std::min<int64>(kBatch, n - i);
+      WriteBatch(items + i, size, write);
+      MemoryContextReset(batch_context);
+      i += size;
+    }
   }
   MemoryContextSwitchTo(outer);
   MemoryContextDelete(batch_context);
   if (write == Statement::kUpdate) PlannerSettingsBack(nest_level);
+  KeepItemSums(items, n, write == Statement::kUpsert);
 }
 
 // Writes items (n of them) with the cheaper statement that fails if a key's row is not as

@@ -10,6 +10,12 @@
 #      and each total equals the sum of its keys' rows and deltas (the buffer lost what it held).
 #   c. pg_dump -Fc and pg_restore into a new database: the sums are made again from the rows; a
 #      data-only restore with --disable-triggers, then sc_rebuild_counter_totals().
+#   d. each writer of key_values, one at a time: the flush's new keys (below the executor) and its
+#      updates (which keep the sums themselves, their rows firing no row trigger), its upserts after
+#      a row it expected was deleted or appeared; a large commit of new keys; and a superuser's
+#      INSERT, multi-row INSERT, COPY, UPDATE of a value and of a bucket, upsert and DELETE, in
+#      savepoints rolled back and kept: after each, every sum equals its rows, and a key inserted
+#      by hand reads back (the filter of stored keys took it).
 
 use strict;
 use warnings;
@@ -143,5 +149,74 @@ is($node->safe_psql('copy_data', 'SELECT sc_rebuild_counter_totals() >= 4'), 't'
 is($node->safe_psql('copy_data', $mismatched), '0', 'sc_rebuild_counter_totals: every sum equals its rows');
 is($node->safe_psql('copy_data', q{SELECT sc_total('b'), sc_total('t'), sc_total('h'), sc_total('ht')}), $totals,
 	'sc_rebuild_counter_totals: every total comes back');
+
+# d. each writer, one at a time
+$node->safe_psql('postgres', q{
+SELECT sc_create('fb', 'buffered'), sc_create('fh', 'buffered', bucket => '1 day'),
+       sc_create('ft', 'transactional')});
+sub writes_ok
+{
+	my ($sql, $what) = @_;
+	$node->safe_psql('postgres', $sql);
+	is($node->safe_psql('postgres', $mismatched), '0', "$what: every sum equals its rows");
+}
+writes_ok(q{
+SELECT count(sc_incr('fb', g, g)), count(sc_incr('fh', g, 1, at => '2026-01-01'))
+  FROM generate_series(1, 20000) g;
+SELECT sc_rollup();}, 'the flush of new keys');
+writes_ok(q{
+SELECT count(sc_incr('fb', g, 2)), count(sc_incr('fh', g, 1, at => '2026-01-01'))
+  FROM generate_series(1, 20000) g;
+SELECT sc_rollup();}, 'the flush of keys with rows');
+is($node->safe_psql('postgres', q{SELECT sc_total('fb') = 20000 * 20001 / 2 + 40000, sc_total('fh')}),
+	't|40000', 'the flushes: the totals are the calls');
+# A row the flush expects gone (its UPDATE finds none), a row it does not expect there (its
+# insertion meets one): both written again as upserts.
+writes_ok(q{
+DELETE FROM slotted_counter.key_values WHERE counter = 'fb'::slotted_counter::integer AND key = 5;
+INSERT INTO slotted_counter.key_values (counter, key, value)
+  VALUES ('fb'::slotted_counter::integer, 30001, 7);
+SELECT sc_incr('fb', 5, 1), sc_incr('fb', 30001, 1), sc_incr('fb', 6, 1);
+SELECT sc_rollup();}, 'the flush\'s upserts');
+is($node->safe_psql('postgres', q{SELECT sc_sum('fb', 30001), sc_sum('fb', 6)}),
+	'8|9', 'the flush\'s upserts: a row inserted by hand counts on');
+writes_ok(q{SELECT count(sc_set('ft', g, g)) FROM generate_series(1, 60000) g},
+	'a large commit of new keys');
+is($node->safe_psql('postgres', q{SELECT sc_total('ft') = 60000::numeric * 60001 / 2}), 't',
+	'a large commit of new keys: the total');
+my $ft = $node->safe_psql('postgres', q{SELECT 'ft'::slotted_counter::integer});
+writes_ok(qq{
+INSERT INTO slotted_counter.key_values (counter, key, value) VALUES ($ft, 70001, 3);
+INSERT INTO slotted_counter.key_values (counter, key, value)
+  SELECT $ft, g, 1 FROM generate_series(70002, 70100) g;
+UPDATE slotted_counter.key_values SET value = value * 2 WHERE counter = $ft AND key <= 10;
+UPDATE slotted_counter.key_values SET bucket = '2026-01-02'
+  WHERE counter = 'fh'::slotted_counter::integer AND key <= 10;
+INSERT INTO slotted_counter.key_values (counter, key, value)
+  SELECT $ft, g, 5 FROM generate_series(70050, 70150) g
+  ON CONFLICT ON CONSTRAINT key_values_pkey DO UPDATE SET value = excluded.value - 9;
+DELETE FROM slotted_counter.key_values WHERE counter = $ft AND key BETWEEN 20 AND 30;},
+	'a superuser\'s INSERT, UPDATE, upsert and DELETE');
+writes_ok(qq{
+BEGIN;
+SAVEPOINT a;
+INSERT INTO slotted_counter.key_values (counter, key, value) VALUES ($ft, 80001, 100);
+ROLLBACK TO a;
+SAVEPOINT b;
+DO \$\$BEGIN
+  UPDATE slotted_counter.key_values SET value = value + 1000 WHERE counter = $ft AND key <= 100;
+  RAISE division_by_zero;
+EXCEPTION WHEN division_by_zero THEN NULL;
+END\$\$;
+UPDATE slotted_counter.key_values SET value = value + 1 WHERE counter = $ft AND key = 1;
+RELEASE b;
+COMMIT;}, 'statements rolled back to savepoints');
+$node->safe_psql('postgres', qq{
+COPY slotted_counter.key_values (counter, key, value) FROM PROGRAM 'seq 90001 90300 | sed "s/^/$ft\t/; s/\$/\t4/"'});
+is($node->safe_psql('postgres', $mismatched), '0', 'a superuser\'s COPY: every sum equals its rows');
+is($node->safe_psql('postgres', q{SELECT sc_sum('ft', 70001), sc_sum('ft', 70100), sc_sum('ft', 90300)}),
+	'3|-4|4', 'rows inserted by hand read back');
+is($node->safe_psql('postgres', qq{SELECT sc_total('ft') = (SELECT sum(value) FROM slotted_counter.key_values WHERE counter = $ft)}),
+	't', 'the transactional total is its rows');
 
 done_testing();
