@@ -130,10 +130,10 @@ void CollectRow(Relation rel, TupleTableSlot* row, bool added) {
     if (isnull) return;  // the table's NOT NULLs make it unreachable
   }
   int64 value = DatumGetInt64(values[2]);
-  // The negation of INT64_MIN is no bigint: it goes as two halves.
+  // The negation of INT64_MIN, 2^63, is no bigint: it goes as INT64_MAX and 1.
   if (!added && value == PG_INT64_MIN) {
     CollectChange(DatumGetInt32(values[0]), DatumGetTimestampTz(values[1]), PG_INT64_MAX);
-    value = -1;
+    value = 1;
   } else if (!added) {
     value = -value;
   }
