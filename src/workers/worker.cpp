@@ -3,9 +3,7 @@
 // No per-database setting starts it: every write (sc_incr, sc_create, sc_rollup) makes sure its
 // database has one (EnsureFlusher, flusher_slots.cpp), registering a dynamic worker when there is
 // none. The worker claims its database's DatabaseSlot (ClaimFlusherSlot, under slots_lock), then
-// loops: answer write-through requests, flush at once (its slot is new: until a fold completes,
-// every load of a transactional key reads the deltas too, and until a rebuild the filter of
-// stored keys answers nothing), then every flush_interval or when sc_rollup() asks, start
+// loops: answer write-through requests, flush every flush_interval or when sc_rollup() asks, start
 // the attacher when an attachment is due (attach_run.cpp; no code of a user ever runs in the
 // flusher), drop what the counters' retention expired after a flush (retention.cpp), sleep on its
 // latch.
@@ -440,7 +438,6 @@ void slotted_counter_flusher_main(Datum arg) {
   TimestampTz last_flush = GetCurrentTimestamp();
   TimestampTz idle_since = 0;
   bool failing = false;
-  bool first_flush = true;
   while (!ShutdownRequestPending) {
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
@@ -453,8 +450,7 @@ void slotted_counter_flusher_main(Datum arg) {
     TimestampTz now = GetCurrentTimestamp();
     int interval = settings.flush_interval;
     bool due = interval > 0 && TimestampDifferenceExceeds(last_flush, now, interval);
-    if (due || first_flush || FlushRequested()) {
-      first_flush = false;
+    if (due || FlushRequested()) {
       if (!ExtensionInstalled()) {
         FreeSlot();
         proc_exit(0);
