@@ -129,7 +129,8 @@ ErrorData* ExecuteOwnRows(const char* sql, const CounterDef& def, const OwnRows&
       KeepingSums keeping;
       *rc = ExecuteWithLatestSnapshot(sql, 6, types, args);
     }
-    auto* changes = static_cast<SumChange*>(palloc(sizeof(SumChange) * (rows.n + 1)));
+    auto* changes = static_cast<SumChange*>(
+        MemoryContextAllocHuge(CurrentMemoryContext, sizeof(SumChange) * (rows.n + 1)));
     DatabaseSlot* slot = FindSlot(MyDatabaseId);
     for (int i = 0; i < rows.n; i++) {
       changes[i] = SumChange{def.id, rows.buckets[i], rows.deltas[i]};
