@@ -35,7 +35,12 @@ versions_in_chroot() {
   local as_root=1
   if [ "$1" = --user ]; then as_root=; shift; fi
   local root=${versions_root[$version]}
-  local mounts=() rc=0
+  local mounts=() rc=0 m
+  # A run killed in the middle leaves its mounts, /build on a copy that is gone: mounting on that
+  # fails (ENOENT), so they go first.
+  for m in "$root/dev/shm" "$root/proc" "$root/build"; do
+    if grep -qs " $m " /proc/mounts; then "${sudo[@]}" umount -l "$m" || true; fi
+  done
   "${sudo[@]}" mkdir -p "$root/build"
   "${sudo[@]}" mount --bind "$work/versions/$version" "$root/build" && mounts+=("$root/build") &&
     "${sudo[@]}" mount -t proc proc "$root/proc" && mounts+=("$root/proc") &&
@@ -48,7 +53,6 @@ versions_in_chroot() {
       PATH="/usr/lib/postgresql/$version/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/tmp \
       LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "${who[@]}" "$@" || rc=$?
   fi
-  local m
   for m in "${mounts[@]}"; do "${sudo[@]}" umount -l "$m" || rc=1; done
   return "$rc"
 }
