@@ -62,13 +62,18 @@ int ExecuteLatest(const char* sql) {
   return rc;
 }
 
+// fcinfo's trigger data; 39P01 if slotted_counter.<name>() was called other than as a trigger.
+TriggerData* TriggerCall(FunctionCallInfo fcinfo, const char* name) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("slotted_counter.%s() is called only as a trigger", name)));
+  return reinterpret_cast<TriggerData*>(fcinfo->context);
+}
+
 // slotted_counter.key_values_changed(): the statement triggers on key_values' DELETE (its
 // transition table) and TRUNCATE, and on an UPDATE of a key column (the filter's alone).
 Datum TotalsChanged(PG_FUNCTION_ARGS) {
-  if (!CALLED_AS_TRIGGER(fcinfo))
-    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                    errmsg("slotted_counter.key_values_changed() is called only as a trigger")));
-  auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+  TriggerData* trigger = TriggerCall(fcinfo, "key_values_changed");
   TriggerEvent event = trigger->tg_event;
   Assert(TRIGGER_FIRED_FOR_STATEMENT(event) && TRIGGER_FIRED_AFTER(event));
   Assert(!TRIGGER_FIRED_BY_INSERT(event));
@@ -144,11 +149,7 @@ void CollectRow(Relation rel, TupleTableSlot* row, bool added) {
 // (no hot writer keeping the sums itself), its change, and an inserted row's key to the filter
 // of stored keys; after each such statement, the changes collected to the sums.
 Datum RowsChanged(PG_FUNCTION_ARGS) {
-  if (!CALLED_AS_TRIGGER(fcinfo))
-    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                    errmsg("slotted_counter.key_values_rows_changed() is called only as a "
-                           "trigger")));
-  auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+  TriggerData* trigger = TriggerCall(fcinfo, "key_values_rows_changed");
   TriggerEvent event = trigger->tg_event;
   Assert(TRIGGER_FIRED_AFTER(event));
   Assert(TRIGGER_FIRED_BY_INSERT(event) || TRIGGER_FIRED_BY_UPDATE(event));
@@ -182,10 +183,7 @@ SPIPlanPtr plan_sums = nullptr;
 // slotted_counter.stored_keys_changed(): the statement triggers on slotted_counter.requests and
 // slotted_counter.keys, which keep the filter of stored keys only.
 Datum StoredKeysChanged(PG_FUNCTION_ARGS) {
-  if (!CALLED_AS_TRIGGER(fcinfo))
-    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                    errmsg("slotted_counter.stored_keys_changed() is called only as a trigger")));
-  KeepStoredKeys(reinterpret_cast<TriggerData*>(fcinfo->context));
+  KeepStoredKeys(TriggerCall(fcinfo, "stored_keys_changed"));
   return PointerGetDatum(nullptr);
 }
 

@@ -122,9 +122,11 @@ ErrorData* ExecuteOwnRows(const char* sql, const CounterDef& def, const OwnRows&
   Datum args[6] = {Int32GetDatum(def.id),          Int8Array(rows.keys, rows.n),
                    TimestampArray(rows.buckets, rows.n), Int8Array(rows.deltas, rows.n),
                    TimestampTzGetDatum(now),       TimestampTzGetDatum(cutoff)};
-  if (!inserted)
-    return InSubtransaction([&] { *rc = ExecuteWithLatestSnapshot(sql, 6, types, args); });
   return InSubtransaction([&] {
+    if (!inserted) {
+      *rc = ExecuteWithLatestSnapshot(sql, 6, types, args);
+      return;
+    }
     {
       KeepingSums keeping;
       *rc = ExecuteWithLatestSnapshot(sql, 6, types, args);
