@@ -56,6 +56,7 @@ OBJS = \
 	src/workers/flush_copy.o \
 	src/workers/flush_insert.o \
 	src/workers/flush_txn.o \
+	src/workers/flush_update.o \
 	src/workers/flush_write.o \
 	src/workers/fold.o \
 	src/workers/session.o \

@@ -14,6 +14,7 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
@@ -142,6 +143,43 @@ inline void InsertIndexTuples(ResultRelInfo* result_rel, TupleTableSlot* slot, E
   (void)ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL, false);
 #else
   (void)ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+#endif
+}
+
+// What an updated row needs of the indexes (16 added the summarizing ones, as BRIN).
+enum class IndexEntries { kNone, kAll, kSummarizing };
+
+// table_tuple_update with no crosscheck, waiting for a concurrent writer; *entries: what the new
+// version needs of the indexes when the result is TM_Ok.
+inline TM_Result UpdateTuple(Relation rel, ItemPointer tid, TupleTableSlot* slot, CommandId cid,
+                             Snapshot snapshot, IndexEntries* entries) {
+  TM_FailureData failure;
+  LockTupleMode lock_mode;
+#if PG_VERSION_NUM >= 160000
+  TU_UpdateIndexes update_indexes = TU_None;
+  TM_Result result = table_tuple_update(rel, tid, slot, cid, snapshot, InvalidSnapshot, true,
+                                        &failure, &lock_mode, &update_indexes);
+  *entries = update_indexes == TU_All           ? IndexEntries::kAll
+             : update_indexes == TU_Summarizing ? IndexEntries::kSummarizing
+                                                : IndexEntries::kNone;
+#else
+  bool update_indexes = false;
+  TM_Result result = table_tuple_update(rel, tid, slot, cid, snapshot, InvalidSnapshot, true,
+                                        &failure, &lock_mode, &update_indexes);
+  *entries = update_indexes ? IndexEntries::kAll : IndexEntries::kNone;
+#endif
+  return result;
+}
+
+// The new version of an updated row in `slot` into the indexes `entries` names, as an UPDATE does.
+inline void InsertUpdatedIndexTuples(ResultRelInfo* result_rel, TupleTableSlot* slot,
+                                     EState* estate, IndexEntries entries) {
+  if (entries == IndexEntries::kNone) return;
+#if PG_VERSION_NUM >= 160000
+  (void)ExecInsertIndexTuples(result_rel, slot, estate, true, false, nullptr, NIL,
+                              entries == IndexEntries::kSummarizing);
+#else
+  (void)ExecInsertIndexTuples(result_rel, slot, estate, true, false, nullptr, NIL);
 #endif
 }
 

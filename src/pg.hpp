@@ -38,6 +38,7 @@ extern "C" {
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
 #include "storage/dsm.h"
 #include "utils/dsa.h"

@@ -58,6 +58,7 @@ CounterTable* CounterTable::Create(void* mem, uint32_t capacity) noexcept {
     e.reserved_down.store(0, std::memory_order_relaxed);
     e.pins.store(0, std::memory_order_relaxed);
     e.commit_epoch.store(0, std::memory_order_relaxed);
+    e.row.store(0, std::memory_order_relaxed);
   }
   t->free_head_.store(capacity > 0 ? 0 : kNil, std::memory_order_release);
   return t;

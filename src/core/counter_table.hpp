@@ -178,8 +178,13 @@ struct Entry {
   // moved those deltas into the values table (buffer/load.cpp), so a key that is not resident has
   // no unfolded deltas and its load reads the values table alone.
   std::atomic<uint32_t> commit_epoch;
+  // Where the key's row of the values table was when the last committed flush wrote it (a TID,
+  // PackedRow; 0: not known). A hint the flusher alone writes, at its settle: a flush that finds
+  // no row of this key there (moved, deleted, or the slot holding another row) looks the row up
+  // by its key, so nothing depends on the hint being current.
+  std::atomic<uint64_t> row;
 };
-static_assert(sizeof(Entry) == 96, "an entry is 96 bytes");
+static_assert(sizeof(Entry) == 104, "an entry is 104 bytes");
 // Shared by every process: a plain layout, and atomics that are real instructions (a lock-based
 // atomic would be a lock inside shared memory that no process could clean up).
 static_assert(std::is_standard_layout<Entry>::value && std::is_standard_layout<CounterKey>::value,

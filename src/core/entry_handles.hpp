@@ -22,7 +22,9 @@ enum class LoadStart { kLinked, kRetry, kStale };
 
 // What a flush claimed of one entry: written as delta, settled by SettleClaim.
 // stamp: the entry's last_write, which the flush stores with the delta; stamped: the claim took
-// stamp_dirty (the tables lack that stamp), which a failed flush gives back.
+// stamp_dirty (the tables lack that stamp), which a failed flush gives back. row: the entry's
+// row hint (Entry::row) when claimed; the flush sets it to where it wrote the row (0: not known),
+// which a committed settle stores.
 struct Claim {
   uint32_t index;
   uint32_t generation;
@@ -30,6 +32,7 @@ struct Claim {
   int64_t delta;
   int64_t stamp;
   bool stamped;
+  uint64_t row;
 };
 
 // kTaken: claimed with a nonzero delta; kClean: nothing to write (or another flusher claimed it);

@@ -41,7 +41,8 @@ Take Protocol<Locks>::ClaimForFlush(uint32_t db, uint32_t index, uint32_t partit
     return Take::kClean;
   }
   *claim = Claim{index, e.generation.load(std::memory_order_relaxed), partition, delta,
-                 e.last_write.load(std::memory_order_seq_cst), stamped};
+                 e.last_write.load(std::memory_order_seq_cst), stamped,
+                 e.row.load(std::memory_order_relaxed)};
   return Take::kTaken;
 }
 
@@ -100,6 +101,8 @@ bool Protocol<Locks>::SettleClaim(const Claim& claim, bool committed, int64_t st
       Entry* sum = SumOf(e.id, claim.partition);
       SC_ASSERT(sum != nullptr || claim.delta == 0);
       if (sum != nullptr) AddDifferenceToSum(*sum, 0, claim.delta);
+      // Only a flush that holds the claim (in_flush) writes the hint.
+      e.row.store(claim.row, std::memory_order_relaxed);
     }
     if (committed && !claim.stamped && stored_stamp > e.last_write.load(std::memory_order_relaxed))
       e.last_write.store(stored_stamp, std::memory_order_seq_cst);

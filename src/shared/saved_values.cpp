@@ -284,6 +284,7 @@ void RestoreSavedValues() {
     e.id = k;
     e.value.store(v.value, std::memory_order_relaxed);
     e.flushed.store(v.flushed, std::memory_order_relaxed);
+    e.row.store(0, std::memory_order_relaxed);
     e.last_write.store(v.last_write, std::memory_order_relaxed);
     e.stamp_dirty.store(v.stamp_dirty ? 1 : 0, std::memory_order_relaxed);
     e.hash.store(hash, std::memory_order_relaxed);

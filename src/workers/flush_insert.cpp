@@ -26,7 +26,6 @@ namespace {
 
 constexpr int kRowsPerInsert = 1000;  // as COPY's buffer (MAX_BUFFERED_TUPLES)
 
-enum Column { kCounter, kKey, kBucket, kValue, kUpdatedAt, kWrittenAt, kColumns };
 constexpr const char* kNames[kColumns] = {"counter", "key",        "bucket",
                                           "value",   "updated_at", "written_at"};
 constexpr Oid kTypes[kColumns] = {INT4OID, INT8OID, TIMESTAMPTZOID,
@@ -45,8 +44,9 @@ bool ColumnsAsMade(Relation rel) {
   return rel->rd_rel->relam == HEAP_TABLE_AM_OID;
 }
 
+
 // The rows of items into rel and its indexes, kRowsPerInsert at a time.
-void InsertRows(Relation rel, const FlushItem* items, int64 n, bool stamped) {
+void InsertRows(Relation rel, FlushItem* items, int64 n, bool stamped) {
   EState* estate = CreateExecutorState();
   ResultRelInfo* result_rel = makeNode(ResultRelInfo);
   InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
@@ -76,6 +76,7 @@ void InsertRows(Relation rel, const FlushItem* items, int64 n, bool stamped) {
     for (int s = 0; s < count; s++) {
       ResetPerTupleExprContext(estate);
       if (result_rel->ri_NumIndices > 0) InsertIndexTuples(result_rel, slots[s], estate);
+      items[first + s].claim.row = PackRow(&slots[s]->tts_tid);
     }
   }
   FreeBulkInsertState(bistate);
@@ -86,13 +87,21 @@ void InsertRows(Relation rel, const FlushItem* items, int64 n, bool stamped) {
 
 }  // namespace
 
-void InsertFreshRows(const FlushItem* items, int64 n, bool stamped) {
-  if (n == 0) return;
+Relation OpenKeyValues(bool* as_made) {
   Oid relid = ExtensionRelation("key_values");
   if (!OidIsValid(relid)) elog(ERROR, "slotted_counter.key_values is missing");
   Relation rel = table_open(relid, RowExclusiveLock);
-  if (!ColumnsAsMade(rel)) {
+  *as_made = ColumnsAsMade(rel);
+  return rel;
+}
+
+void InsertFreshRows(FlushItem* items, int64 n, bool stamped) {
+  if (n == 0) return;
+  bool as_made;
+  Relation rel = OpenKeyValues(&as_made);
+  if (!as_made) {
     table_close(rel, NoLock);
+    for (int64 i = 0; i < n; i++) items[i].claim.row = 0;
     CopyFreshRows(items, n, stamped);
     return;
   }

@@ -61,12 +61,38 @@ void WriteRequestIds(const TakenRequestId* taken, int n);
 
 // ---- flush_insert.cpp ----
 
+// The columns of slotted_counter.key_values as the install script makes them.
+enum KeyValuesColumn { kCounter, kKey, kBucket, kValue, kUpdatedAt, kWrittenAt, kColumns };
+
+// key_values, opened RowExclusiveLock; *as_made: it has exactly the install script's columns, in
+// its order, none dropped, in a heap (the writers below the executor write only such a table).
+Relation OpenKeyValues(bool* as_made);
+
+// A row's TID as Entry::row keeps it (never 0: offsets start at 1).
+inline uint64 PackRow(ItemPointer tid) {
+  return uint64(ItemPointerGetBlockNumberNoCheck(tid)) << 16 |
+         ItemPointerGetOffsetNumberNoCheck(tid);
+}
+inline void UnpackRow(uint64 row, ItemPointer tid) {
+  ItemPointerSet(tid, BlockNumber(row >> 16), OffsetNumber(row & 0xffff));
+}
+
 // Inserts the rows of items (n of them, fresh keys) into key_values below the executor, with
 // written_at from each item's stamp if `stamped`, else now(), and adds their deltas to the sums
 // and their keys to the filter of stored keys, as the table's triggers would; fails with 23505 on
-// a key that has a row. By COPY (CopyFreshRows) if the table's columns are not as made. Inside
-// SPI, in the flush's transaction.
-void InsertFreshRows(const FlushItem* items, int64 n, bool stamped);
+// a key that has a row. Each item's claim.row: where its row went (0 if by COPY). By COPY
+// (CopyFreshRows) if the table's columns are not as made. Inside SPI, in the flush's transaction.
+void InsertFreshRows(FlushItem* items, int64 n, bool stamped);
+
+// ---- flush_update.cpp ----
+
+// Updates the rows of items (n of them, keys with rows) found where the flush last wrote them
+// (claim.row) below the executor, adding each delta to the value as the statement's UPDATE would,
+// and the deltas to the sums. An item whose row was not found there, or that a concurrent
+// transaction changed, is left to the statement: its claim.row becomes 0. Every updated item's
+// claim.row is where its row is now. Returns how many were updated. Inside SPI, in the flush's
+// transaction.
+int64 UpdateRowsInPlace(FlushItem* items, int64 n);
 
 // What the table's row triggers would have done for items (n of them) written by a statement
 // under KeepingSums (definitions/sums.hpp) or below the executor, each a row whose value moved by

@@ -1,10 +1,11 @@
 // flush_write.cpp: the statements that write a flush step's claimed entries to
 // slotted_counter.key_values (flush_internal.hpp: WriteItems), and the request ids taken with them.
 //
-// Keys flushed before, which mostly have their row, are written with UPDATEs in statements of at
-// most kBatch keys; keys never flushed, which mostly have none, inserted below the executor
-// (flush_insert.cpp); each kind in one subtransaction, redone as upserts if a key's row was not as
-// expected after all.
+// Keys flushed before, which mostly have their row, are updated where the flush last wrote them
+// (flush_update.cpp), and the others of them with UPDATEs in statements of at most kBatch keys;
+// keys never flushed, which mostly have none, inserted below the executor (flush_insert.cpp); the
+// statements and the insertions each in one subtransaction, redone as upserts if a key's row was
+// not as expected after all.
 #include <algorithm>
 
 #include "definitions/sums.hpp"
@@ -42,9 +43,10 @@ const char* const kFlushSql[2] = {
     "INSERT INTO slotted_counter.key_values AS t (counter, key, bucket, value, written_at) "
     SC_FLUSH_ROWS5 SC_UPSERT};
 
-// Rows of keys flushed before, which mostly have their row: an UPDATE joined on the primary key
-// (a nested loop of index scans) skips the upsert's arbiter probe, a new index scan per row, and
-// its tuple lock, a second WAL record per row.
+// Rows of keys flushed before, which mostly have their row, but not where the flush last wrote
+// them (flush_update.cpp): an UPDATE joined on the primary key (a nested loop of index scans)
+// skips the upsert's arbiter probe, a new index scan per row, and its tuple lock, a second WAL
+// record per row. It returns where each row went, for the next flush of the key.
 #define SC_FLUSH_UPDATE(written, stamp_rows)                                                    \
   "UPDATE slotted_counter.key_values t SET value = t.value OPERATOR(pg_catalog.+) u.delta, "       \
   "updated_at = pg_catalog.now(), written_at = GREATEST(t.written_at, " written ") "           \
@@ -53,7 +55,7 @@ const char* const kFlushSql[2] = {
   "pg_catalog.unnest($3::pg_catalog.timestamptz[]) AS b, " stamp_rows                            \
   "pg_catalog.unnest($4::pg_catalog.int8[]) AS delta) u "                                        \
   "WHERE t.counter OPERATOR(pg_catalog.=) u.c AND t.key OPERATOR(pg_catalog.=) u.k "            \
-  "AND t.bucket OPERATOR(pg_catalog.=) u.b"
+  "AND t.bucket OPERATOR(pg_catalog.=) u.b RETURNING t.key, t.ctid"
 #define SC_STAMP_ROWS "pg_catalog.unnest($5::pg_catalog.timestamptz[]) AS w, "
 
 const char* const kUpdateSql[2] = {SC_FLUSH_UPDATE("pg_catalog.now()", ""),
@@ -69,7 +71,7 @@ bool AnyStamped(const FlushItem* items, int64 n) {
 }
 
 // A statement's batch: upserts or UPDATEs.
-void WriteBatch(const FlushItem* items, int64 n, Statement write) {
+void WriteBatch(FlushItem* items, int64 n, Statement write) {
   Assert(write != Statement::kInsert);
   bool stamped = AnyStamped(items, n);
   SPIPlanPtr plan;
@@ -79,7 +81,7 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
     expected_rc = SPI_OK_INSERT;
   } else {
     plan = KeyArrayPlan(&plan_update[stamped], kUpdateSql[stamped]);
-    expected_rc = SPI_OK_UPDATE;
+    expected_rc = SPI_OK_UPDATE_RETURNING;
   }
   auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
   auto* keys = static_cast<int64*>(palloc(sizeof(int64) * n));
@@ -95,21 +97,34 @@ void WriteBatch(const FlushItem* items, int64 n, Statement write) {
       stamps[i] = StampToStore(items[i].claim.stamped ? items[i].claim.stamp : kNoWrite);
   }
   ExecuteKeyArrays(plan, expected_rc, int(n), counters, keys, buckets, deltas, stamps);
+  if (write != Statement::kUpdate) return;
   // The items are distinct keys, so each row the UPDATE found is one item's.
-  if (write == Statement::kUpdate && int64(SPI_processed) != n)
+  if (int64(SPI_processed) != n)
     ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
                     errmsg("a key flushed before has no row in slotted_counter.key_values")));
+  // In the items' order (the nested loop's outer side); a row whose key is not its item's tells
+  // nothing.
+  for (int64 i = 0; i < n; i++) {
+    HeapTuple row = SPI_tuptable->vals[i];
+    bool null_key, null_tid;
+    Datum key = SPI_getbinval(row, SPI_tuptable->tupdesc, 1, &null_key);
+    Datum tid = SPI_getbinval(row, SPI_tuptable->tupdesc, 2, &null_tid);
+    if (!null_key && !null_tid && DatumGetInt64(key) == items[i].key)
+      items[i].claim.row = PackRow(reinterpret_cast<ItemPointer>(DatumGetPointer(tid)));
+  }
 }
 
 // Writes the deltas of items (n of them): insertions in one COPY, statements in batches of at
 // most kBatch.
 // Each batch's arrays are freed before the next: memory the process already has, not a million
 // keys' worth touched anew.
-void WriteBatches(const FlushItem* items, int64 n, Statement write) {
+void WriteBatches(FlushItem* items, int64 n, Statement write) {
   if (write == Statement::kInsert) {
     InsertFreshRows(items, n, AnyStamped(items, n));
     return;
   }
+  // Where the rows went: told by the UPDATEs (WriteBatch), not by the upserts.
+  for (int64 i = 0; i < n; i++) items[i].claim.row = 0;
   // UPDATEs are planned as index lookups in a nested loop, whatever the statistics of key_values
   // say: with none yet (a table a flush just grew), a merge join over a sort of the whole table
   // can look cheaper, once per batch; a plan cached while the table was
@@ -144,7 +159,7 @@ void WriteBatches(const FlushItem* items, int64 n, Statement write) {
 // overflow this backend's cache of them, which slows every other backend's snapshots). If it
 // failed that way (the code expected of it), the subtransaction is rolled back and every item is
 // written again as an upsert. Any other error goes to the caller.
-void WriteExpecting(const FlushItem* items, int64 n, Statement write, int expected_error) {
+void WriteExpecting(FlushItem* items, int64 n, Statement write, int expected_error) {
   if (n == 0) return;
   ErrorData* error = InSubtransaction([&] { WriteBatches(items, n, write); });
   if (error == nullptr) return;
@@ -161,6 +176,22 @@ bool ItemOrder(const FlushItem& a, const FlushItem& b) {
   return a.bucket < b.bucket;
 }
 
+// Moves the items UpdateRowsInPlace updated (claim.row set) before the others, each part in
+// the order it had.
+void UpdatedFirst(FlushItem* items, int64 n) {
+  auto* rest = static_cast<FlushItem*>(MemoryContextAllocHuge(CurrentMemoryContext,
+                                                              sizeof(FlushItem) * (n + 1)));
+  int64 updated = 0, left = 0;
+  for (int64 i = 0; i < n; i++) {
+    if (items[i].claim.row != 0)
+      items[updated++] = items[i];
+    else
+      rest[left++] = items[i];
+  }
+  std::copy(rest, rest + left, items + updated);
+  pfree(rest);
+}
+
 }  // namespace
 
 int64 WriteItems(FlushItem* items, int64 n) {
@@ -168,7 +199,13 @@ int64 WriteItems(FlushItem* items, int64 n) {
   int64 with_rows =
       std::partition_point(items, items + n, [](const FlushItem& item) { return !item.fresh; }) -
       items;
-  WriteExpecting(items, with_rows, Statement::kUpdate, ERRCODE_NO_DATA_FOUND);
+  int64 in_place = UpdateRowsInPlace(items, with_rows);
+  if (in_place > 0) {
+    UpdatedFirst(items, with_rows);
+    KeepItemSums(items, in_place, false);
+  }
+  WriteExpecting(items + in_place, with_rows - in_place, Statement::kUpdate,
+                 ERRCODE_NO_DATA_FOUND);
   WriteExpecting(items + with_rows, n - with_rows, Statement::kInsert, ERRCODE_UNIQUE_VIOLATION);
   return n - with_rows;
 }

@@ -611,6 +611,40 @@ TEST_F(ProtocolTest, AFlushClaimsTheDeltaUnderTheSharedLockAndSettlesIt) {
   EXPECT_EQ(t().at(i).in_flush.load(), 0);
 }
 
+// Where the key's row is (Entry::row): the claim reads it, a committed settle stores what the
+// flush says (0: it does not know), a failed one leaves it, and a new load of the slot forgets it.
+TEST_F(ProtocolTest, TheRowsPlaceGoesWithTheClaimAndBackWithACommittedSettle) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 10);
+  EXPECT_EQ(t().at(i).row.load(), 0u) << "a loaded entry knows no place";
+  Add(k, 5);
+  std::vector<Claim> claims = ClaimAllOf(7);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].row, 0u);
+  claims[0].row = 0x1234'0007;
+  p_.SettleClaim(claims[0], true);
+  EXPECT_EQ(t().at(i).row.load(), 0x1234'0007u);
+
+  Add(k, 1);
+  claims = ClaimAllOf(7);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].row, 0x1234'0007u) << "the claim carries the place to the flush";
+  claims[0].row = 0x99'0001;
+  p_.SettleClaim(claims[0], false);
+  EXPECT_EQ(t().at(i).row.load(), 0x1234'0007u) << "a failed flush wrote nowhere";
+
+  claims = ClaimAllOf(7);
+  ASSERT_EQ(claims.size(), 1u);
+  claims[0].row = 0;
+  p_.SettleClaim(claims[0], true);
+  EXPECT_EQ(t().at(i).row.load(), 0u) << "a flush that does not know where it wrote says so";
+
+  for (uint32_t e = 0; e < t().capacity(); e++) t().at(e).row.store(0x55'0002);
+  uint32_t j = Load(Key(2), 3);
+  ASSERT_NE(j, kNil);
+  EXPECT_EQ(t().at(j).row.load(), 0u) << "a slot loaded anew forgets the place of its last key";
+}
+
 // A value set from one end of bigint to the other since its last flush: no flush may ask the
 // row to take a difference beyond bigint. It goes in steps that keep the row in range.
 TEST_F(ProtocolTest, ADifferenceBeyondBigintIsFlushedInStepsWithinRange) {
