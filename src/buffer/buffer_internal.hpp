@@ -16,9 +16,11 @@ void ReportOverflow(const CounterDef& def, int64 key, int64 value, int64 delta);
 // The value the tables hold for k, as of the latest commit; 0 if none. committed_only: leave
 // out this transaction's own uncommitted changes (its sc_drop_buckets), as a value linked into
 // the shared buffer must be true for every session whatever this transaction does next. *stamp
-// (if given): the time of k's last write the tables hold (written_at), kNoWrite if none.
+// (if given): the time of k's last write the tables hold (written_at), kNoWrite if none. *row (if
+// given): where k's row of key_values is (tid.hpp), 0 if it has none or the value was read by a
+// query.
 int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only = false,
-                      int64* stamp = nullptr);
+                      int64* stamp = nullptr, uint64* row = nullptr);
 
 // Whether the deltas committed into a transactional entry are all in the values table (so that
 // the entry may leave the buffer); always true for a buffered one. Under the entry's partition

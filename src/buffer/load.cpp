@@ -127,15 +127,16 @@ pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transact
   // (a terminated backend must not leave others waiting for its load forever).
   int64 stored = 0;
   int64 stamp = kNoWrite;
+  uint64 row = 0;
   PG_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
   {
-    stored = ReadStoredValue(k, transactional, true, &stamp);
+    stored = ReadStoredValue(k, transactional, true, &stamp, &row);
   }
   PG_END_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
 
   bool loaded = table.FinishLoad(
       loading, stored, [&] { return pg_atomic_read_u64(&shared->catalog_epoch) != epoch; },
-      stamp);
+      stamp, row);
   return loaded ? LoadResult::kLoaded : LoadResult::kStale;
 }
 

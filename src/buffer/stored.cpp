@@ -7,6 +7,7 @@
 #include "shared/flusher_slots.hpp"
 #include "shared/stored_keys.hpp"
 #include "spi.hpp"
+#include "tid.hpp"
 
 namespace sc {
 
@@ -37,11 +38,13 @@ const char* const kStoredSql[2] = {
     "AND key OPERATOR(pg_catalog.=) $2 AND bucket OPERATOR(pg_catalog.=) $3) d"};
 
 // The value and written_at columns of k's row in slotted_counter.key_values (0 and kNoWrite if it
-// has none), read in `snapshot` through the table's primary key (counter, key, bucket) without a
-// query: the load of a key not seen before is this one index probe. It reads what the superuser's
+// has none) and where the row is (*row, 0 if none), read in `snapshot` through the table's
+// primary key (counter, key, bucket) without a query: the load of a key not seen before is this
+// one index probe. It reads what the superuser's
 // query would (no privilege check, no row security). False when the index is not as the scripts
 // made it (dropped, invalid, rebuilt on other columns): the caller runs the query instead.
-bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* stamp) {
+bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* stamp,
+                   uint64* row) {
   Oid relid = ExtensionRelation("key_values");
   if (!OidIsValid(relid)) return false;
   Relation rel = table_open(relid, AccessShareLock);
@@ -85,12 +88,14 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* 
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     *value = 0;
     *stamp = kNoWrite;
+    *row = 0;
     if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
       bool isnull;
       Datum d = slot_getattr(slot, value_column, &isnull);
       if (!isnull) *value = DatumGetInt64(d);
       d = slot_getattr(slot, stamp_column, &isnull);
       if (!isnull) *stamp = DatumGetTimestampTz(d);
+      *row = PackRow(&slot->tts_tid);
     }
     ExecDropSingleTupleTableSlot(slot);
     index_endscan(scan);
@@ -104,13 +109,15 @@ bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* 
 }  // namespace
 
 int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_only,
-                      int64* stamp) {
+                      int64* stamp, uint64* row) {
+  uint64 found_row = 0;
   transactional = transactional && StoredReadsNeedDeltas();
   // A key the filter of stored keys never saw has no row (shared/stored_keys.hpp): the answer of
   // the probe below, without it. Not while a transactional key's deltas may hold it.
   if (!transactional && StoredKeysInUse(k.db) &&
       !StoredKeyMayExist(k, ExtensionRelation("key_values"))) {
     if (stamp != nullptr) *stamp = kNoWrite;
+    if (row != nullptr) *row = 0;
     return 0;
   }
   // A tuple this transaction inserted is visible from command curcid on, one it deleted until
@@ -120,7 +127,8 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
   if (committed_only) snapshot->curcid = FirstCommandId;
   int64 value = 0;
   int64 written = kNoWrite;
-  if (transactional || !ReadTotalsRow(k, snapshot, &value, &written)) {
+  if (transactional || !ReadTotalsRow(k, snapshot, &value, &written, &found_row)) {
+    found_row = 0;
     SpiSession spi = ConnectSpi();
     static const Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
     SPIPlanPtr plan =
@@ -141,6 +149,7 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
   }
   UnregisterSnapshot(snapshot);
   if (stamp != nullptr) *stamp = written;
+  if (row != nullptr) *row = found_row;
   return value;
 }
 

@@ -180,11 +180,11 @@ class Protocol {
   LoadStart BeginLoad(uint32_t index, const CounterKey& k, uint32_t hash, Refuse&& refuse,
                       Loading* loading) noexcept;
 
-  // Makes the loading entry resident with the stored value; false (the entry removed) if stale()
-  // says the catalog changed meanwhile.
+  // Makes the loading entry resident with the stored value (and its stamp, and where its row is:
+  // Entry::row); false (the entry removed) if stale() says the catalog changed meanwhile.
   template <typename Stale>
   bool FinishLoad(const Loading& loading, int64_t stored, Stale&& stale,
-                  int64_t stored_stamp = kNoWrite) noexcept;
+                  int64_t stored_stamp = kNoWrite, uint64_t row = 0) noexcept;
 
   // Removes an entry this process linked as kLoading and did not finish loading.
   void AbandonLoad(const Loading& loading) noexcept;

@@ -82,7 +82,7 @@ LoadStart Protocol<Locks>::BeginLoad(uint32_t index, const CounterKey& k, uint32
 template <typename Locks>
 template <typename Stale>
 bool Protocol<Locks>::FinishLoad(const Loading& loading, int64_t stored, Stale&& stale,
-                                 int64_t stored_stamp) noexcept {
+                                 int64_t stored_stamp, uint64_t row) noexcept {
   Entry& e = t_.at(loading.index);
   uint32_t p = CounterTable::PartitionOf(loading.hash);
   locks_.Exclusive(p);
@@ -94,6 +94,7 @@ bool Protocol<Locks>::FinishLoad(const Loading& loading, int64_t stored, Stale&&
     e.flushed.store(stored, std::memory_order_relaxed);
     e.last_write.store(stored_stamp, std::memory_order_relaxed);
     e.stamp_dirty.store(0, std::memory_order_relaxed);
+    e.row.store(row, std::memory_order_relaxed);
     e.state.store(kResident, std::memory_order_release);
   }
   locks_.Release(p);

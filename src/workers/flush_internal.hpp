@@ -8,6 +8,7 @@
 #include "pg.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
+#include "tid.hpp"
 
 namespace sc {
 
@@ -67,15 +68,6 @@ enum KeyValuesColumn { kCounter, kKey, kBucket, kValue, kUpdatedAt, kWrittenAt, 
 // key_values, opened RowExclusiveLock; *as_made: it has exactly the install script's columns, in
 // its order, none dropped, in a heap (the writers below the executor write only such a table).
 Relation OpenKeyValues(bool* as_made);
-
-// A row's TID as Entry::row keeps it (never 0: offsets start at 1).
-inline uint64 PackRow(ItemPointer tid) {
-  return uint64(ItemPointerGetBlockNumberNoCheck(tid)) << 16 |
-         ItemPointerGetOffsetNumberNoCheck(tid);
-}
-inline void UnpackRow(uint64 row, ItemPointer tid) {
-  ItemPointerSet(tid, BlockNumber(row >> 16), OffsetNumber(row & 0xffff));
-}
 
 // Inserts the rows of items (n of them, fresh keys) into key_values below the executor, with
 // written_at from each item's stamp if `stamped`, else now(), and adds their deltas to the sums

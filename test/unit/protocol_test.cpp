@@ -612,7 +612,8 @@ TEST_F(ProtocolTest, AFlushClaimsTheDeltaUnderTheSharedLockAndSettlesIt) {
 }
 
 // Where the key's row is (Entry::row): the claim reads it, a committed settle stores what the
-// flush says (0: it does not know), a failed one leaves it, and a new load of the slot forgets it.
+// flush says (0: it does not know), a failed one leaves it, and a load stores where it read the row
+// (0: none).
 TEST_F(ProtocolTest, TheRowsPlaceGoesWithTheClaimAndBackWithACommittedSettle) {
   CounterKey k = Key(1);
   uint32_t i = Load(k, 10);
@@ -643,6 +644,16 @@ TEST_F(ProtocolTest, TheRowsPlaceGoesWithTheClaimAndBackWithACommittedSettle) {
   uint32_t j = Load(Key(2), 3);
   ASSERT_NE(j, kNil);
   EXPECT_EQ(t().at(j).row.load(), 0u) << "a slot loaded anew forgets the place of its last key";
+
+  CounterKey read = Key(3);
+  Loading loading;
+  uint64_t evicted = 0;
+  uint32_t r = p_.TakeFreeOrClean(read.db, false, 1024, [](const Entry&) { return true; }, &evicted);
+  ASSERT_NE(r, kNil);
+  ASSERT_EQ(p_.BeginLoad(r, read, H(read), [] { return LoadStart::kLinked; }, &loading),
+            LoadStart::kLinked);
+  ASSERT_TRUE(p_.FinishLoad(loading, 4, [] { return false; }, sc::kNoWrite, 0x77'0003));
+  EXPECT_EQ(t().at(r).row.load(), 0x77'0003u) << "a load keeps where it read the row";
 }
 
 // A value set from one end of bigint to the other since its last flush: no flush may ask the
