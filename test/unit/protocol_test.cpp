@@ -648,7 +648,8 @@ TEST_F(ProtocolTest, TheRowsPlaceGoesWithTheClaimAndBackWithACommittedSettle) {
   CounterKey read = Key(3);
   Loading loading;
   uint64_t evicted = 0;
-  uint32_t r = p_.TakeFreeOrClean(read.db, false, 1024, [](const Entry&) { return true; }, &evicted);
+  uint32_t r =
+      p_.TakeFreeOrClean(read.db, false, 1024, [](const Entry&) { return true; }, &evicted);
   ASSERT_NE(r, kNil);
   ASSERT_EQ(p_.BeginLoad(r, read, H(read), [] { return LoadStart::kLinked; }, &loading),
             LoadStart::kLinked);
