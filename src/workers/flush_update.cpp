@@ -13,6 +13,7 @@
 // triggers keep nothing for rows whose counter, key and bucket stay. A TID that finds nothing of
 // the key (the row updated by another writer, deleted, moved by VACUUM FULL or CLUSTER, its slot
 // holding another row) leaves the item to the UPDATE.
+#include "core/checked_math.hpp"
 #include "pg.hpp"
 #include "workers/flush.hpp"
 #include "workers/flush_internal.hpp"
@@ -41,7 +42,7 @@ void UpdatedRow(TupleTableSlot* found, const FlushItem& item, TimestampTz now,
   }
   int64 value;
   if (found->tts_isnull[kValue] ||
-      pg_add_s64_overflow(DatumGetInt64(found->tts_values[kValue]), item.claim.delta, &value))
+      !CheckedAdd(DatumGetInt64(found->tts_values[kValue]), item.claim.delta, &value))
     ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("bigint out of range")));
   updated->tts_values[kValue] = Int64GetDatum(value);
   updated->tts_values[kUpdatedAt] = TimestampTzGetDatum(now);
