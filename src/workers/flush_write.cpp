@@ -112,6 +112,8 @@ void WriteBatch(FlushItem* items, int64 n, Statement write) {
     if (!null_key && !null_tid && DatumGetInt64(key) == items[i].key)
       items[i].claim.row = PackRow(reinterpret_cast<ItemPointer>(DatumGetPointer(tid)));
   }
+  // In SPI's context until the step's SPI_finish otherwise.
+  SPI_freetuptable(SPI_tuptable);
 }
 
 // Writes the deltas of items (n of them): insertions in one COPY, statements in batches of at
