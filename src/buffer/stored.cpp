@@ -40,9 +40,9 @@ const char* const kStoredSql[2] = {
 // The value and written_at columns of k's row in slotted_counter.key_values (0 and kNoWrite if it
 // has none) and where the row is (*row, 0 if none), read in `snapshot` through the table's
 // primary key (counter, key, bucket) without a query: the load of a key not seen before is this
-// one index probe. It reads what the superuser's
-// query would (no privilege check, no row security). False when the index is not as the scripts
-// made it (dropped, invalid, rebuilt on other columns): the caller runs the query instead.
+// one index probe. It reads what the superuser's query would (no privilege check, no row
+// security). False when the index is not as the scripts made it (dropped, invalid, rebuilt on
+// other columns): the caller runs the query instead.
 bool ReadTotalsRow(const CounterKey& k, Snapshot snapshot, int64* value, int64* stamp,
                    uint64* row) {
   Oid relid = ExtensionRelation("key_values");
@@ -128,7 +128,6 @@ int64 ReadStoredValue(const CounterKey& k, bool transactional, bool committed_on
   int64 value = 0;
   int64 written = kNoWrite;
   if (transactional || !ReadTotalsRow(k, snapshot, &value, &written, &found_row)) {
-    found_row = 0;
     SpiSession spi = ConnectSpi();
     static const Oid types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
     SPIPlanPtr plan =

@@ -178,10 +178,11 @@ struct Entry {
   // moved those deltas into the values table (buffer/load.cpp), so a key that is not resident has
   // no unfolded deltas and its load reads the values table alone.
   std::atomic<uint32_t> commit_epoch;
-  // Where the key's row of the values table was when the last committed flush wrote it (a TID,
-  // PackedRow; 0: not known). A hint the flusher alone writes, at its settle: a flush that finds
-  // no row of this key there (moved, deleted, or the slot holding another row) looks the row up
-  // by its key, so nothing depends on the hint being current.
+  // Where the key's row of the values table was when its load read it or the last committed flush
+  // wrote it (a TID, packed by src/tid.hpp; 0: not known). Written by FinishLoad and by the flush
+  // that holds the entry's claim, at its settle. A hint: a flush that finds no row of this key
+  // there (moved, deleted, or the slot holding another row) looks the row up by its key, so
+  // nothing depends on the hint being current.
   std::atomic<uint64_t> row;
 };
 static_assert(sizeof(Entry) == 104, "an entry is 104 bytes");

@@ -63,7 +63,6 @@ LoadStart Protocol<Locks>::BeginLoad(uint32_t index, const CounterKey& k, uint32
   e.hash.store(hash, std::memory_order_release);
   e.value.store(0, std::memory_order_relaxed);
   e.flushed.store(0, std::memory_order_relaxed);
-  e.row.store(0, std::memory_order_relaxed);
   uint32_t p = CounterTable::PartitionOf(hash);
   locks_.Exclusive(p);
   LoadStart start = t_.Find(k, hash) != kNil ? LoadStart::kRetry : refuse();

@@ -44,7 +44,6 @@ bool ColumnsAsMade(Relation rel) {
   return rel->rd_rel->relam == HEAP_TABLE_AM_OID;
 }
 
-
 // The rows of items into rel and its indexes, kRowsPerInsert at a time.
 void InsertRows(Relation rel, FlushItem* items, int64 n, bool stamped) {
   EState* estate = CreateExecutorState();

@@ -81,9 +81,9 @@ void InsertFreshRows(FlushItem* items, int64 n, bool stamped);
 // Updates the rows of items (n of them, keys with rows) found where the flush last wrote them
 // (claim.row) below the executor, adding each delta to the value as the statement's UPDATE would,
 // and the deltas to the sums. An item whose row was not found there, or that a concurrent
-// transaction changed, is left to the statement: its claim.row becomes 0. Every updated item's
-// claim.row is where its row is now. Returns how many were updated. Inside SPI, in the flush's
-// transaction.
+// transaction changed, is left to the statement: its claim.row becomes 0. Returns how many were
+// updated, moved before the others (each part in its order), each with claim.row where its row
+// is now. Inside SPI, in the flush's transaction.
 int64 UpdateRowsInPlace(FlushItem* items, int64 n);
 
 // What the table's row triggers would have done for items (n of them) written by a statement

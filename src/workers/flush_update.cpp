@@ -13,6 +13,8 @@
 // triggers keep nothing for rows whose counter, key and bucket stay. A TID that finds nothing of
 // the key (the row updated by another writer, deleted, moved by VACUUM FULL or CLUSTER, its slot
 // holding another row) leaves the item to the UPDATE.
+#include <algorithm>
+
 #include "core/checked_math.hpp"
 #include "pg.hpp"
 #include "workers/flush.hpp"
@@ -110,6 +112,22 @@ int64 UpdateAtRows(Relation rel, FlushItem* items, int64 n) {
   return done;
 }
 
+// Moves the items UpdateAtRows updated (claim.row set) before the others, each part in the
+// order it had.
+void UpdatedFirst(FlushItem* items, int64 n) {
+  auto* rest = static_cast<FlushItem*>(MemoryContextAllocHuge(CurrentMemoryContext,
+                                                              sizeof(FlushItem) * (n + 1)));
+  int64 updated = 0, left = 0;
+  for (int64 i = 0; i < n; i++) {
+    if (items[i].claim.row != 0)
+      items[updated++] = items[i];
+    else
+      rest[left++] = items[i];
+  }
+  std::copy(rest, rest + left, items + updated);
+  pfree(rest);
+}
+
 }  // namespace
 
 int64 UpdateRowsInPlace(FlushItem* items, int64 n) {
@@ -126,6 +144,8 @@ int64 UpdateRowsInPlace(FlushItem* items, int64 n) {
   if (done == 0) return 0;
   // What the statements below and the sums see of the rows from here on.
   CommandCounterIncrement();
+  UpdatedFirst(items, n);
+  KeepItemSums(items, done, false);
   return done;
 }
 

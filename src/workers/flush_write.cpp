@@ -178,22 +178,6 @@ bool ItemOrder(const FlushItem& a, const FlushItem& b) {
   return a.bucket < b.bucket;
 }
 
-// Moves the items UpdateRowsInPlace updated (claim.row set) before the others, each part in
-// the order it had.
-void UpdatedFirst(FlushItem* items, int64 n) {
-  auto* rest = static_cast<FlushItem*>(MemoryContextAllocHuge(CurrentMemoryContext,
-                                                              sizeof(FlushItem) * (n + 1)));
-  int64 updated = 0, left = 0;
-  for (int64 i = 0; i < n; i++) {
-    if (items[i].claim.row != 0)
-      items[updated++] = items[i];
-    else
-      rest[left++] = items[i];
-  }
-  std::copy(rest, rest + left, items + updated);
-  pfree(rest);
-}
-
 }  // namespace
 
 int64 WriteItems(FlushItem* items, int64 n) {
@@ -202,10 +186,6 @@ int64 WriteItems(FlushItem* items, int64 n) {
       std::partition_point(items, items + n, [](const FlushItem& item) { return !item.fresh; }) -
       items;
   int64 in_place = UpdateRowsInPlace(items, with_rows);
-  if (in_place > 0) {
-    UpdatedFirst(items, with_rows);
-    KeepItemSums(items, in_place, false);
-  }
   WriteExpecting(items + in_place, with_rows - in_place, Statement::kUpdate,
                  ERRCODE_NO_DATA_FOUND);
   WriteExpecting(items + with_rows, n - with_rows, Statement::kInsert, ERRCODE_UNIQUE_VIOLATION);
