@@ -24,14 +24,16 @@ SELECT sc_create('d', 'buffered');
 });
 my $keys = 3000;
 
-# Adds `by` to keys 1..$keys of counter `name` and flushes.
+# Adds `by` to keys 1..$keys of counter `name` and flushes. The session's own probes (its loads)
+# reach the statistics before it returns, not at its exit, when a count may already have begun.
 sub count_all
 {
 	my ($name, $by) = @_;
 	$node->safe_psql('postgres', qq{
 SELECT cardinality(sc_incr_batch('$name', ARRAY(SELECT generate_series(1, $keys)::bigint),
                                  array_fill(${by}::bigint, ARRAY[$keys])));
-SELECT sc_rollup()});
+SELECT sc_rollup();
+SELECT pg_stat_force_next_flush()});
 }
 
 # Probes of key_values' primary key so far, as the statistics count them (the flusher reports
@@ -138,7 +140,8 @@ SELECT sc_sum('c', 1::bigint) = 15 AND sc_total('c') = 5 * ($keys - 1) + 15 + 7 
 $node->restart;
 $node->safe_psql('postgres', qq{
 SELECT cardinality(sc_incr_batch('d', ARRAY(SELECT generate_series(1, $keys)::bigint),
-                                 array_fill(1::bigint, ARRAY[$keys])))});
+                                 array_fill(1::bigint, ARRAY[$keys])));
+SELECT pg_stat_force_next_flush()});
 $before = pkey_probes();
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is(pkey_probes() - $before, 0, 'after a restart: the rows found where the loads read them');
