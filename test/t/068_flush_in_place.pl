@@ -1,8 +1,9 @@
 # The flush updates a key's row where it last wrote it (workers/flush_update.cpp), without a probe
 # of the primary key, and never another key's row: after the rows moved (an UPDATE of another
 # writer, VACUUM FULL), after their places were taken by other keys' rows (a DELETE, VACUUM and new
-# keys), while another transaction holds the row, and after a restart (the loads read where the
-# rows are). Every value and every total stays exact.
+# keys), while another transaction holds the row, after a drop and re-create of the counter, and
+# after a restart (the loads read where the rows are). A row that would pass the end of bigint
+# fails the flush with 22003 and writes nothing. Every value and every total stays exact.
 
 use strict;
 use warnings;
@@ -134,6 +135,48 @@ $roller->quit;
 is( $node->safe_psql('postgres', qq{
 SELECT sc_sum('c', 1::bigint) = 15 AND sc_total('c') = 5 * ($keys - 1) + 15 + 7 * $keys}),
 	't', 'read and totalled as written');
+
+# A row whose value a superuser set by hand near the end of bigint: the flush that updates it in
+# place refuses to wrap it, with the UPDATE's error, and writes nothing of its step.
+$node->safe_psql('postgres', q{
+SELECT sc_create('o', 'buffered');
+SELECT sc_incr('o', 1, 1), sc_incr('o', 2, 1);
+SELECT sc_rollup();
+UPDATE slotted_counter.key_values SET value = 9223372036854775806
+ WHERE counter = (SELECT id FROM slotted_counter.counters WHERE name = 'o') AND key = 1;
+SELECT sc_incr('o', 1, 1), sc_incr('o', 2, 1);
+SELECT sc_rollup();
+SELECT sc_incr('o', 1, 1), sc_incr('o', 2, 1);});
+my ($rc, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT sc_rollup()");
+like($err, qr/ERROR:  22003: could not flush counters: bigint out of range/,
+	'a row that would pass the end of bigint: the flush fails with 22003');
+is( $node->safe_psql('postgres', q{
+SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM slotted_counter.key_values
+ WHERE counter = (SELECT id FROM slotted_counter.counters WHERE name = 'o')}),
+	'1=9223372036854775807,2=2', 'and wrote nothing of its step, the other key\'s row included');
+$node->safe_psql('postgres', q{
+UPDATE slotted_counter.key_values SET value = 5
+ WHERE counter = (SELECT id FROM slotted_counter.counters WHERE name = 'o') AND key = 1});
+$node->safe_psql('postgres', 'SELECT sc_rollup()');
+is( $node->safe_psql('postgres', q{
+SELECT string_agg(key || '=' || value, ',' ORDER BY key) FROM slotted_counter.key_values
+ WHERE counter = (SELECT id FROM slotted_counter.counters WHERE name = 'o')}),
+	'1=6,2=3', 'once the row is mended, the next flush writes what was kept');
+
+# A counter dropped and created again under its name: its new keys are new rows, none of the
+# places its former entries knew.
+$node->safe_psql('postgres', q{
+SELECT sc_drop('o');
+SELECT sc_create('o', 'buffered');
+SELECT sc_incr('o', 1, 7), sc_incr('o', 2, 7);
+SELECT sc_rollup();
+SELECT sc_incr('o', 1, 1), sc_incr('o', 2, 1);
+SELECT sc_rollup();});
+is( $node->safe_psql('postgres', q{
+SELECT string_agg(key || '=' || value, ',' ORDER BY key) || '|' || sc_total('o')
+  FROM slotted_counter.key_values
+ WHERE counter = (SELECT id FROM slotted_counter.counters WHERE name = 'o')}),
+	'1=8,2=8|16', 'a counter dropped and created again: its own rows, updated in place');
 
 # After a restart the buffer is empty: each key's load reads where its row is, and the first flush
 # updates it there.
