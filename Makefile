@@ -26,6 +26,7 @@ OBJS = \
 	src/definitions/guards.o \
 	src/definitions/privileges.o \
 	src/definitions/role_commands.o \
+	src/definitions/key_values_rows.o \
 	src/definitions/sums.o \
 	src/definitions/text_keys.o \
 	src/buffer/batch.o \

@@ -49,8 +49,11 @@ bool BufferIncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64
 int64 BufferSet(const CounterDef& def, int64 key, int64 bucket, int64 value);
 
 // The current value of (counter, key, bucket) (for a transactional counter: its committed value);
-// 0 for a key never counted. With load, a key not in the buffer is loaded into it.
-int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load);
+// 0 for a key never counted. With load, a key not in the buffer is loaded into it. *row (if given):
+// where the key's row of slotted_counter.key_values was found when the value was read from it
+// without loading (tid.hpp), else 0.
+int64 BufferRead(const CounterDef& def, int64 key, int64 bucket, bool load,
+                 uint64* row = nullptr);
 
 // The current values of many keys of an unbucketed counter (committed values, for a
 // transactional one): each exact at some moment during the call. Keys not in the buffer are read
@@ -125,8 +128,9 @@ void ReleaseCounterLoads(int32 counter);
 // tables lack is removed): the caller writes its row; kReserved as BufferReserve (22003, 23514 as
 // there); kBusy: expired while another commit holds it: the caller gives back every reservation
 // and hold it has, waits (BufferWaitForSettle) and starts again. Waits for a load under way.
+// *row: with kMissing, the removed entry's hint of where the key's row is (tid.hpp), or 0.
 Reserve BufferReserveOrWriteOwn(const CounterDef& def, int64 key, int64 bucket, int64 delta,
-                                Bounds bounds, Write w, Reservation* out);
+                                Bounds bounds, Write w, Reservation* out, uint64* row);
 void BufferWaitForSettle(int* waits);
 
 // A buffered sc_incr_once that owns its request id (request_ids.hpp: kIdApplying at id_index):

@@ -25,11 +25,12 @@ pg_attribute_always_inline Probe ReadResident(const CounterKey& k, uint32 hash, 
 
 }  // namespace
 
-int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) {
+int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load, uint64* row) {
   CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   int64 cutoff = KeyCutoff(counter);
   int64 value;
+  if (row != nullptr) *row = 0;
   if (ReadResident(k, hash, &value, cutoff) == Probe::kFound) return value;
   CounterDef def = counter;  // as in BufferIncrement
   bool transactional = def.durability == Durability::kTransactional;
@@ -43,7 +44,7 @@ int64 BufferRead(const CounterDef& counter, int64 key, int64 bucket, bool load) 
     }
     if (!load || !MakeResident(&def, k, hash, &waits)) {
       int64 stamp;
-      value = ReadStoredValue(k, transactional, false, &stamp);
+      value = ReadStoredValue(k, transactional, false, &stamp, row);
       return CounterTable::Expired(stamp, cutoff) ? 0 : value;
     }
   }

@@ -72,7 +72,7 @@ void ReleaseCounterLoads(int32 counter) {
 }
 
 Reserve BufferReserveOrWriteOwn(const CounterDef& def, int64 key, int64 bucket, int64 delta,
-                                Bounds bounds, Write w, Reservation* out) {
+                                Bounds bounds, Write w, Reservation* out, uint64* row) {
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 hash = HashCounterKey(k);
   int waits = 0;
@@ -80,7 +80,7 @@ Reserve BufferReserveOrWriteOwn(const CounterDef& def, int64 key, int64 bucket, 
   for (;;) {
     int64 committed = 0;
     Reserve result = ReserveOrWriteOwn(table, shared->through_holds, k, hash, delta, out,
-                                       &committed, bounds, w);
+                                       &committed, bounds, w, row);
     switch (result) {
       case Reserve::kOverflow:
       case Reserve::kOutOfBounds:

@@ -257,8 +257,9 @@ class Protocol {
   // Under partition p's exclusive lock: removes k's entry if it holds nothing the tables lack
   // and nothing holds it (resident, clean, not claimed, not pinned, no reservation, no commit
   // since its fold could be unfolded: commit_epoch 0); true if it did. For a key resident
-  // without its sum entry, which a batch writes through rather than wait for room for one.
-  bool DropCleanLocked(const CounterKey& k, uint32_t hash) noexcept;
+  // without its sum entry, which a batch writes through rather than wait for room for one. *row
+  // (if given): the removed entry's hint of where its row is (Entry::row), else 0.
+  bool DropCleanLocked(const CounterKey& k, uint32_t hash, uint64_t* row = nullptr) noexcept;
 
   // Calls fn() under partition p's exclusive lock.
   template <typename Fn>

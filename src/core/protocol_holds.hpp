@@ -131,7 +131,8 @@ Probe Protocol<Locks>::PinLocked(const CounterKey& k, uint32_t hash, Pin* pin, i
 }
 
 template <typename Locks>
-bool Protocol<Locks>::DropCleanLocked(const CounterKey& k, uint32_t hash) noexcept {
+bool Protocol<Locks>::DropCleanLocked(const CounterKey& k, uint32_t hash, uint64_t* row) noexcept {
+  if (row != nullptr) *row = 0;
   uint32_t index = t_.Find(k, hash);
   if (index == kNil) return true;
   Entry& e = t_.at(index);
@@ -142,6 +143,7 @@ bool Protocol<Locks>::DropCleanLocked(const CounterKey& k, uint32_t hash) noexce
               e.reserved_down.load(std::memory_order_relaxed) == 0 &&
               e.commit_epoch.load(std::memory_order_relaxed) == 0;
   if (drop) {
+    if (row != nullptr) *row = e.row.load(std::memory_order_relaxed);
     t_.Unlink(index);
     t_.Release(index);
   }

@@ -159,17 +159,17 @@ void HoldPartitionForExpiry(Protocol<Locks>& table, ThroughHolds& holds, uint32_
 
 // A commit of `counter`'s keys that holds it (RaiseCounterHold), for one of them: under k's
 // partition lock EXCLUSIVE, kMissing if k has no entry, or had one that held nothing the tables
-// lack (DropCleanLocked removed it): the commit writes k's row itself, and no load links k until
-// the hold is released. Otherwise reserves delta on the entry as ReserveIfResident does (kLoading,
-// kBusy, kOverflow, kOutOfBounds as there).
+// lack (DropCleanLocked removed it; *row: its hint of where k's row is, or 0): the commit writes
+// k's row itself, and no load links k until the hold is released. Otherwise reserves delta on the
+// entry as ReserveIfResident does (kLoading, kBusy, kOverflow, kOutOfBounds as there).
 template <typename Locks>
 Reserve ReserveOrWriteOwn(Protocol<Locks>& table, ThroughHolds& holds, const CounterKey& k,
                           uint32_t hash, int64_t delta, Reservation* out, int64_t* committed,
-                          Bounds bounds, Write w) noexcept {
+                          Bounds bounds, Write w, uint64_t* row = nullptr) noexcept {
   SC_ASSERT(CounterLoadsHeld(holds, k.db, k.counter));
   Reserve result = Reserve::kMissing;
   table.Exclusively(CounterTable::PartitionOf(hash), [&] {
-    if (!table.DropCleanLocked(k, hash))
+    if (!table.DropCleanLocked(k, hash, row))
       result = table.ReserveLocked(k, hash, delta, out, committed, bounds, w);
   });
   return result;

@@ -5,6 +5,7 @@
 
 #include "buffer/rank_indexes.hpp"
 #include "definitions/expiry.hpp"
+#include "definitions/key_values_rows.hpp"
 #include "definitions/sums.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
@@ -91,17 +92,35 @@ struct OwnRows {
   int64* buckets;
   int64* deltas;
   Bounds* bounds;
+  uint64* found;  // where the transaction's reads found the row, or 0
 
   explicit OwnRows(int room)
       : keys(static_cast<int64*>(palloc(sizeof(int64) * (room + 1)))),
         buckets(static_cast<int64*>(palloc(sizeof(int64) * (room + 1)))),
         deltas(static_cast<int64*>(palloc(sizeof(int64) * (room + 1)))),
-        bounds(static_cast<Bounds*>(palloc(sizeof(Bounds) * (room + 1)))) {}
+        bounds(static_cast<Bounds*>(palloc(sizeof(Bounds) * (room + 1)))),
+        found(static_cast<uint64*>(palloc(sizeof(uint64) * (room + 1)))) {}
 
-  void Add(int64 key, int64 bucket, int64 delta, const Bounds& bound) {
-    keys[n] = key, buckets[n] = bucket, deltas[n] = delta, bounds[n++] = bound;
+  void Add(int64 key, int64 bucket, int64 delta, const Bounds& bound, uint64 row) {
+    keys[n] = key, buckets[n] = bucket, deltas[n] = delta, bounds[n] = bound, found[n++] = row;
   }
 };
+
+// The error of a bounded row whose value the commit would leave outside its bounds.
+void ReportOutOfBounds(const CounterDef& def, int64 key, int64 value) {
+  ereport(ERROR,
+          (errcode(ERRCODE_CHECK_VIOLATION),
+           errmsg("bounded increment of counter \"%s\" would leave its bounds", def.name),
+           errdetail("Key %lld would be %lld after this transaction, outside the bounds its "
+                     "bounded increments allow. Nothing of this transaction is committed.",
+                     (long long)key, (long long)value)));
+}
+
+// The error of a row whose value plus the commit's change leaves bigint.
+void ReportRowOutOfRange(const CounterDef& def) {
+  ReportValueOutOfRange(def.name, "A key's value plus this transaction's change leaves the "
+                                  "bigint range. Nothing of this transaction is committed.");
+}
 
 // Step 5's statements over a counter's rows: $1 the counter, $2, $3 and $4 the keys, buckets and
 // deltas, $5 the commit's time (both stamps of a row), $6 the expiry cutoff (the upsert's).
@@ -112,9 +131,23 @@ struct OwnRows {
   "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "   \
   "AS u(k, b, d)"
 
+// What the triggers of key_values would have done for rows inserted with their deltas (the row
+// triggers skipped, definitions/sums.hpp): the deltas to the sums, the keys to the filter.
+void KeepInsertedSums(const CounterDef& def, const OwnRows& rows) {
+  auto* changes = static_cast<SumChange*>(
+      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(SumChange) * (rows.n + 1)));
+  DatabaseSlot* slot = FindSlot(MyDatabaseId);
+  for (int i = 0; i < rows.n; i++) {
+    changes[i] = SumChange{def.id, rows.buckets[i], rows.deltas[i]};
+    AddStoredKey(slot, def.id, rows.keys[i], rows.buckets[i]);
+  }
+  AddToSums(changes, rows.n);
+  pfree(changes);
+}
+
 // Runs one of them in a subtransaction: nullptr, or the error it raised; *rc is SPI's code. With
 // `inserted`, sql inserts each row with its delta (or fails): the sums and the filter are kept
-// here, from the rows (definitions/sums.hpp), and the row triggers are not fired.
+// here, from the rows, and the row triggers are not fired.
 ErrorData* ExecuteOwnRows(const char* sql, const CounterDef& def, const OwnRows& rows,
                           TimestampTz now, int64 cutoff, int* rc, bool inserted = false) {
   Oid types[6] = {INT4OID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID,
@@ -131,16 +164,30 @@ ErrorData* ExecuteOwnRows(const char* sql, const CounterDef& def, const OwnRows&
       KeepingSums keeping;
       *rc = ExecuteWithLatestSnapshot(sql, 6, types, args);
     }
-    auto* changes = static_cast<SumChange*>(
-        MemoryContextAllocHuge(CurrentMemoryContext, sizeof(SumChange) * (rows.n + 1)));
-    DatabaseSlot* slot = FindSlot(MyDatabaseId);
-    for (int i = 0; i < rows.n; i++) {
-      changes[i] = SumChange{def.id, rows.buckets[i], rows.deltas[i]};
-      AddStoredKey(slot, def.id, rows.keys[i], rows.buckets[i]);
-    }
-    AddToSums(changes, rows.n);
-    pfree(changes);
+    KeepInsertedSums(def, rows);
   });
+}
+
+// The rows of keys that never had a row, inserted below the executor
+// (definitions/key_values_rows.hpp) in a subtransaction, with their sums and filter: nullptr, or
+// the error it raised. False in *as_made (and nothing done) if key_values is not as made.
+ErrorData* InsertOwnRowsBelow(const CounterDef& def, const OwnRows& rows, TimestampTz now,
+                              bool* as_made) {
+  Relation rel = OpenKeyValues(as_made);
+  ErrorData* error = nullptr;
+  if (*as_made)
+    error = InSubtransaction([&] {
+      auto* made = static_cast<NewKeyValue*>(
+          MemoryContextAllocHuge(CurrentMemoryContext, sizeof(NewKeyValue) * (rows.n + 1)));
+      for (int i = 0; i < rows.n; i++)
+        made[i] = NewKeyValue{def.id, rows.keys[i], rows.buckets[i], rows.deltas[i], now, 0};
+      InsertKeyValues(rel, made, rows.n, now);
+      pfree(made);
+      CommandCounterIncrement();
+      KeepInsertedSums(def, rows);
+    });
+  table_close(rel, NoLock);
+  return error;
 }
 
 // Step 5 for rows that are the commit's to write: adds each delta to its key's row (an expired
@@ -163,8 +210,7 @@ void UpsertOwnRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
   int rc = 0;
   ErrorData* error = ExecuteOwnRows(sql, def, rows, now, cutoff, &rc);
   if (error != nullptr && error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
-    ReportValueOutOfRange(def.name, "A key's value plus this transaction's change leaves the "
-                                    "bigint range. Nothing of this transaction is committed.");
+    ReportRowOutOfRange(def);
   if (error != nullptr) ReThrowError(error);
   if (rc != (bounded ? SPI_OK_INSERT_RETURNING : SPI_OK_INSERT))
     elog(ERROR, "writing slotted_counter.key_values failed: %d", rc);
@@ -184,24 +230,22 @@ void UpsertOwnRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
         hi = mid;
     }
     if (lo < n && keys[lo] == key && buckets[lo] == bucket && !bounds[lo].Admit(value))
-      ereport(ERROR,
-              (errcode(ERRCODE_CHECK_VIOLATION),
-               errmsg("bounded increment of counter \"%s\" would leave its bounds", def.name),
-               errdetail("Key %lld would be %lld after this transaction, outside the bounds its "
-                         "bounded increments allow. Nothing of this transaction is committed.",
-                         (long long)key, (long long)value)));
+      ReportOutOfBounds(def, key, value);
   }
 }
 
 // Step 5 for rows of keys that never had a row (the filter of stored keys says so: a migration's,
-// a backfill's keys): a plain INSERT, without the upsert's probe of the unique index and its
-// speculative insertion and confirmation of each row. Should a row have appeared all the same
+// a backfill's keys): inserted below the executor as COPY inserts them (a plain INSERT if the
+// table is not as made), without the upsert's probe of the unique index and its speculative
+// insertion and confirmation of each row. Should a row have appeared all the same
 // (written where the filter's triggers did not run), the upsert writes them instead.
 void InsertNewRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, int64 cutoff) {
   // Its bounded increments admitted the delta from 0 (the statement read no row).
   for (int i = 0; i < rows.n; i++) Assert(rows.bounds[i].Admit(rows.deltas[i]));
-  int rc = 0;
-  ErrorData* error = ExecuteOwnRows(SC_OWN_ROWS_INSERT, def, rows, now, cutoff, &rc, true);
+  int rc = SPI_OK_INSERT;
+  bool as_made;
+  ErrorData* error = InsertOwnRowsBelow(def, rows, now, &as_made);
+  if (!as_made) error = ExecuteOwnRows(SC_OWN_ROWS_INSERT, def, rows, now, cutoff, &rc, true);
   if (error != nullptr && error->sqlerrcode == ERRCODE_UNIQUE_VIOLATION) {
     FreeErrorData(error);
     UpsertOwnRows(def, rows, now, cutoff);
@@ -211,11 +255,69 @@ void InsertNewRows(const CounterDef& def, const OwnRows& rows, TimestampTz now, 
   if (rc != SPI_OK_INSERT) elog(ERROR, "writing slotted_counter.key_values failed: %d", rc);
 }
 
-// Step 5 for one counter's rows: those of keys the filter of stored keys knows never had a row
-// by InsertNewRows, the others by UpsertOwnRows. `rows` keeps the others; `fresh` has its room.
+// Step 5 for the rows the transaction's reads found: each updated where it was found, below the
+// executor, with the upsert's value and stamps, its sum kept and its bounds checked. `rows` keeps
+// the others, in order.
+void UpdateFoundRows(const CounterDef& def, OwnRows* rows, TimestampTz now, int64 cutoff) {
+  auto* updates = static_cast<KeyValueUpdate*>(
+      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(KeyValueUpdate) * (rows->n + 1)));
+  auto* from = static_cast<int*>(palloc(sizeof(int) * (rows->n + 1)));
+  int n = 0;
+  for (int i = 0; i < rows->n; i++)
+    if (rows->found[i] != 0) {
+      from[n] = i;
+      updates[n++] = KeyValueUpdate{def.id, rows->keys[i], rows->buckets[i], rows->deltas[i], now,
+                                    cutoff, rows->found[i], 0, 0};
+    }
+  if (n == 0) {
+    pfree(from);
+    pfree(updates);
+    return;
+  }
+  bool as_made;
+  Relation rel = OpenKeyValues(&as_made);
+  ErrorData* error = nullptr;
+  if (as_made)
+    error = InSubtransaction([&] {
+      (void)UpdateKeyValuesAt(rel, updates, n, now);
+      CommandCounterIncrement();
+      auto* changes = static_cast<SumChange*>(
+          MemoryContextAllocHuge(CurrentMemoryContext, sizeof(SumChange) * (n + 1)));
+      int nchanges = 0;
+      for (int j = 0; j < n; j++)
+        if (updates[j].row != 0)
+          changes[nchanges++] = SumChange{def.id, updates[j].bucket, updates[j].change};
+      AddToSums(changes, nchanges);
+      pfree(changes);
+    });
+  table_close(rel, NoLock);
+  if (error != nullptr && error->sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE)
+    ReportRowOutOfRange(def);
+  if (error != nullptr) ReThrowError(error);
+  auto* written = static_cast<bool*>(palloc0(sizeof(bool) * (rows->n + 1)));
+  for (int j = 0; j < n; j++) {
+    if (updates[j].row == 0) continue;
+    if (!rows->bounds[from[j]].Admit(updates[j].value))
+      ReportOutOfBounds(def, updates[j].key, updates[j].value);
+    written[from[j]] = true;
+  }
+  int all = rows->n;
+  rows->n = 0;  // refilled in place, in order: its row i goes to n <= i
+  for (int i = 0; i < all; i++)
+    if (!written[i])
+      rows->Add(rows->keys[i], rows->buckets[i], rows->deltas[i], rows->bounds[i], 0);
+  pfree(written);
+  pfree(from);
+  pfree(updates);
+}
+
+// Step 5 for one counter's rows: those its reads found by UpdateFoundRows, then those of keys the
+// filter of stored keys knows never had a row by InsertNewRows, the others by UpsertOwnRows.
+// `rows` keeps the others; `fresh` has its room.
 void WriteOwnRows(const CounterDef& def, OwnRows* rows, OwnRows* fresh, TimestampTz now,
                   int64 cutoff) {
   fresh->n = 0;
+  UpdateFoundRows(def, rows, now, cutoff);
   if (StoredKeysInUse(MyDatabaseId)) {
     Oid relation = ExtensionRelation("key_values");
     int n = rows->n;
@@ -223,7 +325,7 @@ void WriteOwnRows(const CounterDef& def, OwnRows* rows, OwnRows* fresh, Timestam
     for (int i = 0; i < n; i++) {
       CounterKey k{MyDatabaseId, def.id, rows->keys[i], rows->buckets[i]};
       OwnRows* to = StoredKeyMayExist(k, relation) ? rows : fresh;
-      to->Add(rows->keys[i], rows->buckets[i], rows->deltas[i], rows->bounds[i]);
+      to->Add(rows->keys[i], rows->buckets[i], rows->deltas[i], rows->bounds[i], 0);
     }
   }
   if (fresh->n > 0) InsertNewRows(def, *fresh, now, cutoff);
@@ -236,7 +338,8 @@ bool IsLargeCommit(int rows) { return rows > settings.max_entries / 4; }
 
 TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, int32* counters,
                                int64* keys, int64* buckets, int64* deltas, Bounds* bounds,
-                               Reservation* reservations, int* nreserved) {
+                               uint64* found_rows, Reservation* reservations,
+                               int* nreserved) {
   Assert(nheld == 0 && writing_slot == nullptr && ncounters > 0);
   SpiSession spi = ConnectSpi();
   LockCounters(defs, ncounters);
@@ -267,9 +370,11 @@ TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, 
     for (int i = 0, c = 0; i < rows && busy < 0; i++) {
       while (defs[c].id != counters[i]) c++;
       Reservation* r = &reservations[*nreserved];
+      uint64 hint = 0;
       Reserve result = BufferReserveOrWriteOwn(defs[c], keys[i], buckets[i], deltas[i],
-                                               bounds[i], writes[c], r);
+                                               bounds[i], writes[c], r, &hint);
       own[i] = result == Reserve::kMissing;
+      if (own[i] && found_rows[i] == 0) found_rows[i] = hint;  // a loaded entry's row
       if (result == Reserve::kBusy) busy = i, busy_counter = c;
       if (result == Reserve::kReserved) (*nreserved)++;
     }
@@ -294,7 +399,7 @@ TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, 
     for (int c = 0, i = 0; c < ncounters; c++) {
       own_rows.n = 0;
       for (; i < rows && counters[i] == defs[c].id; i++)
-        if (own[i]) own_rows.Add(keys[i], buckets[i], deltas[i], bounds[i]);
+        if (own[i]) own_rows.Add(keys[i], buckets[i], deltas[i], bounds[i], found_rows[i]);
       if (own_rows.n > 0) WriteOwnRows(defs[c], &own_rows, &fresh, now, writes[c].cutoff);
     }
   }

@@ -20,10 +20,13 @@
 //      by another commit (which may wait for a load this one holds) makes it give back every
 //      reservation and hold, wait for that commit's settle holding nothing, and start again;
 //   5. writes the deltas of the reserved keys as deltas rows, and adds those of the others to
-//      their key_values rows in one upsert per counter (an expired key counts from 0; a value
-//      that leaves bigint fails the commit with 22003, one that leaves its bounds with 23514);
-//      the keys that the filter of stored keys knows never had a row go first, in a plain INSERT
-//      per counter (no speculative insertion), redone as the upsert if a row was there after all.
+//      their key_values rows (an expired key counts from 0; a value that leaves bigint fails
+//      the commit with 22003, one that leaves its bounds with 23514): first the rows that the
+//      transaction's reads found (found_rows), updated where they are below the executor
+//      (definitions/key_values_rows.hpp; one not there any more is left to the upsert); then
+//      the keys that the filter of stored keys knows never had a row, inserted below the executor
+//      (no speculative insertion), redone as the upsert if a row was there after all; then the
+//      rest in one upsert per counter.
 // After the commit (or the abort) the reservations settle and the holds go. Until then, loads of
 // its counters' keys out of the buffer wait: other sessions' first reads of those keys wait for
 // the commit, as for a lock.
@@ -38,12 +41,15 @@ namespace sc {
 bool IsLargeCommit(int rows);
 
 // At pre-commit, for the rows (sorted by counter, key and bucket) of the counters defs[0 ..
-// ncounters) (sorted by id, each with a row). Writes the rows it keeps itself, reserves the others
-// into reservations (*nreserved of them) and moves those rows, with their deltas less the expired
-// value each takes away, to the front of the arrays; returns the commit's time.
+// ncounters) (sorted by id, each with a row); found_rows[i]: where a read of the transaction found
+// row i's key in key_values (tid.hpp), or 0 (then the hint of an entry removed, if any). Writes
+// the rows it keeps itself, reserves the others into reservations (*nreserved of them) and moves
+// those rows, with their deltas less the expired value each takes away, to the front of the
+// arrays; returns the commit's time.
 TimestampTz LargeCommitPrepare(const CounterDef* defs, int ncounters, int rows, int32* counters,
                                int64* keys, int64* buckets, int64* deltas, Bounds* bounds,
-                               Reservation* reservations, int* nreserved);
+                               uint64* found_rows, Reservation* reservations,
+                               int* nreserved);
 
 // At the end of the transaction, after the reservations settled: releases the holds. Cannot fail.
 void LargeCommitEnd();

@@ -51,6 +51,7 @@ struct PendingSum {
   CounterKey key;  // hash key
   int64 delta;     // over all levels
   Bounds bounds;   // of the top level, and of the subtransactions committed into it
+  uint64 row;      // where a read found the key's row of key_values (a large commit's hint), or 0
 };
 
 HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level (2 and deeper)
@@ -254,11 +255,15 @@ bool LoadOnRead() {
 }
 
 // The increment, with bounds or (kBounded false: nothing of them compiled in, the common case)
-// without.
-template <bool kBounded>
+// without. kSet: `delta` is the value the key is set to, the change is what it holds less that
+// (one read of the buffer and one look-up of the key, not two of each), and *result is what it
+// held.
+template <bool kBounded, bool kSet = false>
 pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int64 bucket,
                                            int64 delta, Bounds bounds, int64* result) {
-  int64 committed = BufferRead(def, key, bucket, LoadOnRead());
+  static_assert(!(kBounded && kSet), "a set has no bounds");
+  uint64 row;
+  int64 committed = BufferRead(def, key, bucket, LoadOnRead(), &row);
   if (pending_sums == nullptr) MakeTables();
   any_pending = true;
   RememberName(def);
@@ -271,6 +276,7 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
   if (!found) {
     total->delta = 0;
     total->bounds = Bounds{};
+    total->row = 0;
     if (hash_get_num_entries(pending_sums) > settings.max_transaction_keys) {
       hash_search(pending_sums, &k, HASH_REMOVE, nullptr);
       ereport(ERROR,
@@ -283,6 +289,16 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
                        "transactions.")));
     }
   }
+  if (kSet) {
+    int64 value = delta, old;
+    if (!CheckedAdd(committed, total->delta, &old) || __builtin_sub_overflow(value, old, &delta))
+      ReportValueOutOfRange(def.name,
+                            psprintf("Setting key %lld to %lld is a change outside the bigint "
+                                     "range.",
+                                     (long long)key, (long long)value));
+    *result = old;
+  }
+  if (row != 0) total->row = row;
   int64 new_pending, value;
   if (!CheckedAdd(total->delta, delta, &new_pending) ||
       !CheckedAdd(committed, new_pending, &value))
@@ -312,7 +328,7 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
     total->bounds = total->bounds.And(bounds);
   }
   total->delta = new_pending;
-  *result = value;
+  if (!kSet) *result = value;
   return true;
 }
 
@@ -350,15 +366,8 @@ int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64**
 }
 
 int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 value) {
-  int64 committed = BufferRead(def, key, bucket, LoadOnRead());
-  int64 old, delta;
-  if (!CheckedAdd(committed, TransactionalPending(def.id, key, bucket), &old) ||
-      __builtin_sub_overflow(value, old, &delta))
-    ReportValueOutOfRange(def.name,
-                          psprintf("Setting key %lld to %lld is a change outside the bigint "
-                                   "range.",
-                                   (long long)key, (long long)value));
-  (void)TransactionalIncrement(def, key, bucket, delta);
+  int64 old;
+  (void)AddPending<false, true>(def, key, bucket, value, Bounds{}, &old);
   return old;
 }
 
@@ -375,25 +384,38 @@ void TransactionalPreCommit() {
   MemoryContextSwitchTo(old);
 
   // In key order: a commit that waits for another's hold on an expired key (BufferReserve) holds
-  // only keys before it, so no two commits wait for each other.
-  auto* order = static_cast<PendingSum**>(palloc(sizeof(PendingSum*) * (n + 1)));
+  // only keys before it, so no two commits wait for each other. Sorted by value, not through
+  // pointers into the table (a cache miss per comparison, for millions of keys).
+  struct Ordered {
+    int32 counter;
+    int64 key;
+    int64 bucket;
+    const PendingSum* sum;
+  };
+  auto* order = static_cast<Ordered*>(
+      MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Ordered) * (n + 1)));
   int rows = 0;
   HASH_SEQ_STATUS scan;
   hash_seq_init(&scan, pending_sums);
   for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
        p = static_cast<PendingSum*>(hash_seq_search(&scan)))
-    if (p->delta != 0) order[rows++] = p;
-  std::sort(order, order + rows, [](const PendingSum* a, const PendingSum* b) {
-    if (a->key.counter != b->key.counter) return a->key.counter < b->key.counter;
-    if (a->key.key != b->key.key) return a->key.key < b->key.key;
-    return a->key.bucket < b->key.bucket;
+    if (p->delta != 0) order[rows++] = Ordered{p->key.counter, p->key.key, p->key.bucket, p};
+  std::sort(order, order + rows, [](const Ordered& a, const Ordered& b) {
+    if (a.counter != b.counter) return a.counter < b.counter;
+    if (a.key != b.key) return a.key < b.key;
+    return a.bucket < b.bucket;
   });
+  bool large = IsLargeCommit(rows);
+  auto* found_rows = large ? static_cast<uint64*>(MemoryContextAllocHuge(
+                                 CurrentMemoryContext, sizeof(uint64) * (rows + 1)))
+                           : nullptr;
   for (int i = 0; i < rows; i++) {
-    counters[i] = order[i]->key.counter;
-    keys[i] = order[i]->key.key;
-    buckets[i] = order[i]->key.bucket;
-    deltas[i] = order[i]->delta;
-    bounds[i] = order[i]->bounds;
+    counters[i] = order[i].counter;
+    keys[i] = order[i].key;
+    buckets[i] = order[i].bucket;
+    deltas[i] = order[i].sum->delta;
+    bounds[i] = order[i].sum->bounds;
+    if (large) found_rows[i] = order[i].sum->row;
   }
   pfree(order);
   // Reserve (and pin) every entry first, then write: if either fails, the abort settles the
@@ -401,7 +423,7 @@ void TransactionalPreCommit() {
   // of it itself (large_commit.hpp).
   // A counter dropped since the increment (here or by a committed drop) fails the commit: 42704.
   TimestampTz now;
-  if (IsLargeCommit(rows)) {
+  if (large) {
     // One definition per counter (the rows are sorted by counter), not per row: a row's
     // definition is over a hundred bytes, and a large commit has millions of rows.
     int ncounters = 0;
@@ -410,7 +432,7 @@ void TransactionalPreCommit() {
     for (int i = 0, c = 0; i < rows; i++)
       if (i == 0 || counters[i] != counters[i - 1]) defs[c++] = CommittingCounter(counters[i]);
     now = LargeCommitPrepare(defs, ncounters, rows, counters, keys, buckets, deltas, bounds,
-                             reservations, &reservation_count);
+                             found_rows, reservations, &reservation_count);
     rows = reservation_count;
   } else {
     // The commit's time is each key's last write; a key that expired by then counts from 0, its

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/counter_table.hpp"
+#include "definitions/key_values_rows.hpp"
 #include "pg.hpp"
 #include "shared/request_ids.hpp"
 #include "shared/shmem.hpp"
@@ -61,13 +62,6 @@ int64 WriteItems(FlushItem* items, int64 n);
 void WriteRequestIds(const TakenRequestId* taken, int n);
 
 // ---- flush_insert.cpp ----
-
-// The columns of slotted_counter.key_values as the install script makes them.
-enum KeyValuesColumn { kCounter, kKey, kBucket, kValue, kUpdatedAt, kWrittenAt, kColumns };
-
-// key_values, opened RowExclusiveLock; *as_made: it has exactly the install script's columns, in
-// its order, none dropped, in a heap (the writers below the executor write only such a table).
-Relation OpenKeyValues(bool* as_made);
 
 // Inserts the rows of items (n of them, fresh keys) into key_values below the executor, with
 // written_at from each item's stamp if `stamped`, else now(), and adds their deltas to the sums

@@ -6,7 +6,8 @@
 # 0; a drop of its counter fails it with 42704; a rank index built before it is not used after it;
 # a read does not wait for a large commit that waits for a lock the reader holds;
 # slotted_counter.max_transaction_keys bounds its keys with 53400; a row the filter of stored keys
-# did not see does not fail the commit that takes its key for new.
+# did not see does not fail the commit that takes its key for new; the rows its reads found are
+# updated where they were found.
 
 use strict;
 use warnings;
@@ -236,6 +237,28 @@ SELECT string_agg(value::text, ',' ORDER BY key) FROM slotted_counter.key_values
 $node->safe_psql('postgres', q{SELECT sc_rebuild_counter_totals()});
 is($node->safe_psql('postgres', q{SELECT sc_sum('unseen', 7), sc_total('unseen')}), '101|30100',
 	'which reads back once the totals and the filter are rebuilt');
+
+# 10. The rows a large transaction's reads found are updated where they were found: its commit
+# makes no probe of key_values' primary key (its statement's reads made them), and the values and
+# the sums are exact.
+my $pkey_probes = q{
+SELECT pg_stat_clear_snapshot();
+SELECT idx_scan FROM pg_stat_all_indexes WHERE indexrelname = 'key_values_pkey'};
+my $probes_before = $node->safe_psql('postgres', $pkey_probes);
+my @seen = split /\n/, $node->safe_psql('postgres', q{
+BEGIN;
+SELECT count(sc_incr('unseen', k, 1)) FROM generate_series(1, 30000) k;
+SELECT pg_stat_get_xact_numscans('slotted_counter.key_values_pkey'::regclass);
+COMMIT;
+SELECT pg_stat_force_next_flush();});
+is($seen[0], '30000', 'a large transaction adds to 30,000 keys that have rows');
+is($node->safe_psql('postgres', $pkey_probes) - $probes_before - $seen[1], 0,
+	'its commit updates their rows where its reads found them, without a probe');
+is($node->safe_psql('postgres', q{
+SELECT sc_sum('unseen', 7), sc_sum('unseen', 30000), sc_total('unseen'),
+       (SELECT sum(value) FROM slotted_counter.key_values v
+          JOIN slotted_counter.counters c ON c.id = v.counter WHERE c.name = 'unseen')}),
+	'102|2|60100|60100', 'and each value and the sum are exact');
 
 $node->stop;
 done_testing();

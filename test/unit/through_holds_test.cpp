@@ -282,9 +282,12 @@ TEST_F(HoldTest, ALargeCommitWritesTheKeysOutOfTheBufferItself) {
   CounterKey k = Key(1);
   Reservation r{};
   int64_t committed = 99;
+  uint64_t row = 1;
   log_.events.clear();
-  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 5, &r, &committed, Bounds{}, sc::Write{}),
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 5, &r, &committed, Bounds{}, sc::Write{},
+                                  &row),
             Reserve::kMissing);
+  EXPECT_EQ(row, 0u) << "no entry, no hint";
   EXPECT_EQ(log_.Ops(), "XR") << "decided under the partition's exclusive lock";
   EXPECT_EQ(log_.events[0].partition, P(k));
   EXPECT_EQ(t().Find(k, H(k)), kNil);
@@ -295,11 +298,17 @@ TEST_F(HoldTest, ALargeCommitRemovesACleanEntryAndWritesItsKeyItself) {
   CounterKey k = Key(1);
   Load(k, 5);
   sc::RaiseCounterHold(*holds_, 7, 3);
+  uint32_t index = t().Find(k, H(k));
+  ASSERT_NE(index, kNil);
+  t().at(index).row.store(0x2a0007, std::memory_order_relaxed);  // where a load found its row
   Reservation r{};
   int64_t committed = 0;
-  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 5, &r, &committed, Bounds{}, sc::Write{}),
+  uint64_t row = 0;
+  EXPECT_EQ(sc::ReserveOrWriteOwn(p_, *holds_, k, H(k), 5, &r, &committed, Bounds{}, sc::Write{},
+                                  &row),
             Reserve::kMissing);
   EXPECT_EQ(t().Find(k, H(k)), kNil) << "the entry would hold a value read before the commit";
+  EXPECT_EQ(row, 0x2a0007u) << "the commit updates the row where the entry last saw it";
   sc::Loading loading{kNil, 0, 0};
   EXPECT_EQ(BeginLoad(k, &loading), LoadStart::kRetry) << "and it is not loaded again";
   sc::ReleaseCounterHold(*holds_, 7, 3);
