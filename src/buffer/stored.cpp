@@ -1,7 +1,8 @@
 // stored.cpp: the stored value of a key that is not in the buffer: none for a key the filter of
 // stored keys never saw (unless deltas must be added), else one probe of key_values' unique index
 // (the load of a key not seen before), or a query where deltas must be added or the index is not
-// as the install script made it. Touches no shared state but the slot's fold flag and filter.
+// as the install script made it. Touches no shared state but the slot's fold flag and filter (and
+// the slots, to start a flusher for a read that finds none: shared/flusher_slots.hpp).
 #include "buffer/buffer.hpp"
 #include "buffer/buffer_internal.hpp"
 #include "shared/flusher_slots.hpp"
@@ -12,7 +13,9 @@
 namespace sc {
 
 bool StoredReadsNeedDeltas() {
-  return RecoveryInProgress() || LoadsReadDeltas(FindSlot(MyDatabaseId));
+  // Without a slot (its flusher left, idle), whether every delta is folded is not known: the
+  // read starts one, whose first pass folds (worker.cpp).
+  return RecoveryInProgress() || LoadsReadDeltas(FlusherForReads());
 }
 
 namespace {

@@ -187,6 +187,18 @@ DatabaseSlot* EnsureFlusher(bool after_write) {
   return slot;
 }
 
+DatabaseSlot* FlusherForReads() {
+  if (DatabaseSlot* slot = FindSlot(MyDatabaseId)) return slot;
+  static TimestampTz failed_at = 0;
+  TimestampTz now = GetCurrentTimestamp();
+  if (failed_at != 0 && !TimestampDifferenceExceeds(failed_at, now, 1000)) return nullptr;
+  DatabaseSlot* slot = nullptr;
+  Start result = TryEnsureFlusher(&slot);
+  failed_at = result == Start::kRunning || result == Start::kStarted ? 0 : now;
+  if (slot != nullptr) my_flusher_slot = slot;
+  return slot;
+}
+
 void WakeFlusher(DatabaseSlot* slot) {
   if (void* latch = FlusherLatch(slot->claim)) SetLatch(static_cast<Latch*>(latch));
 }

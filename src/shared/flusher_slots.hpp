@@ -11,6 +11,12 @@ namespace sc {
 // orders the write before its check (see worker.cpp) and only warns, returning nullptr.
 DatabaseSlot* EnsureFlusher(bool after_write = false);
 
+// For a read that must know the fold's state (a transactional key's load: shared/shmem.hpp,
+// LoadsReadDeltas): this database's slot, assigned and its flusher registered now if it has none,
+// as EnsureFlusher does; nullptr, without an error or a wait, if no slot or worker is free (tried
+// again a second later at the soonest).
+DatabaseSlot* FlusherForReads();
+
 // This backend's slot, once EnsureFlusher found it; the flusher's own slot, once claimed.
 extern DatabaseSlot* my_flusher_slot;
 

@@ -320,7 +320,9 @@ pg_noinline int64 RunStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int6
 
 }  // namespace
 
-int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(Oid db)) {
+namespace {
+
+void ResetContexts() {
   if (flush_context == nullptr) {
     flush_context = AllocSetContextCreate(TopMemoryContext, "slotted_counter flush",
                                           ALLOCSET_DEFAULT_SIZES);
@@ -328,6 +330,26 @@ int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(
                                          ALLOCSET_DEFAULT_SIZES);
   }
   MemoryContextReset(flush_context);
+}
+
+}  // namespace
+
+int64 FoldDatabase(Oid db) {
+  ResetContexts();
+  DatabaseSlot* slot = FindSlot(db);
+  FoldPass fold;
+  BeginFold(&fold, slot, flush_context);
+  bool complete = false;
+  TimestampTz attachments_due = DT_NOEND;
+  int64 rows = 0;
+  // Steps until the pass is complete (a fold of many pages takes several).
+  while (!complete) rows += RunStep(db, slot, nullptr, 0, &fold, &complete, &attachments_due);
+  EndFold(&fold, slot);
+  return rows;
+}
+
+int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(Oid db)) {
+  ResetContexts();
   // The flusher's own slot, or the one it just left at shutdown.
   DatabaseSlot* slot = FindSlot(db);
   // Every commit tagged with the fold's epoch (or an earlier one) is visible to its first step:

@@ -14,6 +14,11 @@ namespace sc {
 // (ereport), having settled every step it began.
 int64 FlushDatabase(Oid db, TimestampTz* attachments_due, void (*between_steps)(Oid db));
 
+// The fold of FlushDatabase alone, writing no buffered value: a new flusher's first pass, so that
+// loads stop reading slotted_counter.deltas (core/fold_epochs.hpp) without waiting for a flush
+// interval. Returns the rows written; as FlushDatabase otherwise.
+int64 FoldDatabase(Oid db);
+
 // Analyzes key_values once this flusher has added half as many rows as it had when last analyzed
 // (and at least 1,000): the plans of the flush's statements (and of reads) rely on its size, and a
 // table that grew from a few rows to thousands in seconds, faster than autovacuum analyzes it,

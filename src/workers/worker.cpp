@@ -278,6 +278,26 @@ bool FlushAndRecord(Oid db) {
   return rows >= 0;
 }
 
+// A new flusher's fold and filter, before its first flush interval: loads read
+// slotted_counter.deltas until a complete fold (core/fold_epochs.hpp), which a slot assigned now
+// makes them do (deltas from before a restart, or from before the last flusher left), and probe
+// key_values for every key until the filter is built. A failure is logged; the first flush folds.
+void FoldAtStart(Oid db) {
+  MemoryContext context = CurrentMemoryContext;
+  PG_TRY();
+  {
+    (void)FoldDatabase(db);
+  }
+  PG_CATCH();
+  {
+    AbortAndLog(context, "fold the committed deltas", "The first flush folds them.");
+    AbandonTotalsWrite();
+  }
+  PG_END_TRY();
+  MemoryContextSwitchTo(context);
+  KeepStoredKeys();
+}
+
 // Answers pending write-throughs; false if that failed (already logged).
 bool ServeAndRecord(Oid db) {
   MemoryContext context = CurrentMemoryContext;
@@ -432,6 +452,7 @@ void slotted_counter_flusher_main(Datum arg) {
   // user's lock gives up after a second and tries again later, so that write-throughs and
   // shutdown are never stuck behind it.
   PinSessionSettings(1000);
+  FoldAtStart(db);
   SetWorkerState(kWorkerIdle);
   ConditionVariableBroadcast(&my_flusher_slot->done_cv);
 
