@@ -1,10 +1,10 @@
 // transactional.cpp: increments that belong to their transaction.
 //
 // An increment of a transactional counter stays in this backend until the transaction commits:
-// a hash table of pending deltas by key (`pending_sums`), and for increments inside a
-// subtransaction a second one by key and nesting level (`at_level`), so ROLLBACK TO SAVEPOINT
+// a table of pending deltas by key (`pending`: core/pending_table.hpp), and for increments inside
+// a subtransaction a second one by key and nesting level (`at_level`), so ROLLBACK TO SAVEPOINT
 // drops what the subtransaction added. Both are emptied at the end. Outside any subtransaction an
-// increment touches `pending_sums` alone: only the top-level abort can undo it, and that empties
+// increment touches `pending` alone: only the top-level abort can undo it, and that empties
 // everything.
 // sc_incr returns the committed value (the buffer entry) plus the pending delta; nothing shared
 // changes, and nobody waits.
@@ -25,6 +25,7 @@
 #include "buffer/buffer.hpp"
 #include "core/checked_math.hpp"
 #include "core/counter_table.hpp"
+#include "core/pending_table.hpp"
 #include "definitions/expiry.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
@@ -47,12 +48,6 @@ struct PendingAtLevel {
   Bounds bounds;
 };
 
-struct PendingSum {
-  CounterKey key;  // hash key
-  int64 delta;     // over all levels
-  Bounds bounds;   // of the top level, and of the subtransactions committed into it
-  uint64 row;      // where a read found the key's row of key_values (a large commit's hint), or 0
-};
 
 HTAB* at_level = nullptr;  // LevelKey -> delta added at that nesting level (2 and deeper)
 // Room for every entry of at_level and one more, grown after each new entry (so an error while
@@ -72,7 +67,8 @@ void KeepMoveRoom() {
                              : repalloc_huge(moved_space, bytes));
   moved_capacity = capacity;
 }
-HTAB* pending_sums = nullptr;    // CounterKey -> delta over all levels
+// CounterKey -> delta over all levels (core/pending_table.hpp); its room in TopMemoryContext.
+PendingTable pending;
 
 // The names of the counters this transaction counted into, for a commit that finds one dropped.
 struct CounterName {
@@ -85,11 +81,8 @@ Reservation* reservations = nullptr;
 int reservation_count = 0;
 
 
-// The keys are hashed with the buffer's own mix (a third of hash_bytes' instructions on these
-// fixed-size keys); dynahash compares them with memcmp.
-uint32 HashKey(const void* key, Size) {
-  return HashCounterKey(*static_cast<const CounterKey*>(key));
-}
+// The keys by level are hashed with the buffer's own mix (a third of hash_bytes' instructions on
+// these fixed-size keys); dynahash compares them with memcmp.
 uint32 HashLevelKey(const void* key, Size) {
   const auto* lk = static_cast<const LevelKey*>(key);
   return HashCounterKey(lk->key) ^ (uint32(lk->level) * 0x9e3779b9u);
@@ -105,16 +98,42 @@ HTAB* MakeTable(const char* name, Size keysize, Size entrysize, HashValueFunc ha
   return hash_create(name, 16, &ctl, HASH_ELEM | (hash != nullptr ? HASH_FUNCTION : HASH_BLOBS));
 }
 
+// Room for `pending` to hold twice its keys (16 at first), in TopMemoryContext; the old room is
+// freed once the table moved. An out-of-memory error leaves the table as it was.
+void GrowPending() {
+  uint32 capacity = pending.attached() ? 2 * pending.capacity() : 16;
+  auto* entries = static_cast<PendingSum*>(
+      MemoryContextAllocHuge(TopMemoryContext, sizeof(PendingSum) * Size(capacity)));
+  auto* slots = static_cast<uint64*>(MemoryContextAllocHuge(
+      TopMemoryContext, sizeof(uint64) * Size(PendingTable::SlotsFor(capacity))));
+  PendingSum* old_entries = pending.begin();
+  uint64* old_slots = pending.slots();
+  if (pending.attached())
+    pending.MoveTo(entries, slots, capacity);
+  else
+    pending.Attach(entries, slots, capacity);
+  if (old_entries != nullptr) pfree(old_entries);
+  if (old_slots != nullptr) pfree(old_slots);
+}
+
+void FreePending() {
+  if (!pending.attached()) return;
+  PendingSum* entries = pending.begin();
+  uint64* slots = pending.slots();
+  pending.Detach();
+  pfree(entries);
+  pfree(slots);
+}
+
 // The tables live as long as the backend (creating two per transaction costs more than the
-// increment) and are emptied when the transaction ends. `pending_sums` is made last: it says they
+// increment) and are emptied when the transaction ends. `pending` is made last: it says they
 // all exist (an out-of-memory error before it leaves them to be made again).
 void MakeTables() {
   at_level = MakeTable("slotted_counter pending by level", sizeof(LevelKey),
                        sizeof(PendingAtLevel), HashLevelKey);
   names = MakeTable("slotted_counter pending names", sizeof(int32), sizeof(CounterName), nullptr);
   KeepMoveRoom();
-  pending_sums =
-      MakeTable("slotted_counter pending", sizeof(CounterKey), sizeof(PendingSum), HashKey);
+  GrowPending();
 }
 
 void RememberName(const CounterDef& def) {
@@ -166,18 +185,18 @@ bool any_pending = false;  // the tables hold something of this transaction
 constexpr long kKeptEntries = 65536;
 
 void Forget() {
-  if (any_pending && (hash_get_num_entries(pending_sums) > kKeptEntries ||
+  if (any_pending && (pending.size() > kKeptEntries ||
                       hash_get_num_entries(at_level) > kKeptEntries)) {
     hash_destroy(at_level);
     hash_destroy(names);
-    hash_destroy(pending_sums);
+    FreePending();
     pfree(moved_space);
-    at_level = names = pending_sums = nullptr;  // made again by the next increment
+    at_level = names = nullptr;  // made again by the next increment
     moved_space = nullptr;
     moved_capacity = 0;
   } else if (any_pending) {
     Empty(at_level);
-    Empty(pending_sums);
+    pending.Clear();
     Empty(names);
   }
   last_named = 0;
@@ -240,7 +259,7 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
 int64 TransactionalPending(int32 counter, int64 key, int64 bucket) {
   if (!any_pending) return 0;
   CounterKey k = MakeKey(counter, key, bucket);
-  auto* p = static_cast<PendingSum*>(hash_search(pending_sums, &k, HASH_FIND, nullptr));
+  const PendingSum* p = pending.Find(k, HashCounterKey(k));
   return p != nullptr ? p->delta : 0;
 }
 
@@ -251,7 +270,7 @@ namespace {
 // (large_commit.hpp), which writes the rows of the keys out of the buffer itself: its reads then
 // leave other sessions' keys resident.
 bool LoadOnRead() {
-  return pending_sums == nullptr || !IsLargeCommit(int(hash_get_num_entries(pending_sums)));
+  return !pending.attached() || !IsLargeCommit(int(pending.size()));
 }
 
 // The increment, with bounds or (kBounded false: nothing of them compiled in, the common case)
@@ -264,7 +283,7 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
   static_assert(!(kBounded && kSet), "a set has no bounds");
   uint64 row;
   int64 committed = BufferRead(def, key, bucket, LoadOnRead(), &row);
-  if (pending_sums == nullptr) MakeTables();
+  if (!pending.attached()) MakeTables();
   any_pending = true;
   RememberName(def);
   // Enter every entry before changing any: an error between them (out of memory, out of range)
@@ -272,23 +291,18 @@ pg_attribute_always_inline bool AddPending(const CounterDef& def, int64 key, int
   // changes nothing.
   CounterKey k = MakeKey(def.id, key, bucket);
   bool found;
-  auto* total = static_cast<PendingSum*>(hash_search(pending_sums, &k, HASH_ENTER, &found));
-  if (!found) {
-    total->delta = 0;
-    total->bounds = Bounds{};
-    total->row = 0;
-    if (hash_get_num_entries(pending_sums) > settings.max_transaction_keys) {
-      hash_search(pending_sums, &k, HASH_REMOVE, nullptr);
-      ereport(ERROR,
-              (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-               errmsg("transaction changes more than %d keys of transactional counters",
-                      settings.max_transaction_keys),
-               errdetail("slotted_counter.max_transaction_keys bounds the backend memory a "
-                         "transaction's changes take, about 300 bytes per key at its commit."),
-               errhint("Raise slotted_counter.max_transaction_keys, or commit in smaller "
-                       "transactions.")));
-    }
-  }
+  if (pending.Full()) GrowPending();
+  PendingSum* total =
+      pending.Enter(k, HashCounterKey(k), &found, uint32(settings.max_transaction_keys));
+  if (total == nullptr)
+    ereport(ERROR,
+            (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+             errmsg("transaction changes more than %d keys of transactional counters",
+                    settings.max_transaction_keys),
+             errdetail("slotted_counter.max_transaction_keys bounds the backend memory a "
+                       "transaction's changes take, about 300 bytes per key at its commit."),
+             errhint("Raise slotted_counter.max_transaction_keys, or commit in smaller "
+                     "transactions.")));
   if (kSet) {
     int64 value = delta, old;
     if (!CheckedAdd(committed, total->delta, &old) || __builtin_sub_overflow(value, old, &delta))
@@ -348,19 +362,16 @@ bool TransactionalIncrementWithin(const CounterDef& def, int64 key, int64 bucket
 int TransactionalPendingOf(int32 counter, int64** keys, int64** buckets, int64** deltas) {
   *keys = *buckets = *deltas = nullptr;
   if (!any_pending) return 0;
-  long n = hash_get_num_entries(pending_sums);
+  long n = pending.size();
   *keys = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   *buckets = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   *deltas = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
   int count = 0;
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, pending_sums);
-  for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
-       p = static_cast<PendingSum*>(hash_seq_search(&scan))) {
-    if (p->key.counter != counter || p->delta == 0) continue;
-    (*keys)[count] = p->key.key;
-    (*buckets)[count] = p->key.bucket;
-    (*deltas)[count++] = p->delta;
+  for (const PendingSum& p : pending) {
+    if (p.key.counter != counter || p.delta == 0) continue;
+    (*keys)[count] = p.key.key;
+    (*buckets)[count] = p.key.bucket;
+    (*deltas)[count++] = p.delta;
   }
   return count;
 }
@@ -373,7 +384,7 @@ int64 TransactionalSet(const CounterDef& def, int64 key, int64 bucket, int64 val
 
 void TransactionalPreCommit() {
   if (!any_pending) return;
-  long n = hash_get_num_entries(pending_sums);
+  long n = pending.size();
   MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
   reservations = static_cast<Reservation*>(palloc(sizeof(Reservation) * n));
   auto* counters = static_cast<int32*>(palloc(sizeof(int32) * n));
@@ -395,11 +406,8 @@ void TransactionalPreCommit() {
   auto* order = static_cast<Ordered*>(
       MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Ordered) * (n + 1)));
   int rows = 0;
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, pending_sums);
-  for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
-       p = static_cast<PendingSum*>(hash_seq_search(&scan)))
-    if (p->delta != 0) order[rows++] = Ordered{p->key.counter, p->key.key, p->key.bucket, p};
+  for (const PendingSum& p : pending)
+    if (p.delta != 0) order[rows++] = Ordered{p.key.counter, p.key.key, p.key.bucket, &p};
   std::sort(order, order + rows, [](const Ordered& a, const Ordered& b) {
     if (a.counter != b.counter) return a.counter < b.counter;
     if (a.key != b.key) return a.key < b.key;
@@ -453,11 +461,7 @@ void TransactionalPrePrepare() {
   if (!any_pending) return;
   // Increments undone by ROLLBACK TO SAVEPOINT (or summing to zero) leave nothing to apply.
   bool changes = false;
-  HASH_SEQ_STATUS scan;
-  hash_seq_init(&scan, pending_sums);
-  for (auto* p = static_cast<PendingSum*>(hash_seq_search(&scan)); p != nullptr;
-       p = static_cast<PendingSum*>(hash_seq_search(&scan)))
-    changes = changes || p->delta != 0;
+  for (const PendingSum& p : pending) changes = changes || p.delta != 0;
   if (!changes) return;
   ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                   errmsg("cannot PREPARE a transaction that has incremented transactional counters"),
@@ -473,10 +477,10 @@ void TransactionalEnd(bool committed) {
 
 void TransactionalSubEnd(bool committed, int level) {
   if (!any_pending) return;
-  // Nothing here allocates: an abort takes this level's deltas out of pending_sums as it removes
+  // Nothing here allocates: an abort takes this level's deltas out of `pending` as it removes
   // them; a commit collects them into moved_space first (dynahash allows deleting the current
   // entry during a scan, not inserting), then enters them one level up, each into an element
-  // just freed by a removal. Deltas committed into the top level are in `pending_sums` already:
+  // just freed by a removal. Deltas committed into the top level are in `pending` already:
   // they are only removed.
   bool move_up = committed && level - 1 > 1;
   int count = 0;
@@ -490,8 +494,7 @@ void TransactionalSubEnd(bool committed, int level) {
     } else {
       // Committed into the top level: its bounds join the key's; rolled back: its delta leaves
       // the total and its bounds are forgotten.
-      auto* t =
-          static_cast<PendingSum*>(hash_search(pending_sums, &p->id.key, HASH_FIND, nullptr));
+      PendingSum* t = pending.Find(p->id.key, HashCounterKey(p->id.key));
       if (t != nullptr && committed) t->bounds = t->bounds.And(p->bounds);
       if (t != nullptr && !committed) t->delta -= p->delta;
     }

@@ -47,6 +47,7 @@ RI = "core/rank_index.hpp"
 RIB = "core/rank_index_blocks.hpp"
 CW = "core/commit_window.hpp"
 FS = "core/fair_share.hpp"
+PT = "core/pending_table.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -778,6 +779,18 @@ MUTATIONS = [
     ("rank: a replacement removes the old value before it has memory for the new", RI,
      "      InsertPlan plan;\n      if (!PlanInsert(a, value, &plan)) return false;\n      InsertValue(a, value, plan);\n      EraseValue(a, old);",
      "      EraseValue(a, old);\n      InsertPlan plan;\n      if (!PlanInsert(a, value, &plan)) return false;\n      InsertValue(a, value, plan);", False),
+    # a backend's pending deltas
+    ("pending: a probe gives up at the first slot not the key's own", PT,
+     "      if (slot == 0) return nullptr;",
+     "      if (slot == 0 || s != (hash & mask)) return nullptr;", False),
+    ("pending: a move to larger room leaves the index empty", PT,
+     "      slots_[FreeSlot(entries[i].key, hash)] = Slot(hash, i);", "      (void)hash;", False),
+    ("pending: the limit of keys is not kept", PT,
+     "    if (size_ >= limit) return nullptr;", "    (void)limit;", False),
+    ("pending: Clear leaves the slots of its entries", PT,
+     "      slots_[s] = 0;", "      continue;", False),
+    ("pending: a new entry keeps what the last one there held", PT,
+     "    memset(static_cast<void*>(e), 0, sizeof(PendingSum));", "", False),
 ]
 
 
