@@ -4,6 +4,7 @@
 #include "transactions/large_commit.hpp"
 
 #include "buffer/rank_indexes.hpp"
+#include "core/checked_math.hpp"
 #include "definitions/expiry.hpp"
 #include "definitions/key_values_rows.hpp"
 #include "definitions/sums.hpp"
@@ -131,17 +132,30 @@ void ReportRowOutOfRange(const CounterDef& def) {
   "pg_catalog.unnest($3::pg_catalog.timestamptz[]), pg_catalog.unnest($4::pg_catalog.int8[])) "   \
   "AS u(k, b, d)"
 
+// Appends c to changes[0 .. *n), merged into the last one if that is of the same bucket and the
+// sum fits: an unbucketed counter's million rows are one change, not a million to sort.
+void AddChange(SumChange* changes, int* n, SumChange c) {
+  int64 sum;
+  SumChange* last = *n > 0 ? &changes[*n - 1] : nullptr;
+  if (last != nullptr && last->counter == c.counter && last->bucket == c.bucket &&
+      CheckedAdd(last->change, c.change, &sum))
+    last->change = sum;
+  else
+    changes[(*n)++] = c;
+}
+
 // What the triggers of key_values would have done for rows inserted with their deltas (the row
 // triggers skipped, definitions/sums.hpp): the deltas to the sums, the keys to the filter.
 void KeepInsertedSums(const CounterDef& def, const OwnRows& rows) {
   auto* changes = static_cast<SumChange*>(
       MemoryContextAllocHuge(CurrentMemoryContext, sizeof(SumChange) * (rows.n + 1)));
+  int nchanges = 0;
   DatabaseSlot* slot = FindSlot(MyDatabaseId);
   for (int i = 0; i < rows.n; i++) {
-    changes[i] = SumChange{def.id, rows.buckets[i], rows.deltas[i]};
+    AddChange(changes, &nchanges, SumChange{def.id, rows.buckets[i], rows.deltas[i]});
     AddStoredKey(slot, def.id, rows.keys[i], rows.buckets[i]);
   }
-  AddToSums(changes, rows.n);
+  AddToSums(changes, nchanges);
   pfree(changes);
 }
 
@@ -286,7 +300,7 @@ void UpdateFoundRows(const CounterDef& def, OwnRows* rows, TimestampTz now, int6
       int nchanges = 0;
       for (int j = 0; j < n; j++)
         if (updates[j].row != 0)
-          changes[nchanges++] = SumChange{def.id, updates[j].bucket, updates[j].change};
+          AddChange(changes, &nchanges, SumChange{def.id, updates[j].bucket, updates[j].change});
       AddToSums(changes, nchanges);
       pfree(changes);
     });
