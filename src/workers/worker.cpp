@@ -278,10 +278,11 @@ bool FlushAndRecord(Oid db) {
   return rows >= 0;
 }
 
-// A new flusher's fold and filter, before its first flush interval: loads read
-// slotted_counter.deltas until a complete fold (core/fold_epochs.hpp), which a slot assigned now
-// makes them do (deltas from before a restart, or from before the last flusher left), and probe
-// key_values for every key until the filter is built. A failure is logged; the first flush folds.
+// A new flusher's fold, before its first flush interval: loads read slotted_counter.deltas until
+// a complete fold (core/fold_epochs.hpp), which a slot assigned now makes them do (deltas from
+// before a restart, or from before the last flusher left). A failure is logged; the first flush
+// folds. The filter of stored keys is built after the first flush, as before: its scan of every
+// row (seconds for millions) must not hold back the first flush of what was buffered.
 void FoldAtStart(Oid db) {
   MemoryContext context = CurrentMemoryContext;
   PG_TRY();
@@ -295,7 +296,6 @@ void FoldAtStart(Oid db) {
   }
   PG_END_TRY();
   MemoryContextSwitchTo(context);
-  KeepStoredKeys();
 }
 
 // Answers pending write-throughs; false if that failed (already logged).
