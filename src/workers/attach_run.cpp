@@ -74,6 +74,7 @@ struct DueAttachment {
   NameData value_column;
   bool has_last_run;
   TimestampTz last_run;
+  TransactionId row_xmin;  // the version of its row that the round read
 };
 
 DatabaseSlot* my_slot = nullptr;
@@ -217,7 +218,7 @@ DueAttachment* ReadDue(TimestampTz round, int* count) {
       "SELECT * FROM (SELECT a.counter, a.target::pg_catalog.oid, a.key_column, a.value_column, "
       "a.last_run, c.relowner, a.every, a.last_attempt, a.failures, "
       "pg_catalog.max(a.last_attempt) OVER (PARTITION BY c.relowner) AS turn, "
-      SC_ATTACHMENT_DUE_AT " AS due_at "
+      SC_ATTACHMENT_DUE_AT " AS due_at, a.xmin AS row_xmin "
       "FROM slotted_counter.attachments a "
       "LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.target) d "
       "WHERE d.due_at OPERATOR(pg_catalog.<=) $1 "
@@ -242,6 +243,7 @@ DueAttachment* ReadDue(TimestampTz round, int* count) {
     a.last_run = isnull ? 0 : DatumGetTimestampTz(last);
     Datum owner = SPI_getbinval(tup, desc, 6, &isnull);
     a.owner = isnull ? InvalidOid : DatumGetObjectId(owner);
+    a.row_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 12, &isnull));
   }
   End();
   return due;
@@ -302,7 +304,9 @@ int64 WriteAsOwner(const DueAttachment& a, Oid owner, const char* table, Datum* 
   return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-// kLocked: a user's transaction holds the attachment's row or its table, so it stays due for a
+// kLocked: a user's transaction holds the attachment's row or its table, or changed the row since
+// the round read it (an sc_attach that attached it again: its new columns, interval and reset
+// watermark are the next round's to read, not this run's to overwrite), so it stays due for a
 // later round; kOtherOwner: its table has another owner now, so it is handed over with the others.
 enum class Outcome { kRan, kLocked, kOtherOwner };
 
@@ -312,10 +316,14 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
   Oid types[3] = {INT4OID, OIDOID, TIMESTAMPTZOID};
   Datum params[3] = {Int32GetDatum(a.counter), ObjectIdGetDatum(a.target),
                      TimestampTzGetDatum(watermark)};
+  Oid row_types[3] = {INT4OID, OIDOID, XIDOID};
+  Datum row_params[3] = {Int32GetDatum(a.counter), ObjectIdGetDatum(a.target),
+                         TransactionIdGetDatum(a.row_xmin)};
   int rc = SPI_execute_with_args(
       "SELECT FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED",
-      2, types, params, nullptr, false, 0);
+      "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 "
+      "AND xmin OPERATOR(pg_catalog.=) $3 FOR UPDATE SKIP LOCKED",
+      3, row_types, row_params, nullptr, false, 0);
   if (rc != SPI_OK_SELECT) elog(ERROR, "locking the attachment failed: %d", rc);
   if (SPI_processed == 0) return Outcome::kLocked;
 
