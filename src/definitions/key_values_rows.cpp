@@ -8,6 +8,7 @@
 #include "core/checked_math.hpp"
 #include "core/counter_table.hpp"
 #include "definitions/catalog.hpp"
+#include "index_writer.hpp"
 #include "tid.hpp"
 
 namespace sc {
@@ -79,10 +80,7 @@ Relation OpenKeyValues(bool* as_made) {
 
 void InsertKeyValues(Relation rel, NewKeyValue* rows, int64 n, TimestampTz updated_at) {
   Assert(ColumnsAsMade(rel));
-  EState* estate = CreateExecutorState();
-  ResultRelInfo* result_rel = makeNode(ResultRelInfo);
-  InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
-  ExecOpenIndices(result_rel, false);
+  IndexWriter w = OpenIndexWriter(rel, 1);
   auto* slots = static_cast<TupleTableSlot**>(palloc(sizeof(TupleTableSlot*) * kRowsPerInsert));
   for (int s = 0; s < kRowsPerInsert; s++) slots[s] = table_slot_create(rel, nullptr);
   BulkInsertState bistate = GetBulkInsertState();
@@ -104,25 +102,22 @@ void InsertKeyValues(Relation rel, NewKeyValue* rows, int64 n, TimestampTz updat
     }
     table_multi_insert(rel, slots, count, cid, 0, bistate);
     for (int s = 0; s < count; s++) {
-      ResetPerTupleExprContext(estate);
-      if (result_rel->ri_NumIndices > 0) InsertIndexTuples(result_rel, slots[s], estate);
+      ResetPerTupleExprContext(w.estate);
+      if (w.result_rel->ri_NumIndices > 0) InsertIndexTuples(w.result_rel, slots[s], w.estate);
       rows[first + s].row = PackRow(&slots[s]->tts_tid);
     }
   }
   FreeBulkInsertState(bistate);
   for (int s = 0; s < kRowsPerInsert; s++) ExecDropSingleTupleTableSlot(slots[s]);
-  ExecCloseIndices(result_rel);
-  FreeExecutorState(estate);
+  CloseIndexWriter(w);
 }
 
 int64 UpdateKeyValuesAt(Relation rel, KeyValueUpdate* updates, int64 n, TimestampTz updated_at) {
   Assert(ColumnsAsMade(rel));
-  EState* estate = CreateExecutorState();
-  ResultRelInfo* result_rel = makeNode(ResultRelInfo);
   // In no range table: no column reads as updated, and the index entries of a version that is
   // not HOT carry the hint that its indexed columns stayed (bottom-up deletion), as they did.
-  InitResultRelInfo(result_rel, rel, 0, nullptr, 0);
-  ExecOpenIndices(result_rel, false);
+  IndexWriter w = OpenIndexWriter(rel, 0);
+  EState* estate = w.estate;
   TupleTableSlot* found = table_slot_create(rel, nullptr);
   TupleTableSlot* updated = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
   Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
@@ -154,8 +149,8 @@ int64 UpdateKeyValuesAt(Relation rel, KeyValueUpdate* updates, int64 n, Timestam
     // Not TM_Ok: a concurrent transaction updated or deleted the row since the snapshot (the
     // update waited for it to end); the caller's statement finds what it left.
     if (UpdateTuple(rel, &tid, updated, cid, snapshot, &entries) != TM_Ok) continue;
-    if (result_rel->ri_NumIndices > 0)
-      InsertUpdatedIndexTuples(result_rel, updated, estate, entries);
+    if (w.result_rel->ri_NumIndices > 0)
+      InsertUpdatedIndexTuples(w.result_rel, updated, estate, entries);
     u.row = PackRow(&updated->tts_tid);
     done++;
   }
@@ -164,8 +159,7 @@ int64 UpdateKeyValuesAt(Relation rel, KeyValueUpdate* updates, int64 n, Timestam
   UnregisterSnapshot(snapshot);
   ExecDropSingleTupleTableSlot(updated);
   ExecDropSingleTupleTableSlot(found);
-  ExecCloseIndices(result_rel);
-  FreeExecutorState(estate);
+  CloseIndexWriter(w);
   return done;
 }
 

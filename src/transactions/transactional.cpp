@@ -26,6 +26,7 @@
 #include "core/checked_math.hpp"
 #include "core/counter_table.hpp"
 #include "core/pending_table.hpp"
+#include "index_writer.hpp"
 #include "definitions/expiry.hpp"
 #include "settings.hpp"
 #include "shared/shmem.hpp"
@@ -229,10 +230,7 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
                     errmsg("slotted_counter.deltas is not a heap table"),
                     errhint("ALTER TABLE slotted_counter.deltas SET ACCESS METHOD heap;")));
   TupleDesc desc = RelationGetDescr(rel);
-  EState* estate = CreateExecutorState();
-  ResultRelInfo* result_rel = makeNode(ResultRelInfo);
-  InitResultRelInfo(result_rel, rel, 1, nullptr, 0);
-  ExecOpenIndices(result_rel, false);
+  IndexWriter w = OpenIndexWriter(rel, 1);
   TupleTableSlot* slot = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
   for (int i = 0; i < n; i++) {
     Datum values[5] = {Int32GetDatum(counters[i]), Int64GetDatum(keys[i]),
@@ -241,16 +239,15 @@ void InsertDeltas(int n, const int32* counters, const int64* keys, const int64* 
     bool nulls[5] = {false, false, false, false, false};
     HeapTuple tuple = heap_form_tuple(desc, values, nulls);
     simple_heap_insert(rel, tuple);
-    if (result_rel->ri_NumIndices > 0) {
+    if (w.result_rel->ri_NumIndices > 0) {
       ExecStoreHeapTuple(tuple, slot, false);
-      InsertIndexTuples(result_rel, slot, estate);
+      InsertIndexTuples(w.result_rel, slot, w.estate);
       ExecClearTuple(slot);
     }
     heap_freetuple(tuple);
   }
   ExecDropSingleTupleTableSlot(slot);
-  ExecCloseIndices(result_rel);
-  FreeExecutorState(estate);
+  CloseIndexWriter(w);
   table_close(rel, NoLock);
 }
 
