@@ -47,8 +47,8 @@ per_transaction() {
         >"$WORK/waldump.out" 2>/dev/null || true
     grep -E '^[A-Za-z0-9]+/[A-Z_+]+ +[1-9]' "$WORK/waldump.out" |
         awk -v n="$n" '{ printf "  %-26s %8.3f records %8.1f bytes\n", $1, $2 / n, $5 / n }'
-    awk -v n="$n" '/^Total/ { printf "  %-26s %8.3f records %8.1f bytes\n", "total", $2 / n, $3 / n }' \
-        "$WORK/waldump.out"
+    awk -v n="$n" '/^Total/ {
+        printf "  %-26s %8.3f records %8.1f bytes\n", "total", $2 / n, $3 / n }' "$WORK/waldump.out"
 }
 
 for w in "${WORKLOADS[@]}"; do
