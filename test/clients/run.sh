@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs slotted_counter through the client stacks applications reach it with: psycopg 3,
-# node-postgres, PgJDBC, and psycopg behind pgbouncer in transaction pooling mode, each against a
-# database of its own on a throwaway PostgreSQL 15 server with the library preloaded.
+# node-postgres, PgJDBC, asyncpg, pgx, psycopg2, SQLAlchemy (on psycopg2 and on asyncpg), Django,
+# postgres.js, ruby-pg and ActiveRecord, each called as docs/guides/drivers.md shows it, and
+# psycopg behind pgbouncer in transaction pooling mode, each against a database of its own on a
+# throwaway PostgreSQL 15 server with the library preloaded.
 # Every check prints "ok STACK: WHAT" or "not ok STACK: WHAT: WHY"; the last line is
 # "clients: N passed, M failed", and the exit status is non-zero if any check failed.
 # Needs the packages test/run.sh installs, and the npm registry until node-postgres is installed
@@ -39,7 +41,8 @@ server_init "$tmp" "listen_addresses = '127.0.0.1'" "port = $pg_port" "max_conne
   "max_worker_processes = 16" "fsync = off"
 server_start "$tmp"
 admin() { as_pg psql -h "$tmp" -p "$pg_port" -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
-for db in psycopg node_postgres pgjdbc pgbouncer_simple pgbouncer_extended; do
+for db in psycopg node_postgres pgjdbc pgbouncer_simple pgbouncer_extended asyncpg pgx orms \
+          postgresjs ruby; do
   admin -d postgres -c "CREATE DATABASE $db"
   admin -d "$db" -c "CREATE EXTENSION slotted_counter"
 done
@@ -101,13 +104,30 @@ setup_failed() { echo "not ok $1: $2"; failed=$((failed + 1)); }
 PGHOST=$tmp PGPORT=$pg_port PGDATABASE=psycopg \
   stack psycopg "$python" -u "$here/python/psycopg_test.py"
 
-if (cd "$here/node" && { [ -d node_modules/pg ] || npm install --no-audit --no-fund --loglevel=error; }) \
+PGHOST=$tmp PGPORT=$pg_port PGDATABASE=asyncpg stack asyncpg "$python" -u "$here/python/asyncpg_test.py"
+PGHOST=$tmp PGPORT=$pg_port PGDATABASE=orms stack orms "$python" -u "$here/python/orm_test.py"
+
+if (cd "$here/node" && { { [ -d node_modules/pg ] && [ -d node_modules/postgres ]; } ||
+                         npm install --no-audit --no-fund --loglevel=error; }) \
      >"$tmp/npm.log" 2>&1; then
   PGHOST=127.0.0.1 PGPORT=$pg_port PGDATABASE=node_postgres \
     stack node-postgres node "$here/node/test.js"
+  PGHOST=127.0.0.1 PGPORT=$pg_port PGDATABASE=postgresjs \
+    stack postgres.js node "$here/node/postgresjs.js"
 else
   cat "$tmp/npm.log"; setup_failed node-postgres "npm install failed"
 fi
+
+# pgx from Debian's Go sources (golang-github-jackc-pgx-v4-dev), built in GOPATH mode, so that
+# nothing is downloaded (about 10 s on 2 cores).
+if (cd "$here/go" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$tmp/go-build \
+      go build -o "$tmp/pgx_test" .) >"$tmp/go.log" 2>&1; then
+  PGHOST=$tmp PGPORT=$pg_port PGDATABASE=pgx stack pgx "$tmp/pgx_test"
+else
+  cat "$tmp/go.log"; setup_failed pgx "go build failed"
+fi
+
+PGHOST=$tmp PGPORT=$pg_port PGDATABASE=ruby stack ruby ruby "$here/ruby/test.rb"
 
 mkdir "$tmp/classes"
 if javac -d "$tmp/classes" -cp "$jdbc_jar" "$here/java/ClientTest.java" >"$tmp/javac.log" 2>&1; then
