@@ -42,10 +42,21 @@ server_init "$tmp" "listen_addresses = '127.0.0.1'" "port = $pg_port" "max_conne
 server_start "$tmp"
 admin() { as_pg psql -h "$tmp" -p "$pg_port" -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
 for db in psycopg node_postgres pgjdbc pgbouncer_simple pgbouncer_extended asyncpg pgx orms \
-          postgresjs ruby; do
+          postgresjs ruby pgbouncer_asyncpg pgbouncer_pgx; do
   admin -d postgres -c "CREATE DATABASE $db"
   admin -d "$db" -c "CREATE EXTENSION slotted_counter"
 done
+# The router and its two data nodes, for the router behind pgbouncer: the router reaches its nodes
+# on the server's socket directly (its own statements are prepared per connection, which
+# pgbouncer's transaction pooling would not keep), its clients come through pgbouncer.
+for db in bouncer_node1 bouncer_node2; do
+  admin -d postgres -c "CREATE DATABASE $db"
+  admin -d "$db" -c "CREATE EXTENSION slotted_counter"
+done
+admin -d postgres -c "CREATE DATABASE bouncer_router"
+admin -d bouncer_router -c "CREATE EXTENSION slotted_counter_proxy CASCADE" \
+  -c "SELECT sc_proxy_configure(ARRAY['host=$tmp port=$pg_port dbname=bouncer_node1',
+                                      'host=$tmp port=$pg_port dbname=bouncer_node2'])"
 
 # --- pgbouncer in transaction pooling mode, in front of the server's unix socket.
 bouncer_port=$(free_port)
@@ -53,6 +64,11 @@ echo '"postgres" ""' >"$tmp/userlist.txt"
 cat >"$tmp/pgbouncer.ini" <<EOF
 [databases]
 * = host=$tmp port=$pg_port
+; Fewer server sessions than clients: consecutive transactions of a client change sessions.
+bouncer_router = host=$tmp port=$pg_port pool_size=4
+bouncer_node1 = host=$tmp port=$pg_port pool_size=4
+pgbouncer_asyncpg = host=$tmp port=$pg_port pool_size=4
+pgbouncer_pgx = host=$tmp port=$pg_port pool_size=4
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = $bouncer_port
@@ -140,6 +156,14 @@ fi
 if [ "$bouncer_up" = yes ]; then
   PGHOST=127.0.0.1 PGPORT=$bouncer_port \
     stack pgbouncer "$python" -u "$here/python/pgbouncer_test.py"
+  PGHOST=127.0.0.1 PGPORT=$bouncer_port \
+    stack pgbouncer-router "$python" -u "$here/python/pgbouncer_router_test.py"
+  PGHOST=127.0.0.1 PGPORT=$bouncer_port PGDATABASE=pgbouncer_asyncpg \
+    stack pgbouncer-asyncpg "$python" -u "$here/python/asyncpg_test.py" --pgbouncer
+  if [ -x "$tmp/pgx_test" ]; then
+    PGHOST=127.0.0.1 PGPORT=$bouncer_port PGDATABASE=pgbouncer_pgx \
+      stack pgbouncer-pgx "$tmp/pgx_test" --pgbouncer
+  fi
 else
   cat "$tmp/pgbouncer.log" 2>/dev/null || true; setup_failed pgbouncer "pgbouncer did not start"
 fi

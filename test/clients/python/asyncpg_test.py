@@ -5,6 +5,8 @@ inferred for its placeholder. A key placeholder of sc_incr and the other functio
 form is inferred as text (PostgreSQL prefers text for an untyped value), so an int key is written
 $2::bigint; a str key, a list of keys, the counter's name and intervals go as they are. Connected
 as libpq's PG* environment variables say. Prints "ok asyncpg: ..." or "not ok asyncpg: ...".
+With --pgbouncer, only the pool's check, with the setting that is safe behind pgbouncer's
+transaction pooling.
 """
 
 import asyncio
@@ -129,12 +131,13 @@ async def transactional(conn):
        "the rolled-back increment did not count")
 
 
-async def pool_exact():
+async def pool_exact(**settings):
     """20 pooled connections, each call a prepared statement: buffered sc_incr hands out every
     value once, and the transactional total is exact."""
     pool = await asyncpg.create_pool(host=os.environ["PGHOST"], port=os.environ["PGPORT"],
                                      user=os.environ["PGUSER"],
-                                     database=os.environ["PGDATABASE"], min_size=20, max_size=20)
+                                     database=os.environ["PGDATABASE"], min_size=20, max_size=20,
+                                     **settings)
     async with pool.acquire() as conn:
         await conn.execute("SELECT sc_create($1, $2)", "likes", "buffered")
         await conn.execute("SELECT sc_create($1)", "likes_tx")
@@ -169,6 +172,11 @@ async def recreated_under_prepared(conn):
 
 
 async def main():
+    if sys.argv[1:] == ["--pgbouncer"]:
+        # Through pgbouncer's transaction pooling: the drivers guide's safe setting.
+        await check("20 pooled connections through pgbouncer with statement_cache_size=0 count "
+                    "exactly", lambda: pool_exact(statement_cache_size=0))
+        return
     conn = await connect()
     await check("bigint keys with $2::bigint, lists of keys, sc_top, sc_set", bigint_keys, conn)
     await check("an int key without the cast fails as the guide says", untyped_int_key_is_refused,
