@@ -5,8 +5,8 @@
 # scratch copy of the tree: pg_regress, the isolation tests and the TAP tests (each against
 # temporary instances with the library preloaded), and the unit tests of the C++ core.
 # Then the client suite (test/clients/): psycopg, node-postgres, PgJDBC, asyncpg, pgx, psycopg2,
-# SQLAlchemy, Django, postgres.js, ruby-pg, ActiveRecord and pgbouncer against a temporary
-# instance.
+# SQLAlchemy, Django, postgres.js, ruby-pg, ActiveRecord, pgbouncer and Prometheus'
+# postgres_exporter against a temporary instance.
 # Then the memory checks (test/memcheck/): the same pg_regress, isolation and load-reading TAP
 # tests against an assert-enabled PostgreSQL 15 that test/memcheck/build_cassert.sh builds once
 # (2 to 7 minutes on 2 cores) from Debian's source into the cache /var/cache/slotted_counter
@@ -28,6 +28,7 @@ packages=(build-essential postgresql-15 postgresql-server-dev-15
           python3-psycopg default-jdk-headless libpostgresql-jdbc-java pgbouncer
           python3-asyncpg python3-psycopg2 python3-sqlalchemy python3-greenlet python3-django
           golang-go golang-github-jackc-pgx-v4-dev ruby-pg ruby-activerecord
+          prometheus-postgres-exporter
           postgresql-15-plproxy valgrind
           debhelper dpkg-dev postgresql-server-dev-all debootstrap)
 # A Node.js installed from elsewhere bundles npm and conflicts with Debian's npm package: ask apt

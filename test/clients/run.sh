@@ -2,8 +2,9 @@
 # Runs slotted_counter through the client stacks applications reach it with: psycopg 3,
 # node-postgres, PgJDBC, asyncpg, pgx, psycopg2, SQLAlchemy (on psycopg2 and on asyncpg), Django,
 # postgres.js, ruby-pg and ActiveRecord, each called as docs/guides/drivers.md shows it, and
-# psycopg behind pgbouncer in transaction pooling mode, each against a database of its own on a
-# throwaway PostgreSQL 15 server with the library preloaded.
+# psycopg behind pgbouncer in transaction pooling mode; and Prometheus' postgres_exporter with
+# contrib/prometheus/queries.yaml. Each against a database of its own on a throwaway PostgreSQL
+# 15 server with the library preloaded.
 # Every check prints "ok STACK: WHAT" or "not ok STACK: WHAT: WHY"; the last line is
 # "clients: N passed, M failed", and the exit status is non-zero if any check failed.
 # Needs the packages test/run.sh installs, and the npm registry until node-postgres is installed
@@ -42,7 +43,7 @@ server_init "$tmp" "listen_addresses = '127.0.0.1'" "port = $pg_port" "max_conne
 server_start "$tmp"
 admin() { as_pg psql -h "$tmp" -p "$pg_port" -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
 for db in psycopg node_postgres pgjdbc pgbouncer_simple pgbouncer_extended asyncpg pgx orms \
-          postgresjs ruby pgbouncer_asyncpg pgbouncer_pgx; do
+          postgresjs ruby pgbouncer_asyncpg pgbouncer_pgx exporter; do
   admin -d postgres -c "CREATE DATABASE $db"
   admin -d "$db" -c "CREATE EXTENSION slotted_counter"
 done
@@ -144,6 +145,11 @@ else
 fi
 
 PGHOST=$tmp PGPORT=$pg_port PGDATABASE=ruby stack ruby ruby "$here/ruby/test.rb"
+
+# Debian's prometheus-postgres-exporter with contrib/prometheus/queries.yaml, on a loopback port.
+PGHOST=$tmp PGPORT=$pg_port PGDATABASE=exporter \
+  stack postgres_exporter "$python" -u "$here/python/exporter_test.py" \
+  /usr/bin/prometheus-postgres-exporter
 
 mkdir "$tmp/classes"
 if javac -d "$tmp/classes" -cp "$jdbc_jar" "$here/java/ClientTest.java" >"$tmp/javac.log" 2>&1; then
