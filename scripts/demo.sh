@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # demo.sh: the README's first command. On a fresh Debian 12 machine, as root or as a sudo user:
-# installs the build dependencies (apt), builds and installs slotted_counter, starts a throwaway
-# PostgreSQL 15 server under ./demo with the library preloaded, and runs one concurrent pgbench
-# load twice, side by side: a hot-row UPDATE and a buffered sc_incr on one key. It prints the
-# throughput of each and the final counts next to the transactions pgbench reports, then how to
-# connect and how to stop. Running it again stops the previous demo server and starts afresh.
+# installs the build dependencies and PostgreSQL (apt) when they are missing, builds
+# slotted_counter, and installs it into a private copy of the PostgreSQL installation under
+# ./demo (nothing is installed anywhere else), starts a throwaway server from that copy with the
+# library preloaded, and runs one concurrent pgbench load twice, side by side: a hot-row UPDATE and
+# a buffered sc_incr on one key. It prints the throughput of each and the final counts next to the
+# transactions pgbench reports, then how to connect and how to stop. Running it again stops the
+# previous demo server and starts afresh.
 #
-# Knobs (environment): CLIENTS (32), JOBS (2), DURATION (10 seconds), PORT (5433, or the next
-# free one).
+# Knobs (environment): PG_CONFIG (the PostgreSQL to use: /usr/lib/postgresql/15/bin/pg_config by
+# default; one under /usr/lib/postgresql/NN is installed from apt when missing, any other must
+# exist), CLIENTS (32), JOBS (2), DURATION (10 seconds), PORT (5433, or the next free one).
 set -euo pipefail
 
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 CLIENTS=${CLIENTS:-32}
 JOBS=${JOBS:-2}
 DURATION=${DURATION:-10}
@@ -22,10 +25,6 @@ DEMO=$ROOT/demo
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'demo.sh: %s\n' "$*" >&2; exit 1; }
 
-# PostgreSQL refuses to run as root: as root, the server and its clients run as "postgres"
-# (as_pg, PGBIN and the server's setup: scripts/pg_server.sh).
-# shellcheck source=scripts/pg_server.sh
-. "$ROOT/scripts/pg_server.sh"
 if [[ $(id -u) -eq 0 ]]; then
     SUDO=()
     AS_ROOT=1
@@ -38,51 +37,79 @@ else
 fi
 
 # ---- 1. packages ---------------------------------------------------------------------------
-# postgresql-contrib-15 is provided by postgresql-15 on Debian 12; ask apt only when a real
-# package is missing, so a second run does not need the network.
-need_apt=0
-for pkg in postgresql-15 postgresql-server-dev-15 libipc-run-perl build-essential; do
+# Only what is missing is asked of apt, so a second run does not need the network. A PG_CONFIG
+# under /usr/lib/postgresql/NN is Debian's PostgreSQL NN (server, client with pgbench, headers).
+packages=(build-essential)
+if [[ $PG_CONFIG =~ ^/usr/lib/postgresql/([0-9]+)/bin/pg_config$ ]]; then
+    packages+=("postgresql-${BASH_REMATCH[1]}" "postgresql-server-dev-${BASH_REMATCH[1]}")
+elif [[ ! -x $PG_CONFIG ]]; then
+    die "PG_CONFIG=$PG_CONFIG does not exist"
+fi
+missing=()
+for pkg in "${packages[@]}"; do
     if [[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true) != "install ok installed" ]]; then
-        need_apt=1
+        missing+=("$pkg")
     fi
 done
-if [[ $need_apt -eq 1 ]]; then
-    say "installing PostgreSQL 15 and the build tools (apt)"
+if [[ ${#missing[@]} -gt 0 ]]; then
+    say "installing ${missing[*]} (apt)"
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-        postgresql-15 postgresql-server-dev-15 postgresql-contrib-15 libipc-run-perl build-essential
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 else
-    say "PostgreSQL 15 and the build tools are installed"
+    say "PostgreSQL and the build tools are installed"
 fi
-[[ -x $PGBIN/postgres && -x $PG_CONFIG ]] || die "PostgreSQL 15 is not under $PGBIN"
+[[ -x $PG_CONFIG ]] || die "no pg_config at $PG_CONFIG"
 
-# ---- 2. build and install ------------------------------------------------------------------
-say "building slotted_counter"
-make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG"
-say "installing slotted_counter into $("$PG_CONFIG" --pkglibdir)"
-"${SUDO[@]}" make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG" install
-
-# ---- 3. a throwaway server under ./demo ----------------------------------------------------
+# ---- 2. where the demo lives ---------------------------------------------------------------
 # The server user must be able to reach ./demo (a checkout under /root is not reachable by
 # "postgres"), and a unix socket path is limited to 107 bytes: otherwise the demo lives in /tmp.
 mkdir -p "$DEMO"
 [[ $AS_ROOT -eq 1 ]] && chown postgres: "$DEMO"
 RUN=$DEMO
-if ! as_pg test -w "$DEMO" -a -x "$DEMO" || (( ${#DEMO} > 80 )); then
+if [[ $AS_ROOT -eq 1 ]] && ! runuser -u postgres -- test -w "$DEMO" -a -x "$DEMO" ||
+        (( ${#DEMO} > 80 )); then
     RUN=/tmp/slotted_counter-demo-$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
     mkdir -p "$RUN"
     [[ $AS_ROOT -eq 1 ]] && chown postgres: "$RUN"
     printf 'note: %s is not usable by the server user "%s" (or its path is too long for a socket);\n' \
         "$DEMO" "$RUN_AS"
-    printf '      the demo server lives in %s instead\n' "$RUN"
+    printf '      the demo lives in %s instead\n' "$RUN"
 fi
+# PostgreSQL refuses to run as root: as root, the server and its clients run as "postgres"
+# (as_pg and the server's setup: scripts/pg_server.sh; PGBIN is set below, to the private copy's).
+# shellcheck source=scripts/pg_server.sh
+. "$ROOT/scripts/pg_server.sh"
+if [[ -f $RUN/data/postmaster.pid ]]; then
+    say "stopping the previous demo server"
+    previous=$("$PG_CONFIG" --bindir)
+    [[ -f $RUN/pgbin ]] && previous=$(cat "$RUN/pgbin")
+    PGBIN=$previous server_stop "$RUN"
+fi
+
+# ---- 3. build, and install into a private copy of PostgreSQL --------------------------------
+# PostgreSQL finds its share and library folders relative to its programs, so a copy of its
+# programs, libraries and share folder, at the same paths under $PRIVATE, runs as a server of its
+# own; the extension is installed into that copy (make install DESTDIR=...), not into the system.
+say "building slotted_counter for $("$PG_CONFIG" --version)"
+make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG"
+PRIVATE=$RUN/pg
+rm -rf "$PRIVATE"
+for dir in bindir pkglibdir sharedir; do
+    src=$("$PG_CONFIG" --$dir)
+    mkdir -p "$PRIVATE$src"
+    cp -a "$src/." "$PRIVATE$src/"
+done
+say "installing slotted_counter into the copy of PostgreSQL under $PRIVATE"
+make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG" DESTDIR="$PRIVATE" install
+[[ $AS_ROOT -eq 1 ]] && chown -R postgres: "$RUN"
+PGBIN=$PRIVATE$("$PG_CONFIG" --bindir)
+[[ -x $PGBIN/postgres && -x $PGBIN/pgbench ]] || die "no postgres and pgbench under $PGBIN"
+echo "$PGBIN" >"$RUN/pgbin"
+
+# ---- 4. a throwaway server -------------------------------------------------------------------
 DATA=$RUN/data
 cd "$RUN"   # the server user must be able to stat its working directory
 
-if [[ -f $DATA/postmaster.pid ]]; then
-    say "stopping the previous demo server"
-    server_stop "$RUN"
-fi
 rm -rf "$DATA" "$RUN/server.log" "$RUN/pgbench"
 
 port_in_use() {
@@ -108,7 +135,7 @@ SELECT sc_create('hits', 'buffered');
 SQL
 q() { "${PSQL[@]}" -d "$DB" -At -c "$1"; }
 
-# ---- 4. the same load, twice ---------------------------------------------------------------
+# ---- 5. the same load, twice ---------------------------------------------------------------
 mkdir -p "$RUN/pgbench"
 echo 'UPDATE hot SET n = n + 1 WHERE id = 1;' >"$RUN/pgbench/update.sql"
 echo "SELECT sc_incr('hits', 0, 1);" >"$RUN/pgbench/sc_incr.sql"
@@ -166,7 +193,7 @@ SELECT c.name, t.key, t.value, t.updated_at
 SELECT * FROM slotted_counter.stats WHERE datname = current_database();
 SQL
 
-# ---- 5. what next --------------------------------------------------------------------------
+# ---- 6. what next --------------------------------------------------------------------------
 if [[ $AS_ROOT -eq 1 ]]; then STOP_AS="runuser -u postgres -- "; else STOP_AS=""; fi
 rm_target=$DEMO
 [[ $RUN != "$DEMO" ]] && rm_target="$DEMO $RUN"
