@@ -55,6 +55,10 @@ void ShmemStartup() {
   if (CreateSharedState() && !IsUnderPostmaster) {
     RestoreSavedValues();
     on_shmem_exit(SaveUnflushedValues, 0);
+    // What an operator looks for after a restart: the library is preloaded, and which version.
+    ereport(LOG, (errmsg("slotted_counter %s loaded: a buffer of %d entries, flushers for up to "
+                         "%d databases", SC_VERSION, settings.max_entries,
+                         settings.max_databases)));
   }
 }
 

@@ -20,6 +20,14 @@ my $node = preloaded_node('restart', qq{
 slotted_counter.flush_interval = 0
 });
 
+# The line an operator looks for after a restart (README, "Connect and check").
+my ($control_version) = slurp_file("$FindBin::RealBin/../../slotted_counter.control")
+  =~ /^default_version = '([^']+)'/m;
+like(
+	slurp_file($node->logfile),
+	qr/LOG:  slotted_counter \Q$control_version\E loaded: a buffer of 100000 entries, .* 16 /,
+	'the server log names the version and the buffer when the library is preloaded');
+
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION slotted_counter;
