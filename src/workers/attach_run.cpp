@@ -375,8 +375,11 @@ Outcome RunOne(const DueAttachment& a, Oid owner, TimestampTz watermark, int64* 
 }
 
 // Records a failed run in its row (in a transaction of its own) and in the log: a WARNING when
-// the attachment starts failing, then LOG at each further failure (one per `every`).
-void RecordFailure(int32 counter, Oid target, const char* message) {
+// the attachment starts failing, then LOG at each further failure (one per `every`). The row's
+// last_attempt is when the run began (`began`), as a successful run's is: a waiter that counts
+// on a run later than its own moment (attachments.md, "Waiting for attachments") must not take
+// for one a run that began earlier and failed on what it saw then.
+void RecordFailure(int32 counter, Oid target, const char* message, TimestampTz began) {
   // Set inside PG_TRY and read after it: volatile, so that an error does not leave them stale.
   const char* volatile table = nullptr;
   const char* volatile name = nullptr;
@@ -390,18 +393,18 @@ void RecordFailure(int32 counter, Oid target, const char* message) {
     table = relname != nullptr ? MemoryContextStrdup(TopMemoryContext, relname) : nullptr;
     const CounterDef* def = FindCounter(counter);
     name = def != nullptr ? MemoryContextStrdup(TopMemoryContext, def->name) : nullptr;
-    Oid types[3] = {INT4OID, OIDOID, TEXTOID};
-    Datum params[3] = {Int32GetDatum(counter), ObjectIdGetDatum(target),
-                       CStringGetTextDatum(message)};
+    Oid types[4] = {INT4OID, OIDOID, TEXTOID, TIMESTAMPTZOID};
+    Datum params[4] = {Int32GetDatum(counter), ObjectIdGetDatum(target),
+                       CStringGetTextDatum(message), TimestampTzGetDatum(began)};
     // A row a user's transaction holds is left as it is (the failure is still logged).
     int rc = SPI_execute_with_args(
         "WITH mine AS (SELECT ctid FROM slotted_counter.attachments "
         "WHERE counter OPERATOR(pg_catalog.=) $1 "
         "AND target::pg_catalog.oid OPERATOR(pg_catalog.=) $2 FOR UPDATE SKIP LOCKED) "
-        "UPDATE slotted_counter.attachments a SET last_attempt = pg_catalog.now(), "
+        "UPDATE slotted_counter.attachments a SET last_attempt = $4, "
         "failures = a.failures OPERATOR(pg_catalog.+) 1, last_error = $3 FROM mine "
         "WHERE a.ctid OPERATOR(pg_catalog.=) mine.ctid RETURNING a.failures",
-        3, types, params, nullptr, false, 0);
+        4, types, params, nullptr, false, 0);
     if (rc != SPI_OK_UPDATE_RETURNING)
       elog(ERROR, "updating slotted_counter.attachments failed: %d", rc);
     if (SPI_processed == 1) {
@@ -440,9 +443,12 @@ Outcome Run(const DueAttachment& a, Oid owner) {
   volatile bool failed = false;
   volatile Outcome outcome = Outcome::kRan;
   int64 skipped = 0;
+  // Until the run's transaction has begun (its start is the attempt's time): the call's.
+  volatile TimestampTz began = GetCurrentTimestamp();
   PG_TRY();
   {
     Begin();
+    began = GetCurrentTransactionStartTimestamp();
     outcome = RunOne(a, owner, watermark, &skipped);
     End();
   }
@@ -466,7 +472,7 @@ Outcome Run(const DueAttachment& a, Oid owner) {
   MemoryContextSwitchTo(context);
   MarkRun(nullptr);
   if (failed) {
-    RecordFailure(a.counter, a.target, message);
+    RecordFailure(a.counter, a.target, message, began);
     return Outcome::kRan;
   }
   if (outcome == Outcome::kRan) CountRun(skipped, false);
@@ -504,7 +510,8 @@ void RecordCutRun() {
   RecordFailure(counter, target,
                 timed_out ? "the run ignored the cancel of slotted_counter.attach_timeout and "
                             "was ended with its process"
-                          : "the run was ended with its process (terminated)");
+                          : "the run was ended with its process (terminated)",
+                GetCurrentTimestamp());
 }
 
 }  // namespace
