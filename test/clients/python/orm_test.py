@@ -10,24 +10,16 @@ import os
 import sys
 import traceback
 
+from scenarios import Checks, eq
+
 failures = 0
-
-
-def eq(actual, expected, what):
-    if actual != expected:
-        raise AssertionError(f"{what}: got {actual!r}, expected {expected!r}")
 
 
 def check(stack, name, fn):
     global failures
-    try:
-        fn()
-    except Exception as e:  # any exception is this check's failure, not the suite's end
-        failures += 1
-        print(f"not ok {stack}: {name}: {' '.join(f'{type(e).__name__}: {e}'.split())}")
-        traceback.print_exc(file=sys.stdout)
-    else:
-        print(f"ok {stack}: {name}")
+    checks = Checks(stack)
+    checks.run(name, fn)
+    failures += checks.failures
 
 
 def same_calls(stack, one, execute, sqlstate_of, transaction, void):
