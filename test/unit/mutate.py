@@ -48,6 +48,7 @@ RIB = "core/rank_index_blocks.hpp"
 CW = "core/commit_window.hpp"
 FS = "core/fair_share.hpp"
 PT = "core/pending_table.hpp"
+GC = "core/gcra.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -791,6 +792,19 @@ MUTATIONS = [
      "      slots_[s] = 0;", "      continue;", False),
     ("pending: a new entry keeps what the last one there held", PT,
      "    memset(static_cast<void*>(e), 0, sizeof(PendingSum));", "", False),
+    # a limiter's step
+    ("gcra: a key full again counts from its old TAT, not from now", GC,
+     "  int64_t base = tat > now ? tat : now;", "  int64_t base = tat;", False),
+    ("gcra: the interval rounded down", GC,
+     "  int64_t interval = per_us / rate + (per_us % rate != 0 ? 1 : 0);",
+     "  int64_t interval = per_us / rate;", False),
+    ("gcra: a cost above the burst is tried", GC,
+     "  if (cost > limit.burst)\n", "  if (false)\n", False),
+    ("gcra: a read takes a unit", GC,
+     "  if (cost == 0) return GcraAnswer{true, tat, free / limit.interval, 0, ahead};\n", "", False),
+    ("gcra: one unit fewer than the burst", GC,
+     "  if (need > free)", "  if (need >= free)", False),
+    ("gcra: a give-back below full", GC, "  return out < floor ? floor : out;", "  return out;", False),
 ]
 
 
