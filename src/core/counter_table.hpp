@@ -62,6 +62,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/gcra.hpp"
+
 namespace sc {
 
 // The bucket of an unbucketed counter; equal to PostgreSQL's -infinity timestamp.
@@ -354,6 +356,22 @@ class CounterTable {
     if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
     *value = sum;
     return true;
+  }
+
+  // A limiter's call (gcra.hpp) on the entry, whose value is the key's TAT: the step applied by
+  // one compare-and-swap, under the same lock as Add, so that concurrent callers of one key admit
+  // exactly what some serial order of them would. A refused call, and a read (cost 0), write
+  // nothing.
+  static GcraAnswer Throttle(Entry& e, int64_t now, int64_t cost, const GcraLimit& limit) noexcept {
+    int64_t old = e.value.load(std::memory_order_relaxed);
+    GcraAnswer answer;
+    do {
+      answer = GcraStep(old, now, cost, limit);
+      if (!answer.allowed || answer.tat == old) return answer;
+    } while (!e.value.compare_exchange_weak(old, answer.tat, std::memory_order_seq_cst,
+                                            std::memory_order_relaxed));
+    if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
+    return answer;
   }
 
  private:

@@ -679,6 +679,31 @@ TEST(CounterTableAdd, RefusesOverflowLeavingValueUnchanged) {
   EXPECT_EQ(f.flushed.load(), kMin + 1) << "a refused Add must not touch flushed";
 }
 
+// A limiter's entry holds its TAT: Throttle admits the burst, then refuses without writing; a
+// read writes nothing; the answer is the step's.
+TEST(CounterTableAdd, ThrottleAppliesTheLimiterStepToTheValue) {
+  TableBuffer t(4);
+  Entry& e = t->at(Insert(*t, Key(1), 0));
+  sc::GcraLimit limit{};
+  ASSERT_TRUE(sc::MakeGcraLimit(1, 1000000, 3, &limit));  // one a second, burst 3
+  const int64_t now = 850000000LL * 1000000;
+  for (int i = 0; i < 3; i++) {
+    sc::GcraAnswer a = CounterTable::Throttle(e, now, 1, limit);
+    ASSERT_TRUE(a.allowed) << i;
+    EXPECT_EQ(a.remaining, 2 - i);
+    EXPECT_EQ(e.value.load(), now + (i + 1) * 1000000);
+  }
+  sc::GcraAnswer refused = CounterTable::Throttle(e, now, 1, limit);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.retry_after, 1000000);
+  EXPECT_EQ(e.value.load(), now + 3000000) << "a refused call writes nothing";
+  sc::GcraAnswer read = CounterTable::Throttle(e, now + 2000000, 0, limit);
+  EXPECT_TRUE(read.allowed);
+  EXPECT_EQ(read.remaining, 2);
+  EXPECT_EQ(e.value.load(), now + 3000000) << "a read writes nothing";
+  EXPECT_EQ(e.flushed.load(), 0) << "Throttle must not touch flushed";
+}
+
 TEST(CounterTableAdd, WithinAdmitsUpToTheBoundsInclusiveAndRefusesBeyondUnchanged) {
   TableBuffer t(4);
   Entry& e = t->at(Insert(*t, Key(1), 98));

@@ -483,6 +483,34 @@ TEST(ConcurrentAdd, OverflowIsRefusedExactlyAtTheLimit) {
   EXPECT_EQ(t->at(t->Find(key, hash)).value.load(), kMax);
 }
 
+// A limiter's key under every thread at once: with a burst of 1,000 and a unit an hour, 8 threads
+// of 500 calls admit exactly 1,000, whatever their interleaving, and the TAT ends 1,000 hours on.
+TEST(ConcurrentAdd, ThrottleAdmitsExactlyTheBurst) {
+  Watchdog dog(kWatchdog);
+  TableMemory t(8);
+  Proto p(t.get(), CountedStdLocks());
+  const CounterKey key{1, 1, 10, kNoBucket};
+  const uint32_t hash = sc::HashCounterKey(key);
+  LoadResident(p, key, 0);
+  sc::Entry& e = t->at(t->Find(key, hash));
+  sc::GcraLimit limit{};
+  ASSERT_TRUE(sc::MakeGcraLimit(1, 3600LL * 1000000, 1000, &limit));
+  const int64_t now = 850000000LL * 1000000;
+  std::atomic<int64_t> admitted{0};
+  StartGate gate;
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; th++)
+    threads.emplace_back([&] {
+      gate.Wait();
+      for (int n = 0; n < 500; n++)
+        if (sc::CounterTable::Throttle(e, now, 1, limit).allowed) admitted.fetch_add(1);
+    });
+  gate.Open();
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(admitted.load(), 1000);
+  EXPECT_EQ(e.value.load(), now + 1000 * limit.interval);
+}
+
 // A rate limit at its bound: each thread takes one unit of room (a bounded +1) and, if admitted,
 // gives it back (a bounded -1, which must be admitted), so the value sits at the bound and every
 // thread keeps racing for the last unit. Then the same at the lower bound with -1 first. No value
