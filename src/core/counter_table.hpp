@@ -362,16 +362,36 @@ class CounterTable {
   // one compare-and-swap, under the same lock as Add, so that concurrent callers of one key admit
   // exactly what some serial order of them would. A refused call, and a read (cost 0), write
   // nothing.
-  static GcraAnswer Throttle(Entry& e, int64_t now, int64_t cost, const GcraLimit& limit) noexcept {
-    int64_t old = e.value.load(std::memory_order_relaxed);
+  // *old: the TAT the answer was computed from (the one replaced, if the call wrote).
+  static GcraAnswer Throttle(Entry& e, int64_t now, int64_t cost, const GcraLimit& limit,
+                             int64_t* old) noexcept {
+    *old = e.value.load(std::memory_order_relaxed);
     GcraAnswer answer;
     do {
-      answer = GcraStep(old, now, cost, limit);
-      if (!answer.allowed || answer.tat == old) return answer;
-    } while (!e.value.compare_exchange_weak(old, answer.tat, std::memory_order_seq_cst,
+      answer = GcraStep(*old, now, cost, limit);
+      if (!answer.allowed || answer.tat == *old) return answer;
+    } while (!e.value.compare_exchange_weak(*old, answer.tat, std::memory_order_seq_cst,
                                             std::memory_order_relaxed));
     if (e.usage.load(std::memory_order_relaxed) == 0) e.usage.store(1, std::memory_order_relaxed);
     return answer;
+  }
+  static GcraAnswer Throttle(Entry& e, int64_t now, int64_t cost, const GcraLimit& limit) noexcept {
+    int64_t old;
+    return Throttle(e, now, cost, limit, &old);
+  }
+
+  // A rolled-back call's give-back (GcraGiveBack, never below `floor`), by compare-and-swap;
+  // returns the TAT after it, *old the one before (equal: nothing written).
+  static int64_t GiveBack(Entry& e, int64_t cost, const GcraLimit& limit, int64_t floor,
+                          int64_t* old) noexcept {
+    *old = e.value.load(std::memory_order_relaxed);
+    int64_t tat;
+    do {
+      if (*old <= floor) return *old;  // full already: nothing to give back
+      tat = GcraGiveBack(*old, cost, limit, floor);
+    } while (!e.value.compare_exchange_weak(*old, tat, std::memory_order_seq_cst,
+                                            std::memory_order_relaxed));
+    return tat;
   }
 
  private:

@@ -45,6 +45,15 @@ inline bool MakeGcraLimit(int64_t rate, int64_t per_us, int64_t burst, GcraLimit
   return true;
 }
 
+// The span of a limit's `per`, given as an interval's fields, in microseconds: false for one with
+// months (not a fixed length) or past int64.
+inline bool GcraPerMicros(int32_t months, int32_t days, int64_t time, int64_t* out) noexcept {
+  int64_t day_micros;
+  if (months != 0 || __builtin_mul_overflow(int64_t(days), int64_t(86400000000), &day_micros))
+    return false;
+  return !__builtin_add_overflow(day_micros, time, out);
+}
+
 // What a call learns. Durations in microseconds; kNever for a cost that can never fit (above the
 // burst).
 struct GcraAnswer {
@@ -79,9 +88,10 @@ inline GcraAnswer GcraStep(int64_t tat, int64_t now, int64_t cost,
 // key fuller than full).
 inline int64_t GcraGiveBack(int64_t tat, int64_t cost, const GcraLimit& limit,
                             int64_t floor) noexcept {
-  SC_ASSERT(cost >= 0 && cost <= limit.burst);
-  int64_t back = cost * limit.interval;
-  int64_t out = tat - back;
+  SC_ASSERT(cost >= 0);
+  int64_t back, out;  // a transaction's costs of one key, given back at once, may pass the burst
+  if (__builtin_mul_overflow(cost, limit.interval, &back) || __builtin_sub_overflow(tat, back, &out))
+    return floor;
   return out < floor ? floor : out;
 }
 

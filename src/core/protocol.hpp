@@ -88,6 +88,7 @@
 #include "core/counter_table.hpp"
 #include "core/dirty_ring.hpp"
 #include "core/entry_handles.hpp"
+#include "core/gcra.hpp"
 
 namespace sc {
 
@@ -149,6 +150,20 @@ class Protocol {
   // refusal then changes nothing; an add zeroes it first, as AddIfResident).
   Probe AddIfResidentWithin(const CounterKey& k, uint32_t hash, int64_t delta, Bounds bounds,
                             int64_t* value, bool* refused, Dirtied* dirtied, Write w) noexcept;
+
+  // A rate limiter's call of `cost` on k's resident entry, whose value is the key's TAT, at
+  // w.stamp (core/gcra.hpp; CounterTable::Throttle: one compare-and-swap). An expired key is full
+  // (zeroed first, as AddIfResident does). *answer is the call's; only an admitted cost writes
+  // (and stamps) the entry.
+  Probe ThrottleIfResident(const CounterKey& k, uint32_t hash, int64_t cost,
+                           const GcraLimit& limit, Write w, GcraAnswer* answer,
+                           Dirtied* dirtied) noexcept;
+
+  // Gives a rolled-back limiter call's cost back to k's resident entry (core/gcra.hpp:
+  // GcraGiveBack, never below w.stamp, the moment of the give-back). An expired key is full: it
+  // is left as it is.
+  Probe GiveBackIfResident(const CounterKey& k, uint32_t hash, int64_t cost,
+                           const GcraLimit& limit, Write w, Dirtied* dirtied) noexcept;
 
   Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept;
 

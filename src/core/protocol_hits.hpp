@@ -161,6 +161,37 @@ Probe Protocol<Locks>::AddIfResidentWithin(const CounterKey& k, uint32_t hash, i
 }
 
 template <typename Locks>
+Probe Protocol<Locks>::ThrottleIfResident(const CounterKey& k, uint32_t hash, int64_t cost,
+                                          const GcraLimit& limit, Write w, GcraAnswer* answer,
+                                          Dirtied* dirtied) noexcept {
+  return WriteResident(k, hash, w, dirtied, [&](uint32_t index, Entry& e, Entry& sum) {
+    int64_t old;
+    *answer = CounterTable::Throttle(e, w.stamp, cost, limit, &old);
+    if (answer->tat == old) return false;
+    AddDifferenceToSum(sum, answer->tat, old);
+    CheckDirtied(index, e, old, answer->tat, dirtied);
+    return true;
+  });
+}
+
+template <typename Locks>
+Probe Protocol<Locks>::GiveBackIfResident(const CounterKey& k, uint32_t hash, int64_t cost,
+                                          const GcraLimit& limit, Write w,
+                                          Dirtied* dirtied) noexcept {
+  return WriteResident(
+      k, hash, w, dirtied,
+      [&](uint32_t index, Entry& e, Entry& sum) {
+        int64_t old;
+        int64_t tat = CounterTable::GiveBack(e, cost, limit, w.stamp, &old);
+        if (tat == old) return false;
+        AddDifferenceToSum(sum, tat, old);
+        CheckDirtied(index, e, old, tat, dirtied);
+        return true;
+      },
+      [] { return true; });
+}
+
+template <typename Locks>
 Probe Protocol<Locks>::ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept {
   return WithResident(k, hash, [&](uint32_t, Entry& e) {
     *value = e.value.load(std::memory_order_acquire);

@@ -160,4 +160,17 @@ TEST(Gcra, ConcurrentCallersAdmitExactlyTheBurst) {
   EXPECT_EQ(tat.load(), kNow + 1000 * kHour);
 }
 
+// per as an interval's fields: days are 24 hours; months have no fixed length.
+TEST(Gcra, PerIsAFixedLength) {
+  int64_t micros = 0;
+  ASSERT_TRUE(sc::GcraPerMicros(0, 2, 3600000000, &micros));
+  EXPECT_EQ(micros, 2 * 86400000000 + 3600000000);
+  EXPECT_FALSE(sc::GcraPerMicros(1, 0, 0, &micros)) << "a month";
+  EXPECT_FALSE(sc::GcraPerMicros(0, 2147483647, INT64_MAX, &micros)) << "past int64";
+  ASSERT_TRUE(sc::GcraPerMicros(0, 0, -5, &micros));
+  EXPECT_EQ(micros, -5) << "a negative one is read, and MakeGcraLimit refuses it";
+  GcraLimit limit;
+  EXPECT_FALSE(MakeGcraLimit(1, micros, 1, &limit));
+}
+
 }  // namespace

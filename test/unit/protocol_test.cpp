@@ -1673,4 +1673,72 @@ TEST_F(ExpiryTest, APinOfAnExpiredKeyZeroesIt) {
   p_.Unpin(pin);
 }
 
+// ---- a rate limiter's steps: the entry's value is the key's TAT --------------------------------
+
+// A limit of one unit per 10 time units, a burst of 3 (a tolerance of 30).
+constexpr sc::GcraLimit kLimit{10, 3, 30};
+
+TEST_F(ExpiryTest, AThrottleAdmitsTheBurstStampsAndDirtiesAndARefusalWritesNothing) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 0, 100);
+  ASSERT_TRUE(LinkSumOf(k));
+  sc::GcraAnswer a{};
+  Dirtied d;
+  for (int64_t n = 1; n <= 3; n++) {
+    ASSERT_EQ(p_.ThrottleIfResident(k, H(k), 1, kLimit, Write{200, 150}, &a, &d), Probe::kFound);
+    EXPECT_TRUE(a.allowed);
+    EXPECT_EQ(a.tat, 200 + 10 * n);
+    EXPECT_EQ(a.remaining, 3 - n);
+  }
+  EXPECT_EQ(t().at(i).value.load(), 230);
+  EXPECT_EQ(t().at(i).last_write.load(), 200) << "an admitted call stamps the entry";
+  EXPECT_NE(t().at(i).value.load(), t().at(i).flushed.load()) << "and makes it dirty";
+  ASSERT_EQ(p_.ThrottleIfResident(k, H(k), 1, kLimit, Write{205, 150}, &a, &d), Probe::kFound);
+  EXPECT_FALSE(a.allowed);
+  EXPECT_EQ(a.retry_after, 5);
+  EXPECT_EQ(t().at(i).value.load(), 230) << "a refusal writes nothing";
+  EXPECT_EQ(t().at(i).last_write.load(), 200) << "nor stamps";
+  ASSERT_EQ(p_.ThrottleIfResident(k, H(k), 0, kLimit, Write{215, 150}, &a, &d), Probe::kFound);
+  EXPECT_TRUE(a.allowed);
+  EXPECT_EQ(a.remaining, 1) << "a read (cost 0) after one interval and a half";
+  EXPECT_EQ(t().at(i).last_write.load(), 200) << "a read stamps nothing";
+  EXPECT_EQ(p_.ThrottleIfResident(Key(2), H(Key(2)), 1, kLimit, Write{215, 150}, &a, &d),
+            Probe::kMissing);
+}
+
+TEST_F(ExpiryTest, AnExpiredLimiterKeyIsFull) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 130, 100);  // its TAT 130, last written at 100
+  ASSERT_TRUE(LinkSumOf(k));
+  sc::GcraAnswer a{};
+  Dirtied d;
+  // At 131 with a cutoff of 100 (a tolerance of 31 later): expired, so full: the whole burst.
+  ASSERT_EQ(p_.ThrottleIfResident(k, H(k), 3, kLimit, Write{131, 100}, &a, &d), Probe::kFound);
+  EXPECT_TRUE(a.allowed);
+  EXPECT_EQ(a.tat, 161);
+  EXPECT_EQ(t().at(i).value.load(), 161);
+}
+
+TEST_F(ExpiryTest, AGiveBackReturnsTheCostButNeverMakesAKeyFullerThanFull) {
+  CounterKey k = Key(1);
+  uint32_t i = Load(k, 0, 100);
+  ASSERT_TRUE(LinkSumOf(k));
+  sc::GcraAnswer a{};
+  Dirtied d;
+  ASSERT_EQ(p_.ThrottleIfResident(k, H(k), 3, kLimit, Write{200, 150}, &a, &d), Probe::kFound);
+  ASSERT_EQ(t().at(i).value.load(), 230);
+  EXPECT_EQ(p_.GiveBackIfResident(k, H(k), 1, kLimit, Write{200, 150}, &d), Probe::kFound);
+  EXPECT_EQ(t().at(i).value.load(), 220);
+  // At 215, two units back would leave 200: it stops at now, full.
+  EXPECT_EQ(p_.GiveBackIfResident(k, H(k), 2, kLimit, Write{215, 150}, &d), Probe::kFound);
+  EXPECT_EQ(t().at(i).value.load(), 215);
+  EXPECT_EQ(p_.GiveBackIfResident(k, H(k), 1, kLimit, Write{250, 150}, &d), Probe::kFound);
+  EXPECT_EQ(t().at(i).value.load(), 215) << "a full key has nothing to take back";
+  // Expired (last written at 215, cutoff 215): left as it is, not zeroed.
+  EXPECT_EQ(p_.GiveBackIfResident(k, H(k), 1, kLimit, Write{300, 215}, &d), Probe::kFound);
+  EXPECT_EQ(t().at(i).value.load(), 215);
+  EXPECT_EQ(p_.GiveBackIfResident(Key(2), H(Key(2)), 1, kLimit, Write{300, 215}, &d),
+            Probe::kMissing);
+}
+
 }  // namespace
