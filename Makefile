@@ -27,6 +27,7 @@ OBJS = \
 	src/definitions/privileges.o \
 	src/definitions/role_commands.o \
 	src/definitions/key_values_rows.o \
+	src/definitions/limiters.o \
 	src/definitions/sums.o \
 	src/definitions/text_keys.o \
 	src/buffer/batch.o \
@@ -37,6 +38,7 @@ OBJS = \
 	src/buffer/reserve.o \
 	src/buffer/stored.o \
 	src/transactions/large_commit.o \
+	src/transactions/throttles.o \
 	src/transactions/transactional.o \
 	src/transactions/xact.o \
 	src/functions/attach.o \
@@ -49,6 +51,7 @@ OBJS = \
 	src/functions/retention.o \
 	src/functions/stats.o \
 	src/functions/text_key_functions.o \
+	src/functions/throttle.o \
 	src/functions/totals.o \
 	src/functions/writes.o \
 	src/workers/attach_run.o \
@@ -89,11 +92,11 @@ SHLIB_LINK = -lstdc++ -Wl,-Bsymbolic
 # pg_regress and the isolation tester start their own instance with the library preloaded; their
 # inputs and expected output are under test/ (sql/ holds the install script alone).
 REGRESS = setup type api errors buffer transactional batch set bounded retention expiry once top \
-	top_scale rank_total attach buckets privileges placeholders text_keys
+	top_scale rank_total attach buckets privileges placeholders text_keys throttle
 REGRESS_OPTS = --inputdir=test --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
 	bucket_drop revoke drop_extension bounded_concurrent once_concurrent top_concurrent \
-	expiry_concurrent rank_total_concurrent text_keys_concurrent
+	expiry_concurrent rank_total_concurrent text_keys_concurrent throttle_concurrent
 ISOLATION_OPTS = --inputdir=test --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1

@@ -30,7 +30,15 @@ CREATE TABLE slotted_counter.counters (
     bucket     interval,
     created_at timestamptz NOT NULL DEFAULT now(),
     retain     interval    CHECK (retain > '0'::pg_catalog.interval),
-    key_type   text        NOT NULL DEFAULT 'bigint' CHECK (key_type IN ('bigint', 'text'))
+    key_type   text        NOT NULL DEFAULT 'bigint' CHECK (key_type IN ('bigint', 'text')),
+    -- A rate limiter's limit (sc_throttle): rate units per `per`, `burst` at once; NULL for the
+    -- other counters. A limiter's retain is its tolerance, burst × (per / rate): a key unused
+    -- that long is full again, and its row goes.
+    rate       bigint      CHECK (rate > 0),
+    per        interval    CHECK (per > '0'::pg_catalog.interval),
+    burst      bigint      CHECK (burst > 0),
+    CHECK ((rate IS NULL) = (per IS NULL) AND (rate IS NULL) = (burst IS NULL)),
+    CHECK (rate IS NULL OR (bucket IS NULL AND retain IS NOT NULL))
 );
 CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_counter.counters.id;
 
@@ -326,9 +334,12 @@ CREATE CAST (slotted_counter AS integer) WITH FUNCTION slotted_counter_id(slotte
 
 -- retain comes fourth, as a counter's definition reads (name, durability, bucket, retain);
 -- if_not_exists is best named.
+-- rate, per and burst make it a rate limiter (sc_throttle).
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint')
+                          if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint',
+                          rate bigint DEFAULT NULL, per interval DEFAULT NULL,
+                          burst bigint DEFAULT NULL)
     RETURNS slotted_counter
     AS 'MODULE_PATHNAME', 'sc_create' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_drop(counter slotted_counter, if_exists boolean DEFAULT false) RETURNS void
@@ -343,11 +354,13 @@ CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain interval) RET
 -- text form has no default for the first interval, so that a call that gives none (or names
 -- only later ones) has one candidate, the interval form.
 CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
-                          if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint')
+                          if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint',
+                          rate bigint DEFAULT NULL, per text DEFAULT NULL,
+                          burst bigint DEFAULT NULL)
     RETURNS slotted_counter
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
-                                 if_not_exists, key_type)
+                                 if_not_exists, key_type, rate, per::interval, burst)
 $$;
 CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -382,6 +395,13 @@ CREATE FUNCTION sc_incr_once(counter slotted_counter, key bigint, delta bigint, 
                              at timestamptz DEFAULT NULL)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_incr_once' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- A rate limiter's call (GCRA): takes cost units of the key if they fit, else nothing; says how
+-- many are left, and when this cost would fit (NULL: never, above the burst) and the key be full.
+CREATE FUNCTION sc_throttle(counter slotted_counter, key bigint, cost bigint DEFAULT 1,
+                            OUT allowed boolean, OUT remaining bigint, OUT retry_after interval,
+                            OUT reset_after interval)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'sc_throttle' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_set(counter slotted_counter, key bigint, value bigint,
                        at timestamptz DEFAULT NULL) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_set' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -449,6 +469,11 @@ CREATE FUNCTION sc_incr_once(counter slotted_counter, key text, delta bigint, re
                              at timestamptz DEFAULT NULL)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_incr_once_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_throttle(counter slotted_counter, key text, cost bigint DEFAULT 1,
+                            OUT allowed boolean, OUT remaining bigint, OUT retry_after interval,
+                            OUT reset_after interval)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'sc_throttle_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_set(counter slotted_counter, key text, value bigint,
                        at timestamptz DEFAULT NULL) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_set_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -539,7 +564,7 @@ REVOKE ALL ON FUNCTION sc_rebuild_counter_totals() FROM PUBLIC;
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every interval DEFAULT '1 minute') RETURNS void
     AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
--- every as text (see sc_create(text, text, text, text, boolean, text)).
+-- every as text (see sc_create(text, text, text, text, boolean, text, bigint, text, bigint)).
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -609,9 +634,9 @@ COMMENT ON FUNCTION slotted_counter_of_id(integer) IS
     'the counter with an id (of slotted_counter.key_values): integer::slotted_counter';
 COMMENT ON FUNCTION slotted_counter_id(slotted_counter) IS
     'the id of a counter, as slotted_counter.key_values stores it: slotted_counter::integer';
-COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean, text) IS
-    'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever, keyed by bigint or text) owned by the current role';
-COMMENT ON FUNCTION sc_create(text, text, text, text, boolean, text) IS
+COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean, text, bigint, interval, bigint) IS
+    'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever, keyed by bigint or text; with rate, per and burst a rate limiter) owned by the current role';
+COMMENT ON FUNCTION sc_create(text, text, text, text, boolean, text, bigint, text, bigint) IS
     'sc_create with the bucket width and retention as text (a driver''s string), read as intervals';
 COMMENT ON FUNCTION sc_drop(slotted_counter, boolean) IS
     'drops a counter, its values and its attachments (owner)';
@@ -631,6 +656,10 @@ COMMENT ON FUNCTION sc_incr_once(slotted_counter, bigint, bigint, text, timestam
     'adds delta once per request_id within slotted_counter.dedupe_window; a repeat returns the first call''s value (UPDATE)';
 COMMENT ON FUNCTION sc_set(slotted_counter, bigint, bigint, timestamptz) IS
     'sets the value of key (of the bucket that holds at) and returns the old value (UPDATE)';
+COMMENT ON FUNCTION sc_throttle(slotted_counter, bigint, bigint) IS
+    'a rate limiter''s call: takes cost units of key if they fit, else nothing; returns allowed, remaining, retry_after (NULL: never) and reset_after (UPDATE)';
+COMMENT ON FUNCTION sc_throttle(slotted_counter, text, bigint) IS
+    'sc_throttle of a key given as text (UPDATE)';
 COMMENT ON FUNCTION sc_drop_buckets(slotted_counter, timestamptz) IS
     'deletes the buckets that start before a time, with this transaction (UPDATE)';
 COMMENT ON FUNCTION sc_sum(slotted_counter, bigint) IS

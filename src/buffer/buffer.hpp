@@ -43,6 +43,16 @@ void BufferBatchAbort();
 bool BufferIncrementWithin(const CounterDef& def, int64 key, int64 bucket, int64 delta,
                            Bounds bounds, int64* value);
 
+// A rate limiter's call of `cost` on key at the clock's now (core/gcra.hpp): one compare-and-swap
+// on the key's entry, whose value is its TAT, so concurrent callers admit exactly what the limit
+// allows. A key not in the buffer is loaded; with no room, it waits as BufferSet does. A limiter
+// has no deltas, whatever its durability: its keys are a buffered counter's.
+GcraAnswer BufferThrottle(const CounterDef& def, int64 key, int64 cost);
+
+// Gives a rolled-back call's cost back to key's entry, if it is resident (in an abort: no load,
+// cannot fail); a key the buffer evicted meanwhile keeps it, and refills with time.
+void BufferGiveBack(int32 counter, const GcraLimit& limit, int64 key, int64 cost);
+
 // Replaces the value of (counter, key, bucket) of a buffered counter and returns the old value.
 // Concurrent increments fall before or after it. If the buffer has no room it waits for the
 // flusher (10 s at most, then 53400).

@@ -1,5 +1,5 @@
 // increment.cpp: the writes to a key: sc_incr (the hot path: the partition lock SHARED, find the
-// entry, an atomic add), bounded and once-only increments, sc_set. A key not resident is loaded
+// entry, an atomic add), bounded and once-only increments, a limiter's call, sc_set. A key not resident is loaded
 // (load.cpp); with no room, a plain increment asks the flusher to apply it to the table in its own
 // transaction (a write-through) and waits for the new value, while the others wait for room.
 // The lock protocols are in core/protocol.hpp and core/write_through_request.hpp.
@@ -222,6 +222,30 @@ int64 BufferIncrementOnce(const CounterDef& counter, int64 key, int64 bucket, in
   });
   if (overflow) ReportOverflow(def, key, value, delta);
   return value;
+}
+
+GcraAnswer BufferThrottle(const CounterDef& counter, int64 key, int64 cost) {
+  CounterDef def = counter;  // as in BufferIncrement
+  CounterKey k{MyDatabaseId, def.id, key, kNoBucket};
+  uint32 hash = HashCounterKey(k);
+  Write w = WriteNow(def);
+  GcraAnswer answer;
+  UntilResident(&def, k, hash, "throttle", [&] {
+    Dirtied dirtied;
+    Probe probe = Table().ThrottleIfResident(k, hash, cost, def.limit, w, &answer, &dirtied);
+    NoteDirtied(dirtied);
+    return probe;
+  });
+  return answer;
+}
+
+void BufferGiveBack(int32 counter, const GcraLimit& limit, int64 key, int64 cost) {
+  CounterKey k{MyDatabaseId, counter, key, kNoBucket};
+  TimestampTz now = GetCurrentTimestamp();
+  Write w{now, now - limit.tolerance};  // the cutoff of its retention, which is the tolerance
+  Dirtied dirtied;
+  (void)Table().GiveBackIfResident(k, HashCounterKey(k), cost, limit, w, &dirtied);
+  NoteDirtied(dirtied);
 }
 
 int64 BufferSet(const CounterDef& counter, int64 key, int64 bucket, int64 value) {

@@ -164,7 +164,8 @@ void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, 
 // probes again (after a wait if another backend is loading the key, with a fresh definition if a
 // drop made the cached one stale).
 bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits) {
-  switch (LoadEntry(k, hash, def->durability == Durability::kTransactional)) {
+  // A limiter's keys have no deltas, whatever its durability: loaded as a buffered counter's.
+  switch (LoadEntry(k, hash, def->durability == Durability::kTransactional && !def->limiter)) {
     case LoadResult::kLoaded:
       return true;
     case LoadResult::kRetry:

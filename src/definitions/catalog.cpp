@@ -47,7 +47,8 @@ SPIPlanPtr plan_by_id = nullptr;
 SPIPlanPtr plan_by_name = nullptr;
 
 const char* const kSelect =
-    "SELECT id, name, durability, bucket, retain, key_type OPERATOR(pg_catalog.=) 'text' "
+    "SELECT id, name, durability, bucket, retain, key_type OPERATOR(pg_catalog.=) 'text', rate, "
+    "per, burst "
     "FROM slotted_counter.counters WHERE ";
 
 void OnPrivilegesChanged(Datum, int, uint32) { role_generation++; }
@@ -125,6 +126,18 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     Datum retain = SPI_getbinval(tup, desc, 5, &isnull);
     bool retains = !isnull;
     bool text_keys = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+    Datum rate = SPI_getbinval(tup, desc, 7, &isnull);
+    bool limiter = !isnull;
+    GcraLimit limit{};
+    // Checked by sc_create; a limit edited into the table by hand is refused here.
+    if (limiter) {
+      const Interval* per = DatumGetIntervalP(SPI_getbinval(tup, desc, 8, &isnull));
+      int64 micros;
+      if (!GcraPerMicros(per->month, per->day, per->time, &micros) ||
+          !MakeGcraLimit(DatumGetInt64(rate), micros,
+                         DatumGetInt64(SPI_getbinval(tup, desc, 9, &isnull)), &limit))
+        elog(ERROR, "counter \"%s\" has an invalid rate limit", name);
+    }
 
     bool found;
     auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_ENTER, &found));
@@ -135,6 +148,8 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     def->retains = retains;
     if (retains) def->retain = *DatumGetIntervalP(retain);
     def->text_keys = text_keys;
+    def->limiter = limiter;
+    def->limit = limit;
     strlcpy(def->name, name, NAMEDATALEN);
     def->name_len = int32(strlen(def->name));
     def->guard = guard;

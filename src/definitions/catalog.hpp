@@ -3,6 +3,7 @@
 
 #include "pg.hpp"
 #include "shared/shmem.hpp"
+#include "core/gcra.hpp"
 #include "core/time_bucket.hpp"
 
 namespace sc {
@@ -21,6 +22,8 @@ struct CounterDef {
   bool retains;             // values are kept for `retain` only (retention.hpp)
   Interval retain;          // when retains: positive, no field negative
   bool text_keys;           // keyed by text: its keys are the ids of slotted_counter.keys
+  bool limiter;             // a rate limiter (sc_throttle): each key's value is its TAT
+  GcraLimit limit;          // when limiter: its rate, burst and tolerance (core/gcra.hpp)
   char name[NAMEDATALEN];
   int32 name_len;           // strlen(name)
   // The counter's guard (guards.cpp), whose owner and ACL are the counter's; InvalidOid if it

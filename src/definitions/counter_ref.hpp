@@ -4,6 +4,7 @@
 #pragma once
 
 #include "definitions/catalog.hpp"
+#include "definitions/limiters.hpp"
 
 namespace sc {
 
@@ -31,11 +32,23 @@ extern Node text_key_call;
 void ReportKeyedByText(const CounterDef& def);
 
 // The counter of a function that takes a key (or returns keys), named by argument n, as
-// CounterArgument; one keyed by text only through a text form.
+// CounterArgument; one keyed by text only through a text form; never a rate limiter (42809).
 pg_attribute_always_inline const CounterDef* KeyedCounterArgument(FunctionCallInfo fcinfo, int n,
                                                                   uint32 need) {
   const CounterDef* def = CounterArgument(fcinfo, n, need);
-  if (unlikely(def->text_keys) && fcinfo->context != &text_key_call) ReportKeyedByText(*def);
+  if (unlikely(def->text_keys | def->limiter)) {
+    if (def->limiter) ReportLimiter(*def, fcinfo);
+    if (fcinfo->context != &text_key_call) ReportKeyedByText(*def);
+  }
+  return def;
+}
+
+// The rate limiter of sc_throttle, named by argument n, which the current role may write; one
+// keyed by text only through the text form.
+inline const CounterDef* LimiterArgument(FunctionCallInfo fcinfo, int n) {
+  const CounterDef* def = CounterArgument(fcinfo, n, kUpdate);
+  if (!def->limiter) ReportNotLimiter(*def);
+  if (def->text_keys && fcinfo->context != &text_key_call) ReportKeyedByText(*def);
   return def;
 }
 

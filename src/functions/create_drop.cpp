@@ -10,6 +10,7 @@
 #include "definitions/guards.hpp"
 #include "definitions/changes.hpp"
 #include "definitions/counter_ref.hpp"
+#include "definitions/limiters.hpp"
 #include "functions/functions.hpp"
 #include "functions/retention.hpp"
 #include "spi.hpp"
@@ -87,6 +88,27 @@ Datum Create(PG_FUNCTION_ARGS) {
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key_type must not be null")));
   const char* key_type = text_to_cstring(PG_GETARG_TEXT_PP(5));
   CheckKeyType(key_type);
+  // A rate limiter: its keys expire when full again (its tolerance), and it has no buckets.
+  bool limiter = !PG_ARGISNULL(6);
+  Interval tolerance;
+  if (limiter) {
+    if (bucketed || retains)
+      ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                      errmsg("a rate limiter has no %s", bucketed ? "buckets" : "retention"),
+                      errdetail("Its keys expire by themselves once they are full again.")));
+    if (PG_ARGISNULL(7))
+      ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                      errmsg("a rate needs per"),
+                      errhint("Give the time the rate is per, for example per => '1 minute'.")));
+    int64 burst = PG_ARGISNULL(8) ? 0 : PG_GETARG_INT64(8);
+    tolerance = ToleranceInterval(CheckedLimit(PG_GETARG_INT64(6), PG_GETARG_INTERVAL_P(7),
+                                               PG_ARGISNULL(8) ? nullptr : &burst));
+    retains = true;
+  } else if (!PG_ARGISNULL(7) || !PG_ARGISNULL(8)) {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("%s needs a rate", PG_ARGISNULL(7) ? "burst" : "per"),
+                    errhint("A rate limiter is made with rate, per and burst together.")));
+  }
   // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
   if (DatabaseAclCheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -102,16 +124,25 @@ Datum Create(PG_FUNCTION_ARGS) {
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("cannot create a counter in the transaction that dropped the extension"),
                     errhint("Commit DROP EXTENSION slotted_counter first.")));
-  Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID, TEXTOID};
-  Datum args[5] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
-                   retains ? PG_GETARG_DATUM(3) : (Datum)0, CStringGetTextDatum(key_type)};
-  char nulls[5] = {' ', ' ', bucketed ? ' ' : 'n', retains ? ' ' : 'n', ' '};
+  Oid types[8] = {TEXTOID,  TEXTOID,     INTERVALOID, INTERVALOID,
+                  TEXTOID,  INT8OID,     INTERVALOID, INT8OID};
+  Datum retain = limiter ? PointerGetDatum(&tolerance) : retains ? PG_GETARG_DATUM(3) : (Datum)0;
+  // The burst as given, or the rate.
+  Datum burst = !limiter ? (Datum)0 : PG_ARGISNULL(8) ? PG_GETARG_DATUM(6) : PG_GETARG_DATUM(8);
+  Datum args[8] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                   retain,             CStringGetTextDatum(key_type),
+                   limiter ? PG_GETARG_DATUM(6) : (Datum)0,
+                   limiter ? PG_GETARG_DATUM(7) : (Datum)0,
+                   burst};
+  char l = limiter ? ' ' : 'n';
+  char nulls[8] = {' ', ' ', bucketed ? ' ' : 'n', retains ? ' ' : 'n', ' ', l, l, l};
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
-      "INSERT INTO slotted_counter.counters (id, name, durability, bucket, retain, key_type) "
-      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5) "
-      "ON CONFLICT (name) DO NOTHING RETURNING id",
-      5, types, args, nulls, false, 1);
+      "INSERT INTO slotted_counter.counters "
+      "(id, name, durability, bucket, retain, key_type, rate, per, burst) "
+      "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5, $6, $7, "
+      "$8) ON CONFLICT (name) DO NOTHING RETURNING id",
+      8, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;

@@ -44,6 +44,7 @@ const char* const kIncrArguments[] = {"counter", "key", "delta", nullptr};
 const char* const kOnceArguments[] = {"counter", "key", "delta", "request_id", nullptr};
 const char* const kBatchArguments[] = {"counter", "keys", "deltas", nullptr};
 const char* const kValueArguments[] = {"counter", "key", "value", nullptr};
+const char* const kThrottleArguments[] = {"counter", "key", "cost", nullptr};
 const char* const kKeyArguments[] = {"counter", "key", nullptr};
 const char* const kKeysArguments[] = {"counter", "keys", nullptr};
 
@@ -66,3 +67,4 @@ SC_ENTRY_POINT(sc_rank, Rank)
 SC_ENTRY_POINT(sc_keys_above, KeysAboveValue)
 SC_ENTRY_POINT(sc_total, Total)
 SC_ENTRY_POINT(sc_total_series, TotalSeries)
+SC_ENTRY_POINT(sc_throttle, Throttle)

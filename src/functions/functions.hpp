@@ -14,6 +14,7 @@ extern const char* const kBatchArguments[];     // counter, keys, deltas
 extern const char* const kValueArguments[];     // counter, key, value (sc_set, keys_above)
 extern const char* const kKeyArguments[];       // counter, key (the reads)
 extern const char* const kKeysArguments[];      // counter, keys
+extern const char* const kThrottleArguments[];  // counter, key, cost
 
 Datum Incr(PG_FUNCTION_ARGS);
 Datum IncrAt(PG_FUNCTION_ARGS);
@@ -33,6 +34,7 @@ Datum Drop(PG_FUNCTION_ARGS);
 Datum DropBuckets(PG_FUNCTION_ARGS);
 Datum Total(PG_FUNCTION_ARGS);
 Datum TotalSeries(PG_FUNCTION_ARGS);
+Datum Throttle(PG_FUNCTION_ARGS);
 
 namespace sc {
 

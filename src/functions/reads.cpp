@@ -266,6 +266,7 @@ Datum Total(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  RefuseLimiter(def, "sc_total()");
   BucketRange range = RangeOf(fcinfo, def, 1, 2);
   if (TotalFromSums(def)) PG_RETURN_INT64(SumsTotal(def, range));
   int128 total = BufferTotal(def);
@@ -287,6 +288,7 @@ Datum TotalSeries(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  RefuseLimiter(def, "sc_total_series()");
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 1, 2);
   InitMaterializedSRF(fcinfo, 0);

@@ -384,6 +384,7 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
   PreventCommandIfReadOnly("sc_alter_retention()");
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
+  RefuseLimiter(*def, "sc_alter_retention()");  // its retention is its tolerance
   int32 id = def->id;
   bool retained = def->retains && !def->bucketed;
   bool retains = !PG_ARGISNULL(1);

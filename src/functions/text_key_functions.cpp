@@ -18,7 +18,8 @@ namespace {
 // The most arguments a function with a key takes (sc_incr_bounded's six).
 constexpr int kMaxArgs = 6;
 
-enum class KeyUse { kRead, kWrite };
+// kThrottle: a write of a rate limiter (sc_throttle), the only use a limiter has.
+enum class KeyUse { kRead, kWrite, kThrottle };
 
 // The counter of a call: the checks its implementation makes first, made before a key is given an
 // id, so that a role that may not write the counter (or a standby, or a read-only transaction)
@@ -26,9 +27,16 @@ enum class KeyUse { kRead, kWrite };
 // look up another.
 const CounterDef* CheckedCounter(FunctionCallInfo fcinfo, KeyUse use, const char* function) {
   RequireShared();
-  if (use == KeyUse::kRead) return CounterArgument(fcinfo, 0, kSelect);
+  const CounterDef* def;
+  if (use == KeyUse::kRead) {
+    def = CounterArgument(fcinfo, 0, kSelect);
+    RefuseLimiter(*def, function);
+    return def;
+  }
   if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery(function);
-  const CounterDef* def = CounterArgument(fcinfo, 0, kUpdate);
+  def = CounterArgument(fcinfo, 0, kUpdate);
+  if (use == KeyUse::kThrottle && !def->limiter) ReportNotLimiter(*def);
+  if (use != KeyUse::kThrottle) RefuseLimiter(*def, function);
   if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
   return def;
 }
@@ -84,7 +92,7 @@ Datum WithTextKey(FunctionCallInfo fcinfo, PGFunction impl, const char* const* r
   const text* key = PG_GETARG_TEXT_PP(1);
   if (!cached->text_keys) return CallWithKey(fcinfo, impl, Int64GetDatum(BigintKey(key)));
   CounterDef def = *cached;
-  int64 id = TextKeyId(def, VARDATA_ANY(key), KeyLength(def, key), use == KeyUse::kWrite);
+  int64 id = TextKeyId(def, VARDATA_ANY(key), KeyLength(def, key), use != KeyUse::kRead);
   return CallWithKey(fcinfo, impl, Int64GetDatum(id));
 }
 
@@ -118,7 +126,7 @@ Datum WithTextKeys(FunctionCallInfo fcinfo, PGFunction impl, const char* const* 
       values[i] = BigintKey(key);
     }
   }
-  if (def.text_keys) TextKeyIds(def, keys, lens, n, use == KeyUse::kWrite, values);
+  if (def.text_keys) TextKeyIds(def, keys, lens, n, use != KeyUse::kRead, values);
   for (int i = 0; i < n; i++) ids[i] = Int64GetDatum(values[i]);
   ArrayType* id_array = construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE);
   return CallWithKey(fcinfo, impl, PointerGetDatum(id_array));
@@ -158,6 +166,9 @@ Datum RankText(PG_FUNCTION_ARGS) { return WithTextKey(fcinfo, Rank, kKeyArgument
 Datum KeysAboveText(PG_FUNCTION_ARGS) {
   return WithTextKey(fcinfo, KeysAboveValue, kValueArguments, KeyUse::kRead, "keys_above()");
 }
+Datum ThrottleText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, Throttle, kThrottleArguments, KeyUse::kThrottle, "sc_throttle()");
+}
 // sc_top of a counter of either kind, its keys as ids (sc_top_text gives them their texts).
 Datum TopIds(PG_FUNCTION_ARGS) { return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1)); }
 // The text of key `key` (an id of top_ids) of a counter of either kind, for sc_top_text: a text's
@@ -188,6 +199,7 @@ SC_ENTRY_POINT(sc_sum_range_text, SumRangeText)
 SC_ENTRY_POINT(sc_sum_keys_text, SumKeysText)
 SC_ENTRY_POINT(sc_series_text, SeriesText)
 SC_ENTRY_POINT(sc_rank_text, RankText)
+SC_ENTRY_POINT(sc_throttle_text, ThrottleText)
 SC_ENTRY_POINT(sc_keys_above_text, KeysAboveText)
 SC_ENTRY_POINT(sc_top_ids, TopIds)
 SC_ENTRY_POINT(sc_key_text, KeyText)

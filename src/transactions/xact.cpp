@@ -26,6 +26,7 @@
 #include "definitions/changes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
+#include "transactions/throttles.hpp"
 #include "transactions/transactional.hpp"
 
 extern "C" {
@@ -138,11 +139,13 @@ void UnregisterBucketDrops() {
 void OnXactEvent(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_PRE_COMMIT:
+      ThrottlesPreCommit();  // first: it waits for a flush, which this commit must not hold up
       TransactionalPreCommit();
       if (NotedCount() > 0) ForgetDroppedTargets();
       if (NotedCount() > 0) RegisterBucketDrops();
       break;
     case XACT_EVENT_PRE_PREPARE:
+      ThrottlesPrePrepare();
       TransactionalPrePrepare();
       if (NotedCount() > 0) ForgetDroppedTargets();
       if (NotedCount() > 0)
@@ -153,6 +156,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_COMMIT:
     case XACT_EVENT_PARALLEL_COMMIT:
       ForgetRowSums(1);
+      ThrottlesEnd(true);
       TransactionalEnd(true);
       if (NotedCount() > 0) SettleNotedChanges(true, 0);
       UnregisterBucketDrops();
@@ -166,6 +170,7 @@ void OnXactEvent(XactEvent event, void*) {
       ForgetCountedReader();  // first: what follows may take partition locks EXCLUSIVE
       ForgetRowSums(1);
       BufferBatchAbort();
+      ThrottlesEnd(false);
       TransactionalEnd(false);
       if (NotedCount() > 0) SettleNotedChanges(false, 0);
       UnregisterBucketDrops();
@@ -182,8 +187,10 @@ void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void
     BufferBatchAbort();
     ForgetRowSums(level);
   }
-  if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
+  if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB) {
+    ThrottlesSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
     TransactionalSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
+  }
   if (NotedCount() == 0) return;
   if (event == SUBXACT_EVENT_ABORT_SUB) {
     // What an aborted subtransaction created is gone; what it dropped is back.
