@@ -202,6 +202,7 @@ Datum DropBuckets(PG_FUNCTION_ARGS) {
   PreventCommandDuringRecovery("sc_drop_buckets()");
   PreventCommandIfReadOnly("sc_drop_buckets()");
   CounterDef def = *CounterArgument(fcinfo, 0, kUpdate);
+  RefuseLimiter(def, "sc_drop_buckets()");
   if (!def.bucketed) ReportNoBuckets(def, "Buckets to drop");
   PG_RETURN_INT64(DropBuckets(def, PG_GETARG_TIMESTAMPTZ(1)));
 }

@@ -170,7 +170,10 @@ Datum ThrottleText(PG_FUNCTION_ARGS) {
   return WithTextKey(fcinfo, Throttle, kThrottleArguments, KeyUse::kThrottle, "sc_throttle()");
 }
 // sc_top of a counter of either kind, its keys as ids (sc_top_text gives them their texts).
-Datum TopIds(PG_FUNCTION_ARGS) { return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1)); }
+Datum TopIds(PG_FUNCTION_ARGS) {
+  if (!PG_ARGISNULL(0)) RefuseLimiter(*CounterArgument(fcinfo, 0, kSelect), "sc_top_text()");
+  return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1));
+}
 // The text of key `key` (an id of top_ids) of a counter of either kind, for sc_top_text: a text's
 // is read with the latest snapshot (StoredText), so that every key top_ids read in the buffer,
 // whose text was committed before its first value, has it, whenever the query's snapshot was taken.

@@ -199,6 +199,8 @@ SELECT sc_alter_retention('api', '1 day');
 \echo :LAST_ERROR_SQLSTATE
 SELECT sc_attach('api', 'throttle_target', 'id', 'v');
 \echo :LAST_ERROR_SQLSTATE
+SELECT sc_drop_buckets('api', now());
+\echo :LAST_ERROR_SQLSTATE
 -- and none of them changed it
 SELECT c.name, c.retain,
        (SELECT count(*) FROM slotted_counter.attachments a WHERE a.counter = c.id) AS attachments
