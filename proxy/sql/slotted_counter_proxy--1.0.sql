@@ -250,6 +250,18 @@ CREATE FUNCTION @extschema@.sc_incr_bounded(counter text, key %1$s, delta bigint
     SELECT sc_incr_bounded(counter::slotted_counter, key, delta, lower, upper, at);
 $$ LANGUAGE plproxy;
 
+-- A rate limiter's call, on the key's home node, which keeps the key's limit: a limiter is never
+-- spread (sc_create), and a spread counter is refused (0A000) as for a bound.
+CREATE FUNCTION @extschema@.sc_throttle(counter text, key %1$s, cost bigint DEFAULT 1,
+                                        OUT allowed boolean, OUT remaining bigint,
+                                        OUT retry_after interval, OUT reset_after interval)
+    RETURNS record SET search_path = pg_catalog, pg_temp AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash('sc_throttle()', counter, key, NULL, true);
+    SELECT allowed, remaining, retry_after, reset_after
+      FROM sc_throttle(counter::slotted_counter, key, cost);
+$$ LANGUAGE plproxy;
+
 CREATE FUNCTION @extschema@.sc_incr_once(counter text, key %1$s, delta bigint, request_id text,
                                          at timestamptz DEFAULT NULL)
     RETURNS bigint AS $$
@@ -364,13 +376,18 @@ CREATE FUNCTION slotted_counter_proxy.node_rollup() RETURNS SETOF bigint AS $$
     SELECT sc_rollup();
 $$ LANGUAGE plproxy;
 
+-- The arguments a node's sc_create names are named otherwise here: PL/Proxy would take a name
+-- of an argument for the argument's value.
 CREATE FUNCTION slotted_counter_proxy.node_create(name text, durability text, bucket interval,
-                                                  retain interval, key_kind text)
+                                                  retain interval, key_kind text,
+                                                  limit_rate bigint, limit_per interval,
+                                                  limit_burst bigint)
     RETURNS SETOF text AS $$
     CLUSTER slotted_counter_proxy.write_cluster('sc_create()');
     RUN ON ALL;
     SELECT sc_create(name, durability, bucket, retain, if_not_exists => true,
-                     key_type => key_kind)::text;
+                     key_type => key_kind, rate => limit_rate, per => limit_per,
+                     burst => limit_burst)::text;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_drop(name text) RETURNS SETOF text AS $$
@@ -578,12 +595,15 @@ REVOKE EXECUTE ON FUNCTION sc_proxy_configure(text[]) FROM PUBLIC;
 -- router's catalog once every node answered that the caller owns the counter there
 -- (src/catalog.cpp): no SQL function writes the catalog. Each refuses a transaction block (25001).
 --
--- key_type comes after spread, which came first: a call that gives spread by position keeps
--- working. Name it: sc_create('c', key_type => 'text').
+-- key_type comes after spread, which came first, and a rate limiter's rate, per and burst after
+-- key_type: a call that gives the earlier ones by position keeps working. Name them:
+-- sc_create('c', key_type => 'text'), sc_create('c', rate => 10, per => '1 minute'). A rate
+-- limiter cannot be spread (0A000).
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
                           if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
-                          key_type text DEFAULT 'bigint')
+                          key_type text DEFAULT 'bigint', rate bigint DEFAULT NULL,
+                          per interval DEFAULT NULL, burst bigint DEFAULT NULL)
     RETURNS text
     AS 'MODULE_PATHNAME', 'sc_proxy_create' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
@@ -603,11 +623,12 @@ $$;
 -- default, so that a call that gives none has one candidate.
 CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
                           if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
-                          key_type text DEFAULT 'bigint')
+                          key_type text DEFAULT 'bigint', rate bigint DEFAULT NULL,
+                          per text DEFAULT NULL, burst bigint DEFAULT NULL)
     RETURNS text
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
-                                 if_not_exists, spread, key_type)
+                                 if_not_exists, spread, key_type, rate, per::interval, burst)
 $$;
 CREATE FUNCTION sc_alter_retention(counter text, retain text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$

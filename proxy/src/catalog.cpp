@@ -61,9 +61,12 @@ using sc_proxy::kServer;
 // What every node is asked, as the caller: whether it defines the counter $1, whether the caller
 // (the session's user, the role the router connected as) has its owner's privileges there (as a
 // superuser has), its durability, key type and owner (its guard's, slotted_counters.<name>), and
-// whether it is defined as asked ($2 durability, $3 bucket, $4 retention, $5 key type). A node
-// shows a counter's row only to the roles that may read it, so "not defined" is also what a role
-// that may not read it sees.
+// whether it is defined as asked ($2 durability, $3 bucket, $4 retention, $5 key type, and a rate
+// limiter's $6 rate, $7 per and $8 burst). What was asked is compared as the node reads it: a
+// NULL burst is the rate, and a limiter's retention is the one its node computes from the limit
+// (a retention given with a rate fails on the node), so the limit alone decides. A node shows a
+// counter's row only to the roles that may read it, so "not defined" is also what a role that
+// may not read it sees.
 constexpr const char* kOwnerQuestion =
     "SELECT c.name IS NOT NULL, "
     "c.name IS NOT NULL AND coalesce(pg_catalog.pg_has_role(SESSION_USER, g.relowner, 'USAGE'), "
@@ -72,7 +75,12 @@ constexpr const char* kOwnerQuestion =
     "c.durability, c.key_type, pg_catalog.pg_get_userbyid(g.relowner), "
     "c.durability OPERATOR(pg_catalog.=) $2 AND c.key_type OPERATOR(pg_catalog.=) $5 "
     "AND coalesce(c.bucket OPERATOR(pg_catalog.=) $3, c.bucket IS NULL AND $3 IS NULL) "
-    "AND coalesce(c.retain OPERATOR(pg_catalog.=) $4, c.retain IS NULL AND $4 IS NULL) "
+    "AND ($6 IS NOT NULL "
+    "OR coalesce(c.retain OPERATOR(pg_catalog.=) $4, c.retain IS NULL AND $4 IS NULL)) "
+    "AND coalesce(c.rate OPERATOR(pg_catalog.=) $6, c.rate IS NULL AND $6 IS NULL) "
+    "AND coalesce(c.per OPERATOR(pg_catalog.=) $7, c.per IS NULL AND $7 IS NULL) "
+    "AND coalesce(c.burst OPERATOR(pg_catalog.=) coalesce($8, $6), "
+    "c.burst IS NULL AND $8 IS NULL AND $6 IS NULL) "
     "FROM (SELECT) AS one "
     "LEFT JOIN slotted_counter.counters AS c ON c.name OPERATOR(pg_catalog.=) $1 "
     "LEFT JOIN pg_catalog.pg_class AS g "
@@ -92,12 +100,15 @@ struct NodesSay {
   const char* owner;
 };
 
-// What a counter's definition was asked to be (sc_create), for the question's $2 to $5.
+// What a counter's definition was asked to be (sc_create), for the question's $2 to $8.
 struct Asked {
   const char* durability;
   Datum bucket;  // interval, (Datum)0 for NULL
   Datum retain;
   const char* key_type;
+  const char* rate;  // a bigint as text, nullptr for NULL
+  Datum per;         // interval, (Datum)0 for NULL
+  const char* burst;
 };
 
 bool True(const char* field) { return field != nullptr && strcmp(field, "t") == 0; }
@@ -115,14 +126,16 @@ void IntervalParam(Datum value, const char** param, int* length) {
 }
 
 NodesSay AskOwner(text* counter, const Asked& asked) {
-  Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID, TEXTOID};
-  const char* values[5] = {text_to_cstring(counter), asked.durability, nullptr, nullptr,
-                           asked.key_type};
-  int lengths[5] = {0, 0, 0, 0, 0};
-  int formats[5] = {0, 0, 1, 1, 0};
+  Oid types[8] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
+                  TEXTOID, INT8OID, INTERVALOID, INT8OID};
+  const char* values[8] = {text_to_cstring(counter), asked.durability, nullptr, nullptr,
+                           asked.key_type, asked.rate, nullptr, asked.burst};
+  int lengths[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int formats[8] = {0, 0, 1, 1, 0, 0, 1, 0};
   IntervalParam(asked.bucket, &values[2], &lengths[2]);
   IntervalParam(asked.retain, &values[3], &lengths[3]);
-  sc_proxy::Question question = {kOwnerQuestion, 5, types, values, lengths, formats, kOwnerFields};
+  IntervalParam(asked.per, &values[6], &lengths[6]);
+  sc_proxy::Question question = {kOwnerQuestion, 8, types, values, lengths, formats, kOwnerFields};
   char*** answers = sc_proxy::AskEveryNode(question);
   NodesSay say = {};
   say.nodes = sc_proxy::NodeCount();
@@ -226,18 +239,37 @@ text* NotNull(FunctionCallInfo fcinfo, int n, const char* name) {
   return PG_GETARG_TEXT_PP(n);
 }
 
+// Argument n, or (Datum)0 for NULL.
+Datum ArgOrZero(FunctionCallInfo fcinfo, int n) {
+  return PG_ARGISNULL(n) ? (Datum)0 : PG_GETARG_DATUM(n);
+}
+
+// Bigint argument n as text, or nullptr for NULL.
+const char* BigintText(FunctionCallInfo fcinfo, int n) {
+  return PG_ARGISNULL(n) ? nullptr : psprintf(INT64_FORMAT, PG_GETARG_INT64(n));
+}
+
 }  // namespace
 
 // sc_create(name text, durability text, bucket interval, retain interval, if_not_exists boolean,
-// spread boolean, key_type text) RETURNS text: creates the counter on every node (if it is not
-// there already), and records it, with spread and the nodes' definition, for its owner.
+// spread boolean, key_type text, rate bigint, per interval, burst bigint) RETURNS text: creates
+// the counter on every node (if it is not there already), and records it, with spread and the
+// nodes' definition, for its owner. A rate limiter (a rate given) is not spread (0A000): each node
+// would admit a burst of its own for every key.
 extern "C" Datum sc_proxy_create(PG_FUNCTION_ARGS) {
+  constexpr int kRate = 7, kPer = 8, kBurst = 9;
   int nest_level = Begin("sc_create()", "sc_create");
   text* name = NotNull(fcinfo, 0, "name");
   if (PG_ARGISNULL(4) || PG_ARGISNULL(5))
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
                     errmsg("%s must not be null", PG_ARGISNULL(5) ? "spread" : "if_not_exists")));
   const char* counter = text_to_cstring(name);
+  if (PG_GETARG_BOOL(5) && !PG_ARGISNULL(kRate))
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("rate limiter \"%s\" cannot be spread over the data nodes", counter),
+             errdetail("Each node would admit a burst of its own for every key."),
+             errhint("Create it without spread: each key's limit is kept on the key's node.")));
   if (OidIsValid(RecordedOwner(name))) {
     if (!PG_GETARG_BOOL(4))
       ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -248,19 +280,26 @@ extern "C" Datum sc_proxy_create(PG_FUNCTION_ARGS) {
   }
   // Every node validates and creates it (an earlier attempt cut short may have created it on
   // some); then every node must show it to the caller as the caller's, defined alike and as asked.
-  Oid create_types[5] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID, TEXTOID};
-  Datum create_args[5] = {PointerGetDatum(name), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1),
-                          PG_ARGISNULL(2) ? (Datum)0 : PG_GETARG_DATUM(2),
-                          PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
-                          PG_ARGISNULL(6) ? (Datum)0 : PG_GETARG_DATUM(6)};
-  char create_nulls[6] = {' ', PG_ARGISNULL(1) ? 'n' : ' ', PG_ARGISNULL(2) ? 'n' : ' ',
-                          PG_ARGISNULL(3) ? 'n' : ' ', PG_ARGISNULL(6) ? 'n' : ' ', '\0'};
-  CallNodes("SELECT pg_catalog.count(*) FROM slotted_counter_proxy.node_create($1, $2, $3, $4, $5)",
-            5, create_types, create_args, create_nulls);
+  constexpr int kPassed[8] = {0, 1, 2, 3, 6, kRate, kPer, kBurst};
+  Oid create_types[8] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
+                         TEXTOID, INT8OID, INTERVALOID, INT8OID};
+  Datum create_args[8];
+  char create_nulls[9] = {};
+  for (int i = 0; i < 8; i++) {
+    create_args[i] = ArgOrZero(fcinfo, kPassed[i]);
+    create_nulls[i] = PG_ARGISNULL(kPassed[i]) ? 'n' : ' ';
+  }
+  create_args[0] = PointerGetDatum(name);
+  CallNodes("SELECT pg_catalog.count(*) "
+            "FROM slotted_counter_proxy.node_create($1, $2, $3, $4, $5, $6, $7, $8)",
+            8, create_types, create_args, create_nulls);
   Asked asked = {PG_ARGISNULL(1) ? "transactional" : text_to_cstring(PG_GETARG_TEXT_PP(1)),
-                 PG_ARGISNULL(2) ? (Datum)0 : PG_GETARG_DATUM(2),
-                 PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
-                 PG_ARGISNULL(6) ? "bigint" : text_to_cstring(PG_GETARG_TEXT_PP(6))};
+                 ArgOrZero(fcinfo, 2),
+                 ArgOrZero(fcinfo, 3),
+                 PG_ARGISNULL(6) ? "bigint" : text_to_cstring(PG_GETARG_TEXT_PP(6)),
+                 BigintText(fcinfo, kRate),
+                 ArgOrZero(fcinfo, kPer),
+                 BigintText(fcinfo, kBurst)};
   NodesSay say = AskOwner(name, asked);
   RequireOwnedEverywhere(say, counter);
   if (say.as_asked != say.nodes) {
