@@ -38,6 +38,12 @@ SELECT sc_create('ranked', 'buffered');          -- keys 1..1,000,000, all flush
 SELECT sc_create('batch', 'buffered');           -- 1,000 keys per call
 SELECT sc_create('batch_tx', 'transactional');
 SELECT sc_create('bounded', 'buffered');         -- sc_incr_bounded, keys 1..10,000, uniform
+-- Rate limiters of one hot key that admit every call of a run (a million per second, a burst of
+-- a billion): each call writes the key's arrival time, the limiter's costlier path.
+SELECT sc_create('throttle_hot', 'buffered', rate => 1000000, per => '1 second',
+                 burst => 1000000000);
+SELECT sc_create('throttle_hot_tx', 'transactional', rate => 1000000, per => '1 second',
+                 burst => 1000000000);
 SELECT sc_create('bounded_tx', 'transactional');
 SELECT sc_create('once', 'buffered');             -- sc_incr_once, a new request id per call
 SELECT sc_create('once_tx', 'transactional');

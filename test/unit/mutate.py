@@ -805,6 +805,13 @@ MUTATIONS = [
     ("gcra: one unit fewer than the burst", GC,
      "  if (need > free)", "  if (need >= free)", False),
     ("gcra: a give-back below full", GC, "  return out < floor ? floor : out;", "  return out;", False),
+    ("gcra: a refused call stamps its entry", PH,
+     "    if (answer->tat == old) return false;", "    if (answer->tat == old) return true;", False),
+    ("gcra: a full key gets a give-back written", CT,
+     "      if (*old <= floor) return *old;  // full already: nothing to give back\n", "", False),
+    ("gcra: an expired key's give-back zeroes it", PH,
+     "        return true;\n      },\n      [] { return true; });",
+     "        return true;\n      },\n      [] { return false; });", False),
 ]
 
 

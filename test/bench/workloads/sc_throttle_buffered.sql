@@ -1,0 +1,1 @@
+SELECT allowed FROM sc_throttle('throttle_hot', 0);
