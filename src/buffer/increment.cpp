@@ -228,7 +228,10 @@ GcraAnswer BufferThrottle(const CounterDef& counter, int64 key, int64 cost) {
   CounterDef def = counter;  // as in BufferIncrement
   CounterKey k{MyDatabaseId, def.id, key, kNoBucket};
   uint32 hash = HashCounterKey(k);
-  Write w = WriteNow(def);
+  // Its retention is its tolerance: the cutoff of the call's own moment, without the interval
+  // arithmetic of a retention's (WriteNow).
+  TimestampTz now = GetCurrentTimestamp();
+  Write w{now, now - def.limit.tolerance};
   GcraAnswer answer;
   UntilResident(&def, k, hash, "throttle", [&] {
     Dirtied dirtied;

@@ -42,7 +42,9 @@
 //     (CheckTicket). A flush takes the ticket `requested` when it begins (BeginFlush), so every
 //     ticket handed out before it began is served by it, and on its end (EndFlush) raises done
 //     (committed) or failed to that ticket: never lowers them, for an older flush may end after
-//     a newer one.
+//     a newer one. A ticket asks for the whole of a flush (`rollup`: sc_rollup's, which runs the
+//     retention pass before it answers), or only for its writes (a transactional rate limiter's
+//     commit: transactions/throttles.hpp).
 //
 // Nothing here allocates, throws or fails: every function is noexcept. SC_ASSERT checks each
 // state before it changes.
@@ -76,6 +78,7 @@ struct FlushTickets {
   uint64_t requested;                // tickets handed out
   uint64_t done;                     // the highest ticket served by a committed flush
   uint64_t failed;                   // the highest ticket whose flush failed
+  uint64_t rollup;                   // the highest ticket that asked for the whole of a flush
 };
 static_assert(std::is_standard_layout<SlotClaim>::value &&
                   std::is_standard_layout<FlushTickets>::value,
@@ -97,7 +100,7 @@ inline void InitSlotClaim(SlotClaim& c) noexcept {
 
 inline void InitFlushTickets(FlushTickets& t) noexcept {
   t.worker_state = kWorkerNone;
-  t.requested = t.done = t.failed = 0;
+  t.requested = t.done = t.failed = t.rollup = 0;
 }
 
 // ---- finding and assigning ---------------------------------------------------------------------
@@ -365,12 +368,14 @@ void SetWorkerState(FlushTickets& t, Mutex& mutex, WorkerState state) noexcept {
   mutex.unlock();
 }
 
-// A backend's ticket for a flush that begins after this call.
+// A backend's ticket for a flush that begins after this call; rollup: for the whole of it, else
+// for its writes only.
 template <typename Mutex>
-uint64_t RequestTicket(FlushTickets& t, Mutex& mutex) noexcept {
+uint64_t RequestTicket(FlushTickets& t, Mutex& mutex, bool rollup = true) noexcept {
   mutex.lock();
   SC_ASSERT(t.done <= t.requested && t.failed <= t.requested);
   uint64_t ticket = ++t.requested;
+  if (rollup) t.rollup = ticket;
   mutex.unlock();
   return ticket;
 }
@@ -380,7 +385,7 @@ template <typename Mutex>
 void AskForTicket(FlushTickets& t, Mutex& mutex) noexcept {
   mutex.lock();
   SC_ASSERT(t.done <= t.requested);
-  if (t.requested <= t.done) ++t.requested;
+  if (t.requested <= t.done) t.rollup = ++t.requested;
   mutex.unlock();
 }
 
@@ -415,6 +420,7 @@ bool TicketsPending(FlushTickets& t, Mutex& mutex) noexcept {
 struct FlushBegun {
   uint64_t ticket;  // every ticket up to this one is served by this flush
   bool requested;   // one of them is not served yet
+  bool rollup;      // one of those asked for the whole flush
 };
 
 // A flush begins: it serves every ticket handed out so far.
@@ -422,7 +428,7 @@ template <typename Mutex>
 FlushBegun BeginFlush(FlushTickets& t, Mutex& mutex) noexcept {
   mutex.lock();
   SC_ASSERT(t.done <= t.requested);
-  FlushBegun b{t.requested, t.requested > t.done};
+  FlushBegun b{t.requested, t.requested > t.done, t.rollup > t.done};
   t.worker_state = kWorkerFlushing;
   mutex.unlock();
   return b;

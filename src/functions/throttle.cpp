@@ -20,7 +20,8 @@ namespace sc {
 
 namespace {
 
-// The result's row type, blessed once per call site (its flinfo).
+// The result's row type, sc_throttle_result (the type cache's: no catalog read after the
+// first), kept for the call site (its flinfo).
 TupleDesc ResultDesc(FunctionCallInfo fcinfo) {
   if (fcinfo->flinfo->fn_extra != nullptr) return static_cast<TupleDesc>(fcinfo->flinfo->fn_extra);
   TupleDesc desc;

@@ -209,9 +209,9 @@ void AskForFlush(DatabaseSlot* slot) {
   WakeFlusher(slot);
 }
 
-int64 RequestFlush(DatabaseSlot* slot) {
+int64 RequestFlush(DatabaseSlot* slot, bool rollup) {
   SpinMutex mutex = SlotMutex(slot);
-  uint64 ticket = RequestTicket(slot->tickets, mutex);
+  uint64 ticket = RequestTicket(slot->tickets, mutex, rollup);
   ConditionVariablePrepareToSleep(&slot->done_cv);
   int64 rows;
   bool failed;

@@ -54,8 +54,9 @@ bool StartAttacher(Oid db, TimestampTz round = 0);
 void WakeFlusher(DatabaseSlot* slot);
 
 // Asks for a flush that starts after this call and waits for it: returns the number of rows it
-// wrote, or fails with the flush's own error (a lock timeout, say) if it failed.
-int64 RequestFlush(DatabaseSlot* slot);
+// wrote, or fails with the flush's own error (a lock timeout, say) if it failed. rollup: the
+// whole of a flush, the retention pass included (sc_rollup); else its writes only (a commit's).
+int64 RequestFlush(DatabaseSlot* slot, bool rollup = true);
 // Asks for a flush as soon as the flusher can, without waiting for it (none is added while one
 // asked for is still to come).
 void AskForFlush(DatabaseSlot* slot);

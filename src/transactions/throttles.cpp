@@ -60,7 +60,9 @@ void NoteThrottled(const CounterDef& def, int64 key, int64 cost) {
 void ThrottlesPreCommit() {
   if (ntaken == 0) return;
   // Fails with the flush's own error if it failed: the commit fails, and the end gives back.
-  (void)RequestFlush(EnsureFlusher());
+  // Its writes only: no retention pass, which a flush asked for by sc_rollup runs before it
+  // answers, is waited for.
+  (void)RequestFlush(EnsureFlusher(), false);
 }
 
 void ThrottlesPrePrepare() {

@@ -210,7 +210,6 @@ bool FlushAndRecord(Oid db) {
   my_flusher_slot->flush_lagging_at =
       interval > 0 ? start + TimestampTz(kLaggingIntervals) * interval * 1000 : 0;
   SpinLockRelease(&my_flusher_slot->mutex);
-  bool requested = begun.requested;
   pgstat_report_activity(STATE_RUNNING, "flush");
 
   MemoryContext context = CurrentMemoryContext;
@@ -240,7 +239,7 @@ bool FlushAndRecord(Oid db) {
   if (rows >= 0) has_attachments = attachments_due != DT_NOEND;
   // Retention after a committed flush (which wrote every key's latest write), and before the
   // flush is answered: sc_rollup returns after the pass it asked for.
-  if (rows >= 0 && start_attachers) has_retention = ExpireRetained(requested);
+  if (rows >= 0 && start_attachers) has_retention = ExpireRetained(begun.rollup);
   // sc_rank's indexes (buffer/rank_indexes.hpp): built as asked, freed when they must go; also
   // before the flush is answered, so sc_rollup returns with them.
   if (rows >= 0) MaintainRanks(db);

@@ -364,6 +364,23 @@ TEST_F(DatabaseSlotTest, AFlushServesTheTicketsHandedOutBeforeItBegan) {
   EXPECT_FALSE(sc::BeginFlush(t, mutex_).requested) << "the interval's flush, not asked for";
 }
 
+TEST_F(DatabaseSlotTest, ATicketForTheWritesAloneAsksForNoRollup) {
+  FlushTickets& t = slots_[0].tickets;
+  uint64_t writes = sc::RequestTicket(t, mutex_, false);
+  sc::FlushBegun b = sc::BeginFlush(t, mutex_);
+  EXPECT_TRUE(b.requested);
+  EXPECT_FALSE(b.rollup) << "a commit's wait asks for the writes only";
+  sc::EndFlush(t, mutex_, b.ticket, true, [] {});
+  EXPECT_TRUE(sc::CheckTicket(t, mutex_, writes, [] {}).done);
+  (void)sc::RequestTicket(t, mutex_, false);
+  (void)sc::RequestTicket(t, mutex_);  // sc_rollup's, among them
+  (void)sc::RequestTicket(t, mutex_, false);
+  EXPECT_TRUE(sc::BeginFlush(t, mutex_).rollup) << "one rollup among the tickets asks for it";
+  sc::EndFlush(t, mutex_, sc::BeginFlush(t, mutex_).ticket, true, [] {});
+  sc::AskForTicket(t, mutex_);
+  EXPECT_TRUE(sc::BeginFlush(t, mutex_).rollup) << "an asked-for flush is a whole one, as before";
+}
+
 TEST_F(DatabaseSlotTest, AFailedFlushFailsItsTicketsUntilOneCommits) {
   FlushTickets& t = slots_[0].tickets;
   uint64_t ticket = sc::RequestTicket(t, mutex_);
