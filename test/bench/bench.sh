@@ -72,7 +72,8 @@ ALL_WORKLOADS=(
     "incr_once|buffered sc_incr_once, 10,000 keys uniform, a new request id per call|sc_incr_once_uniform.sql||1|SELECT sc_sum_keys('once', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "txincr_once|transactional sc_incr_once, 10,000 keys uniform, a new request id per call|sc_incr_once_transactional_uniform.sql||1|SELECT sc_sum_keys('once_tx', ARRAY(SELECT generate_series(1, 10000)::bigint))"
     "incr_fresh|buffered sc_incr, a new key per call (random of 1e9)|sc_incr_fresh.sql|||"
-    "throttle|buffered sc_throttle, one hot key, every call admitted|sc_throttle_buffered.sql|||"
+    "throttle|buffered sc_throttle, one hot key, every call admitted (in the select list)|sc_throttle_buffered.sql|||"
+    "throttle_from|buffered sc_throttle, one hot key, every call admitted (in FROM, every column)|sc_throttle_buffered_from.sql|||"
     "txthrottle|transactional sc_throttle, one hot key, every call admitted|sc_throttle_transactional.sql|||"
     "incr_fresh_retained|buffered sc_incr, a new key per call, retain 2 seconds|sc_incr_fresh_retained.sql|||"
     "incr_fresh_text|buffered sc_incr, a new text key per call (its id given by the session)|sc_incr_fresh_text.sql|||"
@@ -663,6 +664,7 @@ report() {
             echo "$line"
         fi
         ratio_row "buffered sc_throttle / buffered sc_incr, one hot key" "≥ 0.9 at 32" throttle incr
+        ratio_row "buffered sc_throttle in FROM / buffered sc_incr, one hot key" "" throttle_from incr
         ratio_row "transactional sc_throttle / transactional sc_incr, one hot key" "" txthrottle txincr
         ratio_row "buffered sc_incr_bounded / sc_incr, 10,000 keys" "" incr_bounded incr_uniform
         ratio_row "transactional sc_incr_bounded / sc_incr, 10,000 keys" "" txincr_bounded txincr_uniform

@@ -1,1 +1,1 @@
-SELECT allowed FROM sc_throttle('throttle_hot_tx', 0);
+SELECT (sc_throttle('throttle_hot_tx', 0)).allowed;
