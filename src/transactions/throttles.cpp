@@ -57,12 +57,25 @@ void NoteThrottled(const CounterDef& def, int64 key, int64 cost) {
   taken[ntaken++] = Taken{def.id, level, def.limit, key, cost};
 }
 
+namespace {
+
+void CommitContext(void*) {
+  errcontext("COMMIT of a transaction that took from transactional rate limiters, which waits "
+             "for a flush of their keys; failed, it gives their costs back");
+}
+
+}  // namespace
+
 void ThrottlesPreCommit() {
   if (ntaken == 0) return;
-  // Fails with the flush's own error if it failed: the commit fails, and the end gives back.
+  // Fails with the flush's own error if it failed (or a cancel's): the commit fails, and the end
+  // gives back; the error's context says so.
+  ErrorContextCallback context{error_context_stack, CommitContext, nullptr};
+  error_context_stack = &context;
   // Its writes only: no retention pass, which a flush asked for by sc_rollup runs before it
   // answers, is waited for.
   (void)RequestFlush(EnsureFlusher(), false);
+  error_context_stack = context.previous;
 }
 
 void ThrottlesPrePrepare() {
