@@ -3,6 +3,7 @@ after 5 executions), connected as libpq's PG* environment variables say; then ps
 mode, as README's "From your application" shows it."""
 
 import sys
+from datetime import timedelta
 
 import psycopg
 from psycopg.types import TypeInfo
@@ -38,9 +39,48 @@ def binary_results(connect):
         conn.execute("SELECT sc_drop(%s)", ("binary_views",))
 
 
+def rate_limits(connect):
+    """A smooth rate limit through placeholders, as docs/guides/rate-limit-smooth.md calls it: the
+    limit given as a timedelta, the answer's row as a tuple of bool, int and timedeltas (None for a
+    cost that never fits); the calls past the fifth prepared on the server."""
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s, rate => %s, per => %s, burst => %s)",
+                     ("drv_api", "buffered", 5, timedelta(hours=1), 5))
+        conn.execute("SELECT sc_create(%s, %s, key_type => %s, rate => %s, per => %s)",
+                     ("drv_tokens", "transactional", "text", 3, timedelta(days=1)))
+        conn.commit()
+        call = "SELECT allowed, remaining, retry_after, reset_after FROM sc_throttle(%s, %s, %s)"
+        answers = [conn.execute(call, ("drv_api", 42, 1)).fetchone() for _ in range(6)]
+        scenarios.eq([a[0] for a in answers], [True] * 5 + [False], "five of six admitted")
+        scenarios.eq([a[1] for a in answers], [4, 3, 2, 1, 0, 0], "remaining")
+        retry = answers[5][2]
+        scenarios.eq(isinstance(retry, timedelta) and timedelta(minutes=11) < retry
+                     <= timedelta(minutes=12), True,
+                     f"retry_after {retry!r}: just under the 12 minutes a unit takes to come back")
+        scenarios.eq(conn.execute(call, ("drv_api", 7, 6)).fetchone()[:3], (False, 5, None),
+                     "a cost above the burst never fits: retry_after None, nothing taken")
+        conn.commit()
+        scenarios.eq(conn.execute(call, ("drv_tokens", "tok-a", 2)).fetchone()[:2], (True, 1),
+                     "a text key, in a transaction")
+        conn.rollback()
+        scenarios.eq(conn.execute(call, ("drv_tokens", "tok-a", 0)).fetchone()[:2], (True, 3),
+                     "the rollback gave the cost back")
+        conn.execute(call, ("drv_tokens", "tok-a", 2))
+        conn.commit()
+        scenarios.eq(conn.execute(call, ("drv_tokens", "tok-a", 0)).fetchone()[:2], (True, 1),
+                     "a committed call keeps its cost")
+        conn.commit()
+        scenarios.expect_sqlstate(conn, "42809", "SELECT sc_incr(%s, %s)", ("drv_api", 1))
+        scenarios.expect_sqlstate(conn, "22023", call, ("drv_api", 1, -1))
+        conn.execute("SELECT sc_drop(%s), sc_drop(%s)", ("drv_api", "drv_tokens"))
+        conn.commit()
+
+
 if __name__ == "__main__":
     failures = scenarios.run_all("psycopg", connect, server_prepares=True)
     checks = scenarios.Checks("psycopg")
     checks.run("binary mode: a counter's name is bytes without a loader, a str with README's",
                binary_results, connect)
+    checks.run("rate limits: sc_create's limit and sc_throttle's row through placeholders",
+               rate_limits, connect)
     sys.exit(1 if failures or checks.failures else 0)
