@@ -49,6 +49,8 @@ CW = "core/commit_window.hpp"
 FS = "core/fair_share.hpp"
 PT = "core/pending_table.hpp"
 GC = "core/gcra.hpp"
+HL = "core/hll.hpp"
+MM = "core/murmur3.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -809,6 +811,18 @@ MUTATIONS = [
      "    if (answer->tat == old) return false;", "    if (answer->tat == old) return true;", False),
     ("gcra: a full key gets a give-back written", CT,
      "      if (*old <= floor) return *old;  // full already: nothing to give back\n", "", False),
+    # a distinct counter's sketch
+    ("hll: a register's value uncapped", HL,
+     "uint8_t(value > max ? max : value)", "uint8_t(value)", False),
+    ("hll: linear counting past its range", HL,
+     "estimate < 5.0 * md / 2.0", "estimate < 5.0 * md", False),
+    ("hll: sparse even when it is not the smaller", HL,
+     "*sparse = s.sparse && sparse_bits < full_bits;", "*sparse = s.sparse;", False),
+    ("hll: stored hashes little-endian", HL,
+     "uint8_t(uint64_t(hashes[i]) >> (56 - 8 * b))", "uint8_t(uint64_t(hashes[i]) >> (8 * b))",
+     False),
+    ("murmur3: the tail's second half left out", MM,
+     "  if (rest > 8) h2 ^= ScrambleK2(Word(tail + 8, rest - 8));\n", "", False),
     ("gcra: an expired key's give-back zeroes it", PH,
      "        return true;\n      },\n      [] { return true; });",
      "        return true;\n      },\n      [] { return false; });", False),
