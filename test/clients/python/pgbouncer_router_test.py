@@ -76,8 +76,16 @@ def counts_through_the_router_and_a_node():
     for t in threads:
         t.join()
     eq(errors, [], "errors of the clients")
-    eq(all(len(pids) >= 2 for pids in sessions.values()), True,
-       f"the premise: each client's calls ran in several server sessions ({sessions})")
+    # The premise: server sessions were shared between clients (transaction pooling), so that
+    # what one client's transaction left in a session met another's. Whether each client also
+    # moved between sessions depends on the scheduling (an idle session is handed back to the
+    # client that asks first), and is not asked.
+    served = {}  # server session -> the clients whose calls it ran
+    for i, pids in sessions.items():
+        for pid in pids:
+            served.setdefault(pid, set()).add(i)
+    eq(any(len(clients) >= 2 for clients in served.values()), True,
+       f"the premise: a server session ran the calls of several clients ({served})")
     with connect("bouncer_router") as router, connect("bouncer_node1") as node:
         for counter in ("bounced", "bounced_tx"):
             for key in range(1, KEYS + 1):
