@@ -92,6 +92,49 @@ inline double HllEstimate(const uint8_t* registers, const HllShape& s) noexcept 
   return -two_to_l * std::log(1.0 - estimate / two_to_l);
 }
 
+// ---- sets: explicit hashes, dense registers, their unions ----------------------------------------
+
+enum class HllAdd { kAdded, kPresent, kFull };
+
+// Adds hash to the n explicit hashes at hashes (ascending, signed, without repeats; room for
+// limit): kPresent if it is there, kFull if it is not and n is limit (nothing changed: the set
+// must turn dense), else kAdded in its place.
+inline HllAdd HllExplicitAdd(int64_t* hashes, uint64_t* n, uint64_t limit, int64_t hash) noexcept {
+  uint64_t lo = 0, hi = *n;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (hashes[mid] < hash)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < *n && hashes[lo] == hash) return HllAdd::kPresent;
+  if (*n >= limit) return HllAdd::kFull;
+  for (uint64_t i = *n; i > lo; i--) hashes[i] = hashes[i - 1];
+  hashes[lo] = hash;
+  ++*n;
+  return HllAdd::kAdded;
+}
+
+// Offers hash to dense registers: true if a register grew (the estimate could change).
+inline bool HllDenseAdd(uint8_t* registers, const HllShape& s, uint64_t hash) noexcept {
+  HllSlot slot = HllSlotOf(hash, s);
+  if (registers[slot.index] >= slot.value) return false;
+  registers[slot.index] = slot.value;
+  return true;
+}
+
+// The union of dense registers b into a (the registers' maximum); true if a changed.
+inline bool HllDenseUnion(uint8_t* a, const uint8_t* b, const HllShape& s) noexcept {
+  bool changed = false;
+  for (uint64_t i = 0, m = HllRegisterCount(s); i < m; i++)
+    if (b[i] > a[i]) {
+      a[i] = b[i];
+      changed = true;
+    }
+  return changed;
+}
+
 // ---- storage -----------------------------------------------------------------------------------
 
 constexpr size_t kHllHeaderBytes = 3;

@@ -142,6 +142,34 @@ TEST(Hll, AUnionIsTheRegistersMaximumAndAddingAgainChangesNothing) {
   EXPECT_NEAR(union_estimate, 100000, 2000) << "a union, not a sum (120,000)";
 }
 
+TEST(Hll, ExplicitHashesStaySortedAndTurnDenseAtTheirLimit) {
+  int64_t hashes[4];
+  uint64_t n = 0;
+  EXPECT_EQ(sc::HllExplicitAdd(hashes, &n, 4, 5), sc::HllAdd::kAdded);
+  EXPECT_EQ(sc::HllExplicitAdd(hashes, &n, 4, -7), sc::HllAdd::kAdded);
+  EXPECT_EQ(sc::HllExplicitAdd(hashes, &n, 4, 9), sc::HllAdd::kAdded);
+  EXPECT_EQ(sc::HllExplicitAdd(hashes, &n, 4, 5), sc::HllAdd::kPresent);
+  EXPECT_EQ(sc::HllExplicitAdd(hashes, &n, 4, 0), sc::HllAdd::kAdded);
+  EXPECT_EQ(n, 4u);
+  EXPECT_EQ(std::vector<int64_t>(hashes, hashes + n), (std::vector<int64_t>{-7, 0, 5, 9}))
+      << "signed order, as postgresql-hll stores them";
+  EXPECT_EQ(sc::HllExplicitAdd(hashes, &n, 4, 9), sc::HllAdd::kPresent) << "present when full";
+  EXPECT_EQ(sc::HllExplicitAdd(hashes, &n, 4, 1), sc::HllAdd::kFull);
+  EXPECT_EQ(n, 4u) << "a full set is left as it was";
+}
+
+TEST(Hll, ADenseAddSaysWhetherARegisterGrew) {
+  HllShape s{11, 5, -1, true};
+  std::vector<uint8_t> registers(sc::HllRegisterCount(s), 0);
+  uint64_t hash = sc::HllHashBigint(42);
+  EXPECT_TRUE(sc::HllDenseAdd(registers.data(), s, hash));
+  EXPECT_FALSE(sc::HllDenseAdd(registers.data(), s, hash)) << "the same element again";
+  std::vector<uint8_t> other(registers.size(), 0);
+  EXPECT_TRUE(sc::HllDenseUnion(other.data(), registers.data(), s));
+  EXPECT_FALSE(sc::HllDenseUnion(other.data(), registers.data(), s)) << "a union twice";
+  EXPECT_EQ(other, registers);
+}
+
 TEST(Hll, StoredBytesThatAreNoSketchAreRefused) {
   uint8_t registers[2048];
   sc::HllRead read{};
