@@ -90,7 +90,8 @@ inline int64_t GcraGiveBack(int64_t tat, int64_t cost, const GcraLimit& limit,
                             int64_t floor) noexcept {
   SC_ASSERT(cost >= 0);
   int64_t back, out;  // a transaction's costs of one key, given back at once, may pass the burst
-  if (__builtin_mul_overflow(cost, limit.interval, &back) || __builtin_sub_overflow(tat, back, &out))
+  if (__builtin_mul_overflow(cost, limit.interval, &back) ||
+      __builtin_sub_overflow(tat, back, &out))
     return floor;
   return out < floor ? floor : out;
 }

@@ -17,6 +17,7 @@
 #include "core/protocol.hpp"
 #include "core/rank_index.hpp"
 #include "core/shared_key_cache.hpp"
+#include "core/sketch_block.hpp"
 #include "core/stored_filter.hpp"
 #include "core/through_holds.hpp"
 #include "core/write_through_request.hpp"

@@ -83,7 +83,8 @@ inline double HllEstimate(const uint8_t* registers, const HllShape& s) noexcept 
     if (registers[i] == 0) zeros++;
   }
   double md = double(m);
-  double alpha = m == 16 ? 0.673 : m == 32 ? 0.697 : m == 64 ? 0.709 : 0.7213 / (1.0 + 1.079 / md);
+  double alpha =
+      m == 16 ? 0.673 : m == 32 ? 0.697 : m == 64 ? 0.709 : 0.7213 / (1.0 + 1.079 / md);
   double estimate = alpha * md * md / sum;
   if (zeros != 0 && estimate < 5.0 * md / 2.0) return md * std::log(md / double(zeros));
   unsigned bits = unsigned(s.log2m) + (1u << s.regwidth) - 2;
@@ -92,7 +93,7 @@ inline double HllEstimate(const uint8_t* registers, const HllShape& s) noexcept 
   return -two_to_l * std::log(1.0 - estimate / two_to_l);
 }
 
-// ---- sets: explicit hashes, dense registers, their unions ----------------------------------------
+// ---- sets: explicit hashes, dense registers, their unions ---------------------------------------
 
 enum class HllAdd { kAdded, kPresent, kFull };
 

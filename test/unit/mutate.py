@@ -51,6 +51,7 @@ PT = "core/pending_table.hpp"
 GC = "core/gcra.hpp"
 HL = "core/hll.hpp"
 MM = "core/murmur3.hpp"
+SB = "core/sketch_block.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -826,6 +827,12 @@ MUTATIONS = [
     ("hll: a dense add reports a register that did not grow", HL,
      "  if (registers[slot.index] >= slot.value) return false;",
      "  if (registers[slot.index] > slot.value) return false;", False),
+    ("sketch: a register's word replaced, not raised", SB,
+     "    uint64_t raised = (old & ~(uint64_t(0xff) << shift)) | (uint64_t(value) << shift);",
+     "    uint64_t raised = uint64_t(value) << shift;", True),
+    ("sketch: an add that changed nothing counted as a change", SB,
+     "    mutex.unlock();\n  }\n  if (changed) b.changes.fetch_add(1, std::memory_order_release);",
+     "    mutex.unlock();\n  }\n  b.changes.fetch_add(1, std::memory_order_release);", False),
     ("murmur3: the tail's second half left out", MM,
      "  if (rest > 8) h2 ^= ScrambleK2(Word(tail + 8, rest - 8));\n", "", False),
     ("gcra: an expired key's give-back zeroes it", PH,
