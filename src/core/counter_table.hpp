@@ -63,6 +63,7 @@
 #include <type_traits>
 
 #include "core/gcra.hpp"
+#include "core/murmur3.hpp"
 
 namespace sc {
 
@@ -111,15 +112,8 @@ inline bool operator==(const CounterKey& a, const CounterKey& b) noexcept {
   return a.db == b.db && a.counter == b.counter && a.key == b.key && a.bucket == b.bucket;
 }
 
-// murmur3's 64-bit finaliser: a bijection whose every output bit depends on every input bit.
-inline uint64_t MixBits(uint64_t x) noexcept {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+// murmur3's 64-bit finaliser (core/murmur3.hpp): every output bit depends on every input bit.
+inline uint64_t MixBits(uint64_t x) noexcept { return Murmur3Finalize(x); }
 
 // Every bucket of one (db, counter, key) hashes to the same partition (PartitionOf), so that one
 // partition's lock covers all of a key's buckets; the chain within it depends on the bucket too.

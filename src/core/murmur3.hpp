@@ -17,11 +17,9 @@ struct Murmur3Hash {
   uint64_t h2;
 };
 
-namespace murmur3_detail {
-
-inline uint64_t Rotl(uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
-
-inline uint64_t Mix(uint64_t k) noexcept {
+// The hash's 64-bit finaliser: a bijection whose every output bit depends on every input bit
+// (the counter table's hashes mix with it too: MixBits).
+inline uint64_t Murmur3Finalize(uint64_t k) noexcept {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdULL;
   k ^= k >> 33;
@@ -29,6 +27,10 @@ inline uint64_t Mix(uint64_t k) noexcept {
   k ^= k >> 33;
   return k;
 }
+
+namespace murmur3_detail {
+
+inline uint64_t Rotl(uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
 
 // The little-endian word of the n bytes at p (n at most 8).
 inline uint64_t Word(const uint8_t* p, size_t n) noexcept {
@@ -68,8 +70,8 @@ inline Murmur3Hash Murmur3X64(const void* data, size_t len, uint32_t seed = 0) n
   h2 ^= uint64_t(len);
   h1 += h2;
   h2 += h1;
-  h1 = Mix(h1);
-  h2 = Mix(h2);
+  h1 = Murmur3Finalize(h1);
+  h2 = Murmur3Finalize(h2);
   h1 += h2;
   h2 += h1;
   return Murmur3Hash{h1, h2};
