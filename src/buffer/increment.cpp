@@ -224,14 +224,17 @@ int64 BufferIncrementOnce(const CounterDef& counter, int64 key, int64 bucket, in
   return value;
 }
 
+// A limiter's write at `now`: its retention is its tolerance, so its cutoff is now less the
+// tolerance, without the interval arithmetic of a retention's (WriteNow).
+inline Write LimiterWrite(const GcraLimit& limit, TimestampTz now) {
+  return Write{now, now - limit.tolerance};
+}
+
 GcraAnswer BufferThrottle(const CounterDef& counter, int64 key, int64 cost) {
   CounterDef def = counter;  // as in BufferIncrement
   CounterKey k{MyDatabaseId, def.id, key, kNoBucket};
   uint32 hash = HashCounterKey(k);
-  // Its retention is its tolerance: the cutoff of the call's own moment, without the interval
-  // arithmetic of a retention's (WriteNow).
-  TimestampTz now = GetCurrentTimestamp();
-  Write w{now, now - def.limit.tolerance};
+  Write w = LimiterWrite(def.limit, GetCurrentTimestamp());
   GcraAnswer answer;
   UntilResident(&def, k, hash, "throttle", [&] {
     Dirtied dirtied;
@@ -244,8 +247,7 @@ GcraAnswer BufferThrottle(const CounterDef& counter, int64 key, int64 cost) {
 
 void BufferGiveBack(int32 counter, const GcraLimit& limit, int64 key, int64 cost) {
   CounterKey k{MyDatabaseId, counter, key, kNoBucket};
-  TimestampTz now = GetCurrentTimestamp();
-  Write w{now, now - limit.tolerance};  // the cutoff of its retention, which is the tolerance
+  Write w = LimiterWrite(limit, GetCurrentTimestamp());
   Dirtied dirtied;
   (void)Table().GiveBackIfResident(k, HashCounterKey(k), cost, limit, w, &dirtied);
   NoteDirtied(dirtied);

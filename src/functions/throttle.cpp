@@ -66,9 +66,12 @@ Datum Throttle(PG_FUNCTION_ARGS) {
   }
   TupleDesc desc = ResultDesc(fcinfo);
   EnsureFlusherFast();
-  CounterDef limiter = *def;  // BufferThrottle may look the definition up again
-  GcraAnswer answer = BufferThrottle(limiter, key, cost);
-  if (transactional && answer.allowed) NoteThrottled(limiter, key, cost);
+  // What the transaction keeps, read before BufferThrottle, which works on its own copy of the
+  // definition and may look it up again (and free the cached one).
+  int32 counter = def->id;
+  GcraLimit limit = def->limit;
+  GcraAnswer answer = BufferThrottle(*def, key, cost);
+  if (transactional && answer.allowed) NoteThrottled(counter, limit, key, cost);
   EnsureFlusherFast(true);
   Datum values[4] = {BoolGetDatum(answer.allowed), Int64GetDatum(answer.remaining),
                      answer.retry_after == GcraAnswer::kNever ? (Datum)0

@@ -42,19 +42,19 @@ void ReserveThrottled() {
   capacity = grown;
 }
 
-void NoteThrottled(const CounterDef& def, int64 key, int64 cost) {
-  Assert(def.limiter && cost > 0 && ntaken < capacity);
+void NoteThrottled(int32 counter, const GcraLimit& limit, int64 key, int64 cost) {
+  Assert(cost > 0 && ntaken < capacity);
   int level = GetCurrentTransactionNestLevel();
   if (ntaken > 0) {
     Taken& last = taken[ntaken - 1];
     int64 sum;
-    if (last.counter == def.id && last.key == key && last.level == level &&
+    if (last.counter == counter && last.key == key && last.level == level &&
         !__builtin_add_overflow(last.cost, cost, &sum)) {
       last.cost = sum;
       return;
     }
   }
-  taken[ntaken++] = Taken{def.id, level, def.limit, key, cost};
+  taken[ntaken++] = Taken{counter, level, limit, key, cost};
 }
 
 namespace {

@@ -15,9 +15,9 @@ namespace sc {
 
 // Makes room for one more call to keep (may fail: call it before the call takes anything).
 void ReserveThrottled();
-// Keeps a call of this transaction that took `cost` (> 0) of key on limiter def; cannot fail
-// after ReserveThrottled.
-void NoteThrottled(const CounterDef& def, int64 key, int64 cost);
+// Keeps a call of this transaction that took `cost` (> 0) of key on limiter `counter` of limit
+// `limit`; cannot fail after ReserveThrottled.
+void NoteThrottled(int32 counter, const GcraLimit& limit, int64 key, int64 cost);
 
 // Transaction callbacks (xact.cpp): the commit's wait for the flush (may fail: the commit then
 // fails, and gives everything back); PREPARE refused; the end; a subtransaction's end.
