@@ -24,8 +24,10 @@ OBJS = \
 	src/definitions/drop.o \
 	src/definitions/expiry.o \
 	src/definitions/guards.o \
+	src/definitions/kinds.o \
 	src/definitions/privileges.o \
 	src/definitions/role_commands.o \
+	src/definitions/sketch_rows.o \
 	src/definitions/key_values_rows.o \
 	src/definitions/limiters.o \
 	src/definitions/sums.o \
@@ -36,7 +38,9 @@ OBJS = \
 	src/buffer/rank_indexes.o \
 	src/buffer/read.o \
 	src/buffer/reserve.o \
+	src/buffer/sketches.o \
 	src/buffer/stored.o \
+	src/transactions/distinct_adds.o \
 	src/transactions/large_commit.o \
 	src/transactions/throttles.o \
 	src/transactions/transactional.o \
@@ -44,6 +48,7 @@ OBJS = \
 	src/functions/attach.o \
 	src/functions/bucketed.o \
 	src/functions/create_drop.o \
+	src/functions/distinct.o \
 	src/functions/functions.o \
 	src/functions/once.o \
 	src/functions/rank.o \
@@ -58,6 +63,7 @@ OBJS = \
 	src/workers/databases.o \
 	src/workers/flush.o \
 	src/workers/flush_copy.o \
+	src/workers/flush_sketches.o \
 	src/workers/flush_insert.o \
 	src/workers/flush_txn.o \
 	src/workers/flush_update.o \

@@ -37,8 +37,18 @@ CREATE TABLE slotted_counter.counters (
     rate       bigint      CHECK (rate > 0),
     per        interval    CHECK (per > '0'::pg_catalog.interval),
     burst      bigint      CHECK (burst > 0),
+    -- What its keys hold: 'count' (a number), 'limiter' (a rate limiter's state: sc_throttle) or
+    -- 'distinct' (a HyperLogLog sketch of distinct elements: sc_add, sc_count). A distinct
+    -- counter's log2m is its precision: its sketches have 2^log2m registers (4 to 14, as in
+    -- postgresql-hll's hll(log2m, 5)); NULL for the others.
+    kind       text        NOT NULL DEFAULT 'count'
+                           CHECK (kind IN ('count', 'limiter', 'distinct')),
+    log2m      smallint    CHECK (log2m BETWEEN 4 AND 14),
     CHECK ((rate IS NULL) = (per IS NULL) AND (rate IS NULL) = (burst IS NULL)),
-    CHECK (rate IS NULL OR (bucket IS NULL AND retain IS NOT NULL))
+    CHECK (rate IS NULL OR (bucket IS NULL AND retain IS NOT NULL)),
+    CHECK ((kind = 'limiter') = (rate IS NOT NULL)),
+    CHECK ((kind = 'distinct') = (log2m IS NOT NULL)),
+    CHECK (kind <> 'distinct' OR retain IS NULL OR bucket IS NOT NULL)
 );
 CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_counter.counters.id;
 
@@ -85,6 +95,20 @@ CREATE TABLE slotted_counter.deltas (
 -- the fold), never updated: a publication replicates the deletes by the whole row. This costs
 -- nothing unless wal_level is logical.
 ALTER TABLE slotted_counter.deltas REPLICA IDENTITY FULL;
+
+-- The sketches of distinct counters (sc_add): one row per counter, key and bucket that has a
+-- key_values row, whose value is the sketch's estimate as of the same write. sketch is in
+-- postgresql-hll's storage format (sc_sketch). Written by the flusher (buffered counters) and by
+-- committing transactions (transactional ones) as a union with the row's sketch, so that a write
+-- done twice changes nothing; deleted with the key_values rows (sc_drop, sc_drop_buckets,
+-- retention).
+CREATE TABLE slotted_counter.key_sketches (
+    counter integer     NOT NULL,
+    key     bigint      NOT NULL,
+    bucket  timestamptz NOT NULL DEFAULT '-infinity',
+    sketch  bytea       NOT NULL,
+    CONSTRAINT key_sketches_pkey PRIMARY KEY (counter, key, bucket)
+);
 
 -- Lagged totals written into users' tables (sc_attach): the attacher sets target.value_column
 -- of the row whose key_column equals the key, for every key changed since last_run, at most
@@ -212,6 +236,7 @@ SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_values', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_sketches', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.requests', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.keys', '');
@@ -224,6 +249,7 @@ CREATE FUNCTION slotted_counter.may_read(counter integer) RETURNS boolean
 ALTER TABLE slotted_counter.counters ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.key_values ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.deltas ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.key_sketches ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.attachments ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.requests ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.keys ENABLE ROW LEVEL SECURITY;
@@ -235,6 +261,8 @@ CREATE POLICY readable ON slotted_counter.key_values FOR SELECT
     USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.deltas FOR SELECT
     USING (slotted_counter.may_read(counter));
+CREATE POLICY readable ON slotted_counter.key_sketches FOR SELECT
+    USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.attachments FOR SELECT
     USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.requests FOR SELECT
@@ -242,7 +270,8 @@ CREATE POLICY readable ON slotted_counter.requests FOR SELECT
 CREATE POLICY readable ON slotted_counter.keys FOR SELECT
     USING (slotted_counter.may_read(counter));
 GRANT SELECT ON slotted_counter.counters, slotted_counter.key_values, slotted_counter.deltas,
-    slotted_counter.attachments, slotted_counter.requests, slotted_counter.keys TO PUBLIC;
+    slotted_counter.key_sketches, slotted_counter.attachments, slotted_counter.requests,
+    slotted_counter.keys TO PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
 -- The type: a counter of this database by name, bound when a call runs (as nextval('name')
@@ -334,12 +363,15 @@ CREATE CAST (slotted_counter AS integer) WITH FUNCTION slotted_counter_id(slotte
 
 -- retain comes fourth, as a counter's definition reads (name, durability, bucket, retain);
 -- if_not_exists is best named.
--- rate, per and burst make it a rate limiter (sc_throttle).
+-- rate, per and burst make it a rate limiter (sc_throttle); kind => 'distinct' a counter of
+-- distinct elements (sc_add), of 2^log2m registers (NULL: 14). (Not named precision: a keyword
+-- PostgreSQL takes as a named argument only in double quotes.)
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
                           if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint',
                           rate bigint DEFAULT NULL, per interval DEFAULT NULL,
-                          burst bigint DEFAULT NULL)
+                          burst bigint DEFAULT NULL, kind text DEFAULT NULL,
+                          log2m integer DEFAULT NULL)
     RETURNS slotted_counter
     AS 'MODULE_PATHNAME', 'sc_create' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_drop(counter slotted_counter, if_exists boolean DEFAULT false) RETURNS void
@@ -356,11 +388,13 @@ CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain interval) RET
 CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
                           if_not_exists boolean DEFAULT false, key_type text DEFAULT 'bigint',
                           rate bigint DEFAULT NULL, per text DEFAULT NULL,
-                          burst bigint DEFAULT NULL)
+                          burst bigint DEFAULT NULL, kind text DEFAULT NULL,
+                          log2m integer DEFAULT NULL)
     RETURNS slotted_counter
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
-                                 if_not_exists, key_type, rate, per::interval, burst)
+                                 if_not_exists, key_type, rate, per::interval, burst, kind,
+                                 log2m)
 $$;
 CREATE FUNCTION sc_alter_retention(counter slotted_counter, retain text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -404,6 +438,14 @@ CREATE TYPE sc_throttle_result AS (allowed boolean, remaining bigint, retry_afte
 CREATE FUNCTION sc_throttle(counter slotted_counter, key bigint, cost bigint DEFAULT 1)
     RETURNS sc_throttle_result
     AS 'MODULE_PATHNAME', 'sc_throttle' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- A distinct counter's write: adds an element (hashed as postgresql-hll's hll_hash_bigint or
+-- hll_hash_text) to the key's sketch; true if the sketch changed (the estimate could change).
+CREATE FUNCTION sc_add(counter slotted_counter, key bigint, element bigint,
+                       at timestamptz DEFAULT NULL) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_add_int' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_add(counter slotted_counter, key bigint, element text,
+                       at timestamptz DEFAULT NULL) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_add' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_set(counter slotted_counter, key bigint, value bigint,
                        at timestamptz DEFAULT NULL) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_set' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -445,6 +487,35 @@ CREATE FUNCTION sc_total(counter slotted_counter, since timestamptz DEFAULT NULL
 CREATE FUNCTION sc_total_series(counter slotted_counter, since timestamptz, until timestamptz)
     RETURNS TABLE(bucket timestamptz, value bigint)
     AS 'MODULE_PATHNAME', 'sc_total_series' LANGUAGE C CALLED ON NULL INPUT VOLATILE ROWS 24;
+-- A distinct counter's reads: the estimated number of distinct elements of a key (all buckets,
+-- or those of [since, until)), of the union of a group of keys, of the union of all keys; and
+-- a key's sketch in postgresql-hll's storage format (sc_sketch(...)::hll where it is installed).
+CREATE FUNCTION sc_count(counter slotted_counter, key bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_count' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_count(counter slotted_counter, key bigint, since timestamptz,
+                         until timestamptz) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_count_range' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_count_keys(counter slotted_counter, keys bigint[]) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_count_keys' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_count_total(counter slotted_counter, since timestamptz DEFAULT NULL,
+                               until timestamptz DEFAULT NULL) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_count_total' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sketch(counter slotted_counter, key bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sketch(counter slotted_counter, key bigint, since timestamptz,
+                          until timestamptz) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch_range' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- The union of every key's sketch (sc_count_total's), for the router's merge of its nodes'.
+CREATE FUNCTION slotted_counter.sketch_total(counter slotted_counter,
+                                             since timestamptz DEFAULT NULL,
+                                             until timestamptz DEFAULT NULL) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch_total' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- The union of two sketches in the storage format, and the estimate of one: what the flusher's
+-- and the committers' writes of key_sketches, and the router, compute with.
+CREATE FUNCTION slotted_counter.sketch_union(a bytea, b bytea) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch_union' LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION slotted_counter.sketch_count(sketch bytea) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_sketch_count' LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
 
 -- ---------------------------------------------------------------------------------------------
 -- Keys as text: the same functions for a counter created with key_type => 'text' (and, on a
@@ -474,6 +545,12 @@ CREATE FUNCTION sc_incr_once(counter slotted_counter, key text, delta bigint, re
 CREATE FUNCTION sc_throttle(counter slotted_counter, key text, cost bigint DEFAULT 1)
     RETURNS sc_throttle_result
     AS 'MODULE_PATHNAME', 'sc_throttle_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_add(counter slotted_counter, key text, element bigint,
+                       at timestamptz DEFAULT NULL) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_add_int_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_add(counter slotted_counter, key text, element text,
+                       at timestamptz DEFAULT NULL) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'sc_add_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_set(counter slotted_counter, key text, value bigint,
                        at timestamptz DEFAULT NULL) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_set_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -484,6 +561,18 @@ CREATE FUNCTION sc_sum(counter slotted_counter, key text, since timestamptz,
     AS 'MODULE_PATHNAME', 'sc_sum_range_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_sum_keys_text(counter slotted_counter, keys text[]) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_sum_keys_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_count(counter slotted_counter, key text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_count_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_count(counter slotted_counter, key text, since timestamptz,
+                         until timestamptz) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_count_range_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_count_keys(counter slotted_counter, keys text[]) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_count_keys_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sketch(counter slotted_counter, key text) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION sc_sketch(counter slotted_counter, key text, since timestamptz,
+                          until timestamptz) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch_range_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_series(counter slotted_counter, key text, since timestamptz,
                           until timestamptz)
     RETURNS TABLE(bucket timestamptz, value bigint)
@@ -564,7 +653,7 @@ REVOKE ALL ON FUNCTION sc_rebuild_counter_totals() FROM PUBLIC;
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every interval DEFAULT '1 minute') RETURNS void
     AS 'MODULE_PATHNAME', 'sc_attach' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
--- every as text (see sc_create(text, text, text, text, boolean, text, bigint, text, bigint)).
+-- every as text (see sc_create(text, text, text, text, boolean, text, bigint, text, bigint, text, integer)).
 CREATE FUNCTION sc_attach(counter slotted_counter, target regclass, key_column name,
                           value_column name, every text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -635,9 +724,9 @@ COMMENT ON FUNCTION slotted_counter_of_id(integer) IS
     'the counter with an id (of slotted_counter.key_values): integer::slotted_counter';
 COMMENT ON FUNCTION slotted_counter_id(slotted_counter) IS
     'the id of a counter, as slotted_counter.key_values stores it: slotted_counter::integer';
-COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean, text, bigint, interval, bigint) IS
+COMMENT ON FUNCTION sc_create(text, text, interval, interval, boolean, text, bigint, interval, bigint, text, integer) IS
     'creates a counter (transactional or buffered, with a bucket width or none, keeping its values for retain or forever, keyed by bigint or text; with rate, per and burst a rate limiter) owned by the current role';
-COMMENT ON FUNCTION sc_create(text, text, text, text, boolean, text, bigint, text, bigint) IS
+COMMENT ON FUNCTION sc_create(text, text, text, text, boolean, text, bigint, text, bigint, text, integer) IS
     'sc_create with the bucket width and retention as text (a driver''s string), read as intervals';
 COMMENT ON FUNCTION sc_drop(slotted_counter, boolean) IS
     'drops a counter, its values and its attachments (owner)';
@@ -661,6 +750,42 @@ COMMENT ON FUNCTION sc_throttle(slotted_counter, bigint, bigint) IS
     'a rate limiter''s call: takes cost units of key if they fit, else nothing; returns allowed, remaining, retry_after (NULL: never) and reset_after (UPDATE)';
 COMMENT ON FUNCTION sc_throttle(slotted_counter, text, bigint) IS
     'sc_throttle of a key given as text (UPDATE)';
+COMMENT ON FUNCTION sc_add(slotted_counter, bigint, bigint, timestamptz) IS
+    'a distinct counter''s write: adds element (hashed as hll_hash_bigint) to key''s sketch; true if the sketch changed (UPDATE)';
+COMMENT ON FUNCTION sc_add(slotted_counter, bigint, text, timestamptz) IS
+    'a distinct counter''s write: adds element (hashed as hll_hash_text) to key''s sketch; true if the sketch changed (UPDATE)';
+COMMENT ON FUNCTION sc_add(slotted_counter, text, bigint, timestamptz) IS
+    'sc_add of a key given as text (UPDATE)';
+COMMENT ON FUNCTION sc_add(slotted_counter, text, text, timestamptz) IS
+    'sc_add of a key given as text (UPDATE)';
+COMMENT ON FUNCTION sc_count(slotted_counter, bigint) IS
+    'the estimated number of distinct elements added to key, over all its buckets (SELECT)';
+COMMENT ON FUNCTION sc_count(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'the estimated number of distinct elements added to key in the buckets that start in [since, until) (SELECT)';
+COMMENT ON FUNCTION sc_count(slotted_counter, text) IS
+    'sc_count of a key given as text (SELECT)';
+COMMENT ON FUNCTION sc_count(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_count of a key given as text (SELECT)';
+COMMENT ON FUNCTION sc_count_keys(slotted_counter, bigint[]) IS
+    'the estimated number of distinct elements added to any of keys: their union, not their sum (SELECT)';
+COMMENT ON FUNCTION sc_count_keys(slotted_counter, text[]) IS
+    'sc_count_keys of keys given as text (SELECT)';
+COMMENT ON FUNCTION sc_count_total(slotted_counter, timestamptz, timestamptz) IS
+    'the estimated number of distinct elements added to any key, in the buckets that start in [since, until) (SELECT)';
+COMMENT ON FUNCTION sc_sketch(slotted_counter, bigint) IS
+    'key''s sketch over all its buckets, in postgresql-hll''s storage format: sc_sketch(...)::hll (SELECT)';
+COMMENT ON FUNCTION sc_sketch(slotted_counter, bigint, timestamptz, timestamptz) IS
+    'the union of key''s sketches of the buckets that start in [since, until), in postgresql-hll''s storage format (SELECT)';
+COMMENT ON FUNCTION sc_sketch(slotted_counter, text) IS
+    'sc_sketch of a key given as text (SELECT)';
+COMMENT ON FUNCTION sc_sketch(slotted_counter, text, timestamptz, timestamptz) IS
+    'sc_sketch of a key given as text (SELECT)';
+COMMENT ON FUNCTION slotted_counter.sketch_total(slotted_counter, timestamptz, timestamptz) IS
+    'the union of every key''s sketch in the buckets that start in [since, until): sc_count_total''s, for the router (SELECT)';
+COMMENT ON FUNCTION slotted_counter.sketch_union(bytea, bytea) IS
+    'the union of two sketches of one shape in postgresql-hll''s storage format';
+COMMENT ON FUNCTION slotted_counter.sketch_count(bytea) IS
+    'the estimate of a sketch in postgresql-hll''s storage format, rounded: hll_cardinality''s';
 COMMENT ON FUNCTION sc_drop_buckets(slotted_counter, timestamptz) IS
     'deletes the buckets that start before a time, with this transaction (UPDATE)';
 COMMENT ON FUNCTION sc_sum(slotted_counter, bigint) IS
@@ -763,6 +888,8 @@ COMMENT ON TABLE slotted_counter.key_values IS
     'each value as of its last flush (lagged); written by the flusher';
 COMMENT ON TABLE slotted_counter.deltas IS
     'committed increments of transactional counters not yet folded into key_values';
+COMMENT ON TABLE slotted_counter.key_sketches IS
+    'the sketches of distinct counters'' keys, in postgresql-hll''s storage format, as of the same write as their key_values rows';
 COMMENT ON TABLE slotted_counter.attachments IS
     'sc_attach''s lagged columns in users'' tables, and how their runs went';
 COMMENT ON TABLE slotted_counter.requests IS

@@ -19,7 +19,7 @@ void _PG_init(void);
 
 namespace sc {
 
-Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64, 65536, 10000000, 2048};
+Settings settings = {100000, 16, 1000, 30000, 2000, 16384, 86400, 64, 65536, 10000000, 2048, 1024};
 
 // A failed SC_ASSERT of the pure core (core/core_assert.hpp): as a failed Assert().
 void CoreAssertFailed(const char* condition, const char* file, int line) noexcept {
@@ -101,6 +101,13 @@ void DefineSettings() {
       "flush (about 330 bytes each); a call that finds none free waits for a flush.",
       nullptr, &settings.max_request_ids, 16384, 128, 10000000, PGC_POSTMASTER, 0, nullptr,
       nullptr, nullptr);
+  DefineCustomIntVariable(
+      "slotted_counter.max_sketches",
+      "How many keys of distinct counters the buffer holds at once (16 KiB of shared memory "
+      "each: the sketch of the largest precision); a new key beyond them evicts a clean one or "
+      "waits for a flush.",
+      nullptr, &settings.max_sketches, 1024, 0, 1048576, PGC_POSTMASTER, 0, nullptr, nullptr,
+      nullptr);
   DefineCustomIntVariable(
       "slotted_counter.shared_text_keys",
       "How many ids of text keys (of up to 94 bytes) shared memory keeps for every backend to "

@@ -15,6 +15,7 @@ struct Settings {
   int shared_text_keys;  // slotted_counter.shared_text_keys (postmaster): text keys' ids shared
   int max_transaction_keys;  // slotted_counter.max_transaction_keys (user): keys one txn changes
   int stored_keys_filter;    // slotted_counter.stored_keys_filter (postmaster), kB per database
+  int max_sketches;    // slotted_counter.max_sketches (postmaster): resident distinct counts
 };
 
 extern Settings settings;

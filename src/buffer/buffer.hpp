@@ -3,6 +3,7 @@
 
 #include "definitions/catalog.hpp"
 #include "core/protocol.hpp"
+#include "core/sketch_set.hpp"
 #include "pg.hpp"
 
 namespace sc {
@@ -116,6 +117,27 @@ struct Unflushed {
   int64 n;
 };
 Unflushed BufferUnflushed(const CounterDef& def, int64 since, int64 until);
+
+// ---- distinct counters (sketches.cpp; core/sketch_pool.hpp) ----
+
+// Adds an element's hash to the sketch of key in bucket (loading it, or waiting for room: never
+// written through): true if the sketch changed.
+bool BufferSketchAdd(const CounterDef& def, int64 key, int64 bucket, uint64 hash);
+// Unions into out the resident sketches of the counter's keys (nkeys of them, sorted; every key
+// when keys is nullptr) whose bucket starts in [since, until); returns how many.
+int64 BufferSketchUnion(const CounterDef& def, const int64* keys, int nkeys, int64 since,
+                        int64 until, SketchSet* out);
+// The resident sketch of key in bucket, copied into out; false if it is not resident.
+bool BufferSketchCopy(const CounterDef& def, int64 key, int64 bucket, SketchSet* out);
+// Whether entry (index, generation) holds a sketch; for a flush, which claimed it.
+bool IsSketchEntry(uint32 index, uint32 generation);
+// A copy of the sketch of entry (index, generation) of key k, which the caller keeps (a flush's
+// claim, a commit's pin); false if it left.
+bool BufferSketchOfEntry(const CounterKey& k, uint32 index, uint32 generation, SketchSet* out);
+// Whether adding hash would change key's sketch in bucket (loading it, or waiting for room).
+bool BufferSketchLacks(const CounterDef& def, int64 key, int64 bucket, uint64 hash);
+// A commit's adds to the sketch of the entry its reservation pins.
+void BufferSketchAddPinned(const Reservation& r, const uint64* hashes, int n);
 
 // At pre-commit: makes the key resident, checks that its value plus every reserved delta plus
 // delta fits in a bigint (22003 if not) and, whatever the other reserved deltas do, stays within

@@ -39,6 +39,31 @@ bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits)
 // for the flusher to make room; 53400 after 10 s, naming `action`.
 void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, int* waits);
 
+// Distinct counters (sketches.cpp): a block for the entry (index, generation) that this backend
+// is loading, emptied for shape (evicting a clean entry's if none is free); kNil if none can be
+// had (the flusher is asked for a flush). Then the key's stored sketch, unioned into block b.
+uint32 TakeSketchBlock(uint32 index, uint32 generation, const HllShape& shape);
+void LoadStoredSketch(const CounterDef& def, const CounterKey& k, uint32 b);
+
+// Calls at_resident() (a step on k's resident entry) until it finds the entry resident: waits for
+// a load in progress, loads the key, and with no room waits for the flusher (an error after
+// kRoomWaitMs naming `action`). For the writes that are never written through.
+template <typename AtResident>
+void UntilResident(CounterDef* def, const CounterKey& k, uint32 hash, const char* action,
+                   AtResident&& at_resident) {
+  int waits = 0;
+  TimestampTz no_room_since = 0;
+  for (;;) {
+    Probe probe = at_resident();
+    if (probe == Probe::kFound) return;
+    if (probe == Probe::kLoading) {
+      WaitForLoad(&waits);
+      continue;
+    }
+    if (!MakeResident(def, k, hash, &waits)) WaitForRoom(*def, action, &no_room_since, &waits);
+  }
+}
+
 // A write that turned a clean entry dirty (protocol.hpp: CheckDirtied) tells its database's
 // flusher where to look (shmem.hpp: DatabaseSlot::dirty); after the partition lock.
 inline void NoteDirtied(const Dirtied& dirtied) {

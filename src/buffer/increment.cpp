@@ -156,29 +156,6 @@ int64 BufferIncrement(const CounterDef& counter, int64 key, int64 bucket, int64 
   return IncrementNotResident(counter, k, hash, delta);
 }
 
-namespace {
-
-// Calls at_resident() (a step on k's resident entry) until it finds the entry resident: waits for
-// a load in progress, loads the key, and with no room waits for the flusher (an error after
-// kRoomWaitMs naming `action`). For the writes that are never written through.
-template <typename AtResident>
-void UntilResident(CounterDef* def, const CounterKey& k, uint32 hash, const char* action,
-                   AtResident&& at_resident) {
-  int waits = 0;
-  TimestampTz no_room_since = 0;
-  for (;;) {
-    Probe probe = at_resident();
-    if (probe == Probe::kFound) return;
-    if (probe == Probe::kLoading) {
-      WaitForLoad(&waits);
-      continue;
-    }
-    if (!MakeResident(def, k, hash, &waits)) WaitForRoom(*def, action, &no_room_since, &waits);
-  }
-}
-
-}  // namespace
-
 bool BufferIncrementWithin(const CounterDef& counter, int64 key, int64 bucket, int64 delta,
                            Bounds bounds, int64* value) {
   CounterDef def = counter;  // as in BufferIncrement

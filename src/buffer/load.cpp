@@ -97,7 +97,9 @@ uint32 TakeEntry() {
   return index;
 }
 
-pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transactional) {
+// distinct: the counter's definition when its keys hold sketches (they borrow a block).
+pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transactional,
+                                 const CounterDef* distinct) {
   auto table = Table();
   uint64 epoch = CachedCatalogEpoch();
   // A buffered key is written only beside its sum entry (core/protocol.hpp: sums), which is
@@ -122,6 +124,14 @@ pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transact
   }, &loading);
   if (start == LoadStart::kRetry) return LoadResult::kRetry;
   if (start == LoadStart::kStale) return LoadResult::kStale;
+  uint32 block = kNil;
+  if (distinct != nullptr) {
+    block = TakeSketchBlock(index, loading.generation, distinct->sketch);
+    if (block == kNil) {
+      table.AbandonLoad(loading);
+      return LoadResult::kNoRoom;
+    }
+  }
 
   // Until it is resident, the entry is this backend's to remove, on an error or on a FATAL exit
   // (a terminated backend must not leave others waiting for its load forever).
@@ -131,6 +141,7 @@ pg_noinline LoadResult LoadEntry(const CounterKey& k, uint32 hash, bool transact
   PG_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
   {
     stored = ReadStoredValue(k, transactional, true, &stamp, &row);
+    if (distinct != nullptr) LoadStoredSketch(*distinct, k, block);
   }
   PG_END_ENSURE_ERROR_CLEANUP(AbandonLoad, PointerGetDatum(&loading));
 
@@ -155,7 +166,9 @@ void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, 
                     errdetail("All %u entries stayed dirty or held by committing transactions "
                               "for %d seconds.",
                               shared->table->capacity(), kRoomWaitMs / 1000),
-                    errhint("Raise slotted_counter.max_entries.")));
+                    errhint(def.distinct ? "Raise slotted_counter.max_entries or "
+                                           "slotted_counter.max_sketches."
+                                         : "Raise slotted_counter.max_entries.")));
   AskForFlush(EnsureFlusher());
   WaitForLoad(waits);
 }
@@ -165,7 +178,8 @@ void WaitForRoom(const CounterDef& def, const char* action, TimestampTz* since, 
 // drop made the cached one stale).
 bool MakeResident(CounterDef* def, const CounterKey& k, uint32 hash, int* waits) {
   // A limiter's keys have no deltas, whatever its durability: loaded as a buffered counter's.
-  switch (LoadEntry(k, hash, def->durability == Durability::kTransactional && !def->limiter)) {
+  switch (LoadEntry(k, hash, def->durability == Durability::kTransactional && !def->limiter,
+                    def->distinct ? def : nullptr)) {
     case LoadResult::kLoaded:
       return true;
     case LoadResult::kRetry:

@@ -165,6 +165,13 @@ class Protocol {
   Probe GiveBackIfResident(const CounterKey& k, uint32_t hash, int64_t cost,
                            const GcraLimit& limit, Write w, Dirtied* dirtied) noexcept;
 
+  // A distinct counter's add (core/sketch_pool.hpp): add(index) adds the element to the sketch
+  // of k's resident entry and says whether the sketch changed; a change counts 1 into the entry's
+  // value (and its sum entry), so that the entry is dirty until a flush wrote the sketch.
+  template <typename SketchAddOp>
+  Probe SketchAddIfResident(const CounterKey& k, uint32_t hash, bool* changed, Dirtied* dirtied,
+                            SketchAddOp&& add) noexcept;
+
   Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept;
 
   // The value of k's resident entry as a reader whose cutoff is `cutoff` sees it.
@@ -186,6 +193,12 @@ class Protocol {
   template <typename MayEvict>
   uint32_t TakeFreeOrClean(uint32_t db, bool yield, uint32_t sweep_limit, MayEvict&& may_evict,
                            uint64_t* evicted) noexcept;
+  // Evicts entry (index, generation) to the free list if it is still that entry, resident,
+  // clean, claimed by no flush, unpinned and unused since the last sweep (the clock's second
+  // chance: a used one is marked unused), and may_evict agrees: a loader that needs the sketch
+  // block it holds (core/sketch_pool.hpp). True if it did.
+  template <typename MayEvict>
+  bool EvictIfIdle(uint32_t index, uint32_t generation, MayEvict&& may_evict) noexcept;
   // ---- load -----------------------------------------------------------------------------------
 
 

@@ -192,6 +192,20 @@ Probe Protocol<Locks>::GiveBackIfResident(const CounterKey& k, uint32_t hash, in
 }
 
 template <typename Locks>
+template <typename SketchAddOp>
+Probe Protocol<Locks>::SketchAddIfResident(const CounterKey& k, uint32_t hash, bool* changed,
+                                           Dirtied* dirtied, SketchAddOp&& add) noexcept {
+  *changed = false;
+  return WithWritable(k, hash, [&](uint32_t index, Entry& e, Entry& sum) {
+    *changed = add(index);
+    int64_t value;
+    if (!*changed || !CounterTable::Add(e, 1, &value)) return;
+    AddToSum(sum, 1);
+    CheckDirtied(index, e, value - 1, value, dirtied);
+  });
+}
+
+template <typename Locks>
 Probe Protocol<Locks>::ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept {
   return WithResident(k, hash, [&](uint32_t, Entry& e) {
     *value = e.value.load(std::memory_order_acquire);

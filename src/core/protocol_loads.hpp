@@ -52,6 +52,26 @@ uint32_t Protocol<Locks>::TakeFreeOrClean(uint32_t db, bool yield, uint32_t swee
   return kNil;
 }
 
+template <typename Locks>
+template <typename MayEvict>
+bool Protocol<Locks>::EvictIfIdle(uint32_t index, uint32_t generation,
+                                  MayEvict&& may_evict) noexcept {
+  Entry& e = t_.at(index);
+  if (e.state.load(std::memory_order_relaxed) != kResident) return false;
+  uint32_t p = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire));
+  if (!locks_.TryExclusive(p)) return false;
+  bool evict = CounterTable::PartitionOf(e.hash.load(std::memory_order_acquire)) == p &&
+               e.state.load(std::memory_order_acquire) == kResident &&
+               e.generation.load(std::memory_order_acquire) == generation && !IsSum(e.id) &&
+               CounterTable::AgeAndTestEvictable(e) &&
+               may_evict(static_cast<const Entry&>(e));
+  if (evict) t_.Unlink(index);
+  locks_.Release(p);
+  // Through the free list, so that its generation moves on and its block is free.
+  if (evict) t_.Release(index);
+  return evict;
+}
+
 // ---- load ---------------------------------------------------------------------------------------
 
 template <typename Locks>

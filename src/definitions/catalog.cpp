@@ -48,7 +48,7 @@ SPIPlanPtr plan_by_name = nullptr;
 
 const char* const kSelect =
     "SELECT id, name, durability, bucket, retain, key_type OPERATOR(pg_catalog.=) 'text', rate, "
-    "per, burst "
+    "per, burst, log2m "
     "FROM slotted_counter.counters WHERE ";
 
 void OnPrivilegesChanged(Datum, int, uint32) { role_generation++; }
@@ -139,6 +139,15 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
         elog(ERROR, "counter \"%s\" has an invalid rate limit", name);
     }
 
+    Datum log2m = SPI_getbinval(tup, desc, 10, &isnull);
+    bool distinct = !isnull;
+    HllShape sketch{};
+    if (distinct) {
+      sketch = DistinctShape(DatumGetInt16(log2m));
+      if (!HllShapeValid(sketch) || sketch.log2m > kSketchMaxLog2m)
+        elog(ERROR, "counter \"%s\" has an invalid log2m", name);
+    }
+
     bool found;
     auto* def = static_cast<CounterDef*>(hash_search(by_id, &id, HASH_ENTER, &found));
     def->durability = strcmp(durability, "buffered") == 0 ? Durability::kBuffered
@@ -150,6 +159,8 @@ const CounterDef* LoadDefinition(bool by_name_lookup, Datum arg) {
     def->text_keys = text_keys;
     def->limiter = limiter;
     def->limit = limit;
+    def->distinct = distinct;
+    def->sketch = sketch;
     strlcpy(def->name, name, NAMEDATALEN);
     def->name_len = int32(strlen(def->name));
     def->guard = guard;

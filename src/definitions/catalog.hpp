@@ -4,6 +4,7 @@
 #include "pg.hpp"
 #include "shared/shmem.hpp"
 #include "core/gcra.hpp"
+#include "core/sketch_block.hpp"
 #include "core/time_bucket.hpp"
 
 namespace sc {
@@ -24,6 +25,8 @@ struct CounterDef {
   bool text_keys;           // keyed by text: its keys are the ids of slotted_counter.keys
   bool limiter;             // a rate limiter (sc_throttle): each key's value is its TAT
   GcraLimit limit;          // when limiter: its rate, burst and tolerance (core/gcra.hpp)
+  bool distinct;            // a distinct counter (sc_add): each key's value is a sketch
+  HllShape sketch;          // when distinct: its sketches' shape (core/hll.hpp), the precision's
   char name[NAMEDATALEN];
   int32 name_len;           // strlen(name)
   // The counter's guard (guards.cpp), whose owner and ACL are the counter's; InvalidOid if it

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "definitions/catalog.hpp"
-#include "definitions/limiters.hpp"
+#include "definitions/kinds.hpp"
 
 namespace sc {
 
@@ -32,12 +32,13 @@ extern Node text_key_call;
 void ReportKeyedByText(const CounterDef& def);
 
 // The counter of a function that takes a key (or returns keys), named by argument n, as
-// CounterArgument; one keyed by text only through a text form; never a rate limiter (42809).
+// CounterArgument; one keyed by text only through a text form; one that counts numbers only
+// (42809 for a rate limiter or a distinct counter).
 pg_attribute_always_inline const CounterDef* KeyedCounterArgument(FunctionCallInfo fcinfo, int n,
                                                                   uint32 need) {
   const CounterDef* def = CounterArgument(fcinfo, n, need);
-  if (unlikely(def->text_keys | def->limiter)) {
-    if (def->limiter) ReportLimiter(*def, fcinfo);
+  if (unlikely(def->text_keys | def->limiter | def->distinct)) {
+    if (def->limiter | def->distinct) ReportKind(*def, fcinfo);
     if (fcinfo->context != &text_key_call) ReportKeyedByText(*def);
   }
   return def;
@@ -48,6 +49,15 @@ pg_attribute_always_inline const CounterDef* KeyedCounterArgument(FunctionCallIn
 inline const CounterDef* LimiterArgument(FunctionCallInfo fcinfo, int n) {
   const CounterDef* def = CounterArgument(fcinfo, n, kUpdate);
   if (!def->limiter) ReportNotLimiter(*def);
+  if (def->text_keys && fcinfo->context != &text_key_call) ReportKeyedByText(*def);
+  return def;
+}
+
+// The distinct counter of sc_add (need kUpdate) or of a read (kSelect), named by argument n; one
+// keyed by text only through the text forms.
+inline const CounterDef* DistinctArgument(FunctionCallInfo fcinfo, int n, uint32 need) {
+  const CounterDef* def = CounterArgument(fcinfo, n, need);
+  if (!def->distinct) ReportNotDistinct(*def);
   if (def->text_keys && fcinfo->context != &text_key_call) ReportKeyedByText(*def);
   return def;
 }

@@ -1,10 +1,6 @@
-// limiters.cpp: a rate limiter's definition (limiters.hpp): its limit from the catalog's row, the
-// checks of sc_create, and the errors of a function called on the wrong kind of counter.
+// limiters.cpp: a rate limiter's definition (limiters.hpp): the checks of sc_create's limit, and
+// its tolerance as an interval.
 #include "definitions/limiters.hpp"
-
-extern "C" {
-#include "utils/lsyscache.h"
-}
 
 namespace sc {
 
@@ -40,31 +36,6 @@ Interval ToleranceInterval(const GcraLimit& limit) {
   out.day = int32(limit.tolerance / USECS_PER_DAY);
   out.time = limit.tolerance % USECS_PER_DAY;
   return out;
-}
-
-void ReportLimiter(const CounterDef& def, const char* function) {
-  ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-                  errmsg("counter \"%s\" is a rate limiter", def.name),
-                  function != nullptr
-                      ? errdetail("%s does not apply to a rate limiter.", function)
-                      : 0,
-                  errhint("Call sc_throttle() on it.")));
-  pg_unreachable();
-}
-
-void ReportLimiter(const CounterDef& def, FunctionCallInfo fcinfo) {
-  char* name = nullptr;
-  if (fcinfo->flinfo != nullptr && OidIsValid(fcinfo->flinfo->fn_oid))
-    name = get_func_name(fcinfo->flinfo->fn_oid);
-  ReportLimiter(def, name != nullptr ? psprintf("%s()", name) : nullptr);
-}
-
-void ReportNotLimiter(const CounterDef& def) {
-  ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-                  errmsg("counter \"%s\" is not a rate limiter", def.name),
-                  errhint("A rate limiter is a counter created with a rate: sc_create(name, "
-                          "durability, rate => ..., per => ..., burst => ...).")));
-  pg_unreachable();
 }
 
 }  // namespace sc

@@ -111,7 +111,7 @@ Datum Attach(PG_FUNCTION_ARGS) {
   PreventCommandDuringRecovery("sc_attach()");
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kOwn);
-  RefuseLimiter(def, "sc_attach()");
+  RefuseOtherKinds(def, "sc_attach()");
   Oid relid = PG_GETARG_OID(1);
   const char* key_column = NameStr(*PG_GETARG_NAME(2));
   const char* value_column = NameStr(*PG_GETARG_NAME(3));

@@ -63,6 +63,33 @@ void CheckBucketWidth(const Interval* width) {
   }
 }
 
+void CheckKind(const char* kind, bool limiter) {
+  if (strcmp(kind, "count") != 0 && strcmp(kind, "limiter") != 0 && strcmp(kind, "distinct") != 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid kind \"%s\"", NameForMessage(kind)),
+                    errhint("Use 'count', 'distinct', or 'limiter' with a rate.")));
+  if (limiter != (strcmp(kind, "limiter") == 0))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg(limiter ? "a counter with a rate is a limiter, not of kind \"%s\""
+                                   : "a limiter needs a rate",
+                           kind),
+                    errhint("A rate limiter is made with rate, per and burst together.")));
+}
+
+// A distinct counter's precision, and what it may have: a retention expires whole buckets only.
+void CheckDistinct(int log2m, bool bucketed, bool retains) {
+  if (log2m < kMinLog2m || log2m > kSketchMaxLog2m)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("log2m must be between %d and %d", kMinLog2m, int(kSketchMaxLog2m)),
+                    errdetail("A sketch has 2^log2m registers; its standard error is about "
+                              "1.04 / sqrt(2^log2m): 0.8%% at 14, 1.6%% at 12.")));
+  if (retains && !bucketed)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("a distinct counter's retention needs buckets"),
+                    errdetail("Its values expire by bucket, not by key."),
+                    errhint("Give it a bucket, for example bucket => '1 hour'.")));
+}
+
 }  // namespace
 
 }  // namespace sc
@@ -109,6 +136,17 @@ Datum Create(PG_FUNCTION_ARGS) {
                     errmsg("%s needs a rate", PG_ARGISNULL(7) ? "burst" : "per"),
                     errhint("A rate limiter is made with rate, per and burst together.")));
   }
+  // What its keys hold: numbers, a limiter's state (given by its rate) or sketches.
+  const char* kind = PG_ARGISNULL(9) ? (limiter ? "limiter" : "count")
+                                     : text_to_cstring(PG_GETARG_TEXT_PP(9));
+  CheckKind(kind, limiter);
+  bool distinct = strcmp(kind, "distinct") == 0;
+  int log2m = PG_ARGISNULL(10) ? kDefaultLog2m : PG_GETARG_INT32(10);
+  if (!PG_ARGISNULL(10) && !distinct)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("only a distinct counter has a log2m"),
+                    errhint("Create it with kind => 'distinct'.")));
+  if (distinct) CheckDistinct(log2m, bucketed, retains);
   // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
   if (DatabaseAclCheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -124,25 +162,27 @@ Datum Create(PG_FUNCTION_ARGS) {
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("cannot create a counter in the transaction that dropped the extension"),
                     errhint("Commit DROP EXTENSION slotted_counter first.")));
-  Oid types[8] = {TEXTOID,  TEXTOID,     INTERVALOID, INTERVALOID,
-                  TEXTOID,  INT8OID,     INTERVALOID, INT8OID};
+  Oid types[10] = {TEXTOID, TEXTOID,     INTERVALOID, INTERVALOID, TEXTOID,
+                   INT8OID, INTERVALOID, INT8OID,     TEXTOID,     INT2OID};
   Datum retain = limiter ? PointerGetDatum(&tolerance) : retains ? PG_GETARG_DATUM(3) : (Datum)0;
   // The burst as given, or the rate.
   Datum burst = !limiter ? (Datum)0 : PG_ARGISNULL(8) ? PG_GETARG_DATUM(6) : PG_GETARG_DATUM(8);
-  Datum args[8] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
-                   retain,             CStringGetTextDatum(key_type),
-                   limiter ? PG_GETARG_DATUM(6) : (Datum)0,
-                   limiter ? PG_GETARG_DATUM(7) : (Datum)0,
-                   burst};
+  Datum args[10] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                    retain,             CStringGetTextDatum(key_type),
+                    limiter ? PG_GETARG_DATUM(6) : (Datum)0,
+                    limiter ? PG_GETARG_DATUM(7) : (Datum)0,
+                    burst,              CStringGetTextDatum(kind),
+                    Int16GetDatum(int16(log2m))};
   char l = limiter ? ' ' : 'n';
-  char nulls[8] = {' ', ' ', bucketed ? ' ' : 'n', retains ? ' ' : 'n', ' ', l, l, l};
+  char nulls[10] = {' ', ' ', bucketed ? ' ' : 'n', retains ? ' ' : 'n', ' ', l, l, l, ' ',
+                    distinct ? ' ' : 'n'};
   SpiSession spi = ConnectSpi();
   int rc = SPI_execute_with_args(
       "INSERT INTO slotted_counter.counters "
-      "(id, name, durability, bucket, retain, key_type, rate, per, burst) "
+      "(id, name, durability, bucket, retain, key_type, rate, per, burst, kind, log2m) "
       "VALUES (pg_catalog.nextval('slotted_counter.counters_id_seq'), $1, $2, $3, $4, $5, $6, $7, "
-      "$8) ON CONFLICT (name) DO NOTHING RETURNING id",
-      8, types, args, nulls, false, 1);
+      "$8, $9, $10) ON CONFLICT (name) DO NOTHING RETURNING id",
+      10, types, args, nulls, false, 1);
   if (rc != SPI_OK_INSERT_RETURNING) elog(ERROR, "inserting the counter failed: %d", rc);
   bool created = SPI_processed == 1;
   int32 id = 0;
@@ -202,7 +242,7 @@ Datum DropBuckets(PG_FUNCTION_ARGS) {
   PreventCommandDuringRecovery("sc_drop_buckets()");
   PreventCommandIfReadOnly("sc_drop_buckets()");
   CounterDef def = *CounterArgument(fcinfo, 0, kUpdate);
-  RefuseLimiter(def, "sc_drop_buckets()");
+  if (def.limiter) ReportKind(def, "sc_drop_buckets()");
   if (!def.bucketed) ReportNoBuckets(def, "Buckets to drop");
   PG_RETURN_INT64(DropBuckets(def, PG_GETARG_TIMESTAMPTZ(1)));
 }

@@ -36,6 +36,21 @@ int64* BigintElements(FunctionCallInfo fcinfo, int n, const char* name, int* cou
   return values;
 }
 
+// The bucket a write goes to: the one holding argument `at_arg` if given, else the current one.
+int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
+  if (PG_ARGISNULL(at_arg)) return CurrentBucket(def);
+  if (!def.bucketed) ReportNoBuckets(def, "A time");
+  return BucketOf(def, PG_GETARG_TIMESTAMPTZ(at_arg));
+}
+
+// The range of buckets given by arguments since_arg and until_arg; 22023 if either is given for
+// a counter without buckets.
+BucketRange RangeOf(FunctionCallInfo fcinfo, const CounterDef& def, int since_arg, int until_arg) {
+  if (!def.bucketed && (!PG_ARGISNULL(since_arg) || !PG_ARGISNULL(until_arg)))
+    ReportNoBuckets(def, "since and until");
+  return RangeArguments(fcinfo, since_arg, until_arg);
+}
+
 }  // namespace sc
 
 using namespace sc;
@@ -45,6 +60,7 @@ const char* const kOnceArguments[] = {"counter", "key", "delta", "request_id", n
 const char* const kBatchArguments[] = {"counter", "keys", "deltas", nullptr};
 const char* const kValueArguments[] = {"counter", "key", "value", nullptr};
 const char* const kThrottleArguments[] = {"counter", "key", "cost", nullptr};
+const char* const kAddArguments[] = {"counter", "key", "element", nullptr};
 const char* const kKeyArguments[] = {"counter", "key", nullptr};
 const char* const kKeysArguments[] = {"counter", "keys", nullptr};
 

@@ -90,14 +90,6 @@ int KeyOrder(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
-// The range of buckets given by arguments since_arg and until_arg; 22023 if either is given for
-// a counter without buckets.
-BucketRange RangeOf(FunctionCallInfo fcinfo, const CounterDef& def, int since_arg, int until_arg) {
-  if (!def.bucketed && (!PG_ARGISNULL(since_arg) || !PG_ARGISNULL(until_arg)))
-    ReportNoBuckets(def, "since and until");
-  return RangeArguments(fcinfo, since_arg, until_arg);
-}
-
 // The value of one key now: over its buckets in range, for a bucketed counter.
 int64 ValueInRange(const CounterDef& def, int64 key, BucketRange range) {
   return def.bucketed ? RangeSum(def, &key, 1, range) : SumOfKey(def, key);
@@ -266,7 +258,7 @@ Datum Total(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
-  RefuseLimiter(def, "sc_total()");
+  RefuseOtherKinds(def, "sc_total()");
   BucketRange range = RangeOf(fcinfo, def, 1, 2);
   if (TotalFromSums(def)) PG_RETURN_INT64(SumsTotal(def, range));
   int128 total = BufferTotal(def);
@@ -288,7 +280,7 @@ Datum TotalSeries(PG_FUNCTION_ARGS) {
   RequireShared();
   RequireArguments(fcinfo, names);
   CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
-  RefuseLimiter(def, "sc_total_series()");
+  RefuseOtherKinds(def, "sc_total_series()");
   if (!def.bucketed) ReportNoBuckets(def, "A series");
   BucketRange range = RangeArguments(fcinfo, 1, 2);
   InitMaterializedSRF(fcinfo, 0);

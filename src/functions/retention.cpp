@@ -384,10 +384,14 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
   PreventCommandIfReadOnly("sc_alter_retention()");
   RequireArguments(fcinfo, names);
   const CounterDef* def = CounterArgument(fcinfo, 0, kOwn);
-  RefuseLimiter(*def, "sc_alter_retention()");  // its retention is its tolerance
+  if (def->limiter) ReportKind(*def, "sc_alter_retention()");  // its retention is its tolerance
   int32 id = def->id;
   bool retained = def->retains && !def->bucketed;
   bool retains = !PG_ARGISNULL(1);
+  if (def->distinct && retains && !def->bucketed)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("a distinct counter's retention needs buckets"),
+                    errdetail("Its values expire by bucket, not by key.")));
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(1));
   Oid types[2] = {INT4OID, INTERVALOID};
   Datum args[2] = {Int32GetDatum(id), retains ? PG_GETARG_DATUM(1) : (Datum)0};

@@ -18,8 +18,12 @@ namespace {
 // The most arguments a function with a key takes (sc_incr_bounded's six).
 constexpr int kMaxArgs = 6;
 
-// kThrottle: a write of a rate limiter (sc_throttle), the only use a limiter has.
-enum class KeyUse { kRead, kWrite, kThrottle };
+// kThrottle: a write of a rate limiter (sc_throttle), the only use a limiter has; kAdd and
+// kCount: a distinct counter's write (sc_add) and read (sc_count, sc_sketch).
+enum class KeyUse { kRead, kWrite, kThrottle, kAdd, kCount };
+
+// Whether a use writes: a new key is given an id only then.
+inline bool Writes(KeyUse use) { return use != KeyUse::kRead && use != KeyUse::kCount; }
 
 // The counter of a call: the checks its implementation makes first, made before a key is given an
 // id, so that a role that may not write the counter (or a standby, or a read-only transaction)
@@ -28,15 +32,17 @@ enum class KeyUse { kRead, kWrite, kThrottle };
 const CounterDef* CheckedCounter(FunctionCallInfo fcinfo, KeyUse use, const char* function) {
   RequireShared();
   const CounterDef* def;
-  if (use == KeyUse::kRead) {
+  if (use == KeyUse::kRead || use == KeyUse::kCount) {
     def = CounterArgument(fcinfo, 0, kSelect);
-    RefuseLimiter(*def, function);
+    if (use == KeyUse::kCount && !def->distinct) ReportNotDistinct(*def);
+    if (use == KeyUse::kRead) RefuseOtherKinds(*def, function);
     return def;
   }
   if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery(function);
   def = CounterArgument(fcinfo, 0, kUpdate);
   if (use == KeyUse::kThrottle && !def->limiter) ReportNotLimiter(*def);
-  if (use != KeyUse::kThrottle) RefuseLimiter(*def, function);
+  if (use == KeyUse::kAdd && !def->distinct) ReportNotDistinct(*def);
+  if (use == KeyUse::kWrite) RefuseOtherKinds(*def, function);
   if (def->durability == Durability::kTransactional) PreventCommandIfReadOnly(function);
   return def;
 }
@@ -92,7 +98,7 @@ Datum WithTextKey(FunctionCallInfo fcinfo, PGFunction impl, const char* const* r
   const text* key = PG_GETARG_TEXT_PP(1);
   if (!cached->text_keys) return CallWithKey(fcinfo, impl, Int64GetDatum(BigintKey(key)));
   CounterDef def = *cached;
-  int64 id = TextKeyId(def, VARDATA_ANY(key), KeyLength(def, key), use != KeyUse::kRead);
+  int64 id = TextKeyId(def, VARDATA_ANY(key), KeyLength(def, key), Writes(use));
   return CallWithKey(fcinfo, impl, Int64GetDatum(id));
 }
 
@@ -126,7 +132,7 @@ Datum WithTextKeys(FunctionCallInfo fcinfo, PGFunction impl, const char* const* 
       values[i] = BigintKey(key);
     }
   }
-  if (def.text_keys) TextKeyIds(def, keys, lens, n, use != KeyUse::kRead, values);
+  if (def.text_keys) TextKeyIds(def, keys, lens, n, Writes(use), values);
   for (int i = 0; i < n; i++) ids[i] = Int64GetDatum(values[i]);
   ArrayType* id_array = construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE);
   return CallWithKey(fcinfo, impl, PointerGetDatum(id_array));
@@ -169,9 +175,30 @@ Datum KeysAboveText(PG_FUNCTION_ARGS) {
 Datum ThrottleText(PG_FUNCTION_ARGS) {
   return WithTextKey(fcinfo, Throttle, kThrottleArguments, KeyUse::kThrottle, "sc_throttle()");
 }
+Datum AddText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, Add, kAddArguments, KeyUse::kAdd, "sc_add()");
+}
+Datum AddIntText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, AddInt, kAddArguments, KeyUse::kAdd, "sc_add()");
+}
+Datum CountText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, Count, kKeyArguments, KeyUse::kCount, "sc_count()");
+}
+Datum CountRangeText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, CountRange, kKeyArguments, KeyUse::kCount, "sc_count()");
+}
+Datum CountKeysText(PG_FUNCTION_ARGS) {
+  return WithTextKeys(fcinfo, CountKeys, kKeysArguments, KeyUse::kCount, "sc_count_keys()");
+}
+Datum SketchText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, SketchOf, kKeyArguments, KeyUse::kCount, "sc_sketch()");
+}
+Datum SketchRangeText(PG_FUNCTION_ARGS) {
+  return WithTextKey(fcinfo, SketchRange, kKeyArguments, KeyUse::kCount, "sc_sketch()");
+}
 // sc_top of a counter of either kind, its keys as ids (sc_top_text gives them their texts).
 Datum TopIds(PG_FUNCTION_ARGS) {
-  if (!PG_ARGISNULL(0)) RefuseLimiter(*CounterArgument(fcinfo, 0, kSelect), "sc_top_text()");
+  if (!PG_ARGISNULL(0)) RefuseOtherKinds(*CounterArgument(fcinfo, 0, kSelect), "sc_top_text()");
   return CallWithKey(fcinfo, Top, PG_GETARG_DATUM(1));
 }
 // The text of key `key` (an id of top_ids) of a counter of either kind, for sc_top_text: a text's
@@ -203,6 +230,13 @@ SC_ENTRY_POINT(sc_sum_keys_text, SumKeysText)
 SC_ENTRY_POINT(sc_series_text, SeriesText)
 SC_ENTRY_POINT(sc_rank_text, RankText)
 SC_ENTRY_POINT(sc_throttle_text, ThrottleText)
+SC_ENTRY_POINT(sc_add_text, AddText)
+SC_ENTRY_POINT(sc_add_int_text, AddIntText)
+SC_ENTRY_POINT(sc_count_text, CountText)
+SC_ENTRY_POINT(sc_count_range_text, CountRangeText)
+SC_ENTRY_POINT(sc_count_keys_text, CountKeysText)
+SC_ENTRY_POINT(sc_sketch_text, SketchText)
+SC_ENTRY_POINT(sc_sketch_range_text, SketchRangeText)
 SC_ENTRY_POINT(sc_keys_above_text, KeysAboveText)
 SC_ENTRY_POINT(sc_top_ids, TopIds)
 SC_ENTRY_POINT(sc_key_text, KeyText)

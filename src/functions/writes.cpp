@@ -23,13 +23,6 @@ namespace sc {
 
 namespace {
 
-// The bucket a write goes to: the one holding argument `at_arg` if given, else the current one.
-int64 WriteBucket(FunctionCallInfo fcinfo, const CounterDef& def, int at_arg) {
-  if (PG_ARGISNULL(at_arg)) return CurrentBucket(def);
-  if (!def.bucketed) ReportNoBuckets(def, "A time");
-  return BucketOf(def, PG_GETARG_TIMESTAMPTZ(at_arg));
-}
-
 // The counter a write may change: it exists, the current role may write it, and this server can.
 // `function` names the call in errors ("sc_set()").
 CounterDef WritableCounter(FunctionCallInfo fcinfo, const char* function) {

@@ -55,6 +55,10 @@ Size SharedStateSize() {
   size = add_size(size, RankIndexesSize());
   size = add_size(size, 64);  // the shared text keys are cache-line aligned
   size = add_size(size, SharedKeysSize());
+  size = add_size(size, 64);  // the sketch pool is cache-line aligned
+  size = add_size(size, SketchPool::BytesFor(uint32(settings.max_sketches),
+                                             uint32(settings.max_entries)));
+  size = add_size(size, MAXALIGN(mul_size(sizeof(slock_t), settings.max_sketches)));
   return size;
 }
 
@@ -154,6 +158,13 @@ bool CreateSharedState() {
     s->shared_keys = reinterpret_cast<SharedKeySlot*>(p);
     s->shared_key_locks = &locks[kPartitions + 1 + kIdParts + kApplyLocks + kRankLocks];
     memset(p, 0, SharedKeysSize());
+    p += SharedKeysSize();
+    p = reinterpret_cast<char*>(TYPEALIGN(64, p));
+    s->sketches = SketchPool::Create(p, uint32(settings.max_sketches),
+                                     uint32(settings.max_entries));
+    p += SketchPool::BytesFor(uint32(settings.max_sketches), uint32(settings.max_entries));
+    s->sketch_locks = reinterpret_cast<slock_t*>(p);
+    for (int i = 0; i < settings.max_sketches; i++) SpinLockInit(&s->sketch_locks[i]);
   }
   LWLockRelease(AddinShmemInitLock);
   shared = s;

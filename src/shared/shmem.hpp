@@ -55,6 +55,7 @@
 #include "core/partition_lock.hpp"
 #include "core/protocol.hpp"
 #include "core/shared_key_cache.hpp"
+#include "core/sketch_pool.hpp"
 #include "core/stored_filter.hpp"
 #include "core/text_ids.hpp"
 #include "core/through_holds.hpp"
@@ -160,7 +161,7 @@ struct RankIndexes;
 
 // The version of the layout below: raised with every change to a struct in shared memory. A
 // library attaches only to shared memory of its own layout and size (CreateSharedState).
-constexpr uint32 kLayoutVersion = 27;
+constexpr uint32 kLayoutVersion = 28;
 
 struct SharedState {
   uint32 layout_version;          // kLayoutVersion of the library that made it; first, always
@@ -194,6 +195,10 @@ struct SharedState {
   SharedKeySlot* shared_keys;
   uint32 shared_key_sets;
   LWLockPadded* shared_key_locks;
+  // The resident sketches of distinct counters' keys (core/sketch_pool.hpp has the rules), and
+  // the spinlock of each block (core/sketch_block.hpp: its explicit form's Mutex).
+  SketchPool* sketches;
+  slock_t* sketch_locks;
   // Each flush's commit and settle, as readers of key_values see them (core/commit_window.hpp);
   // database db's in cell db % kCommitWindowCells.
   CommitWindow commit_windows[kCommitWindowCells];

@@ -26,6 +26,7 @@
 #include "definitions/changes.hpp"
 #include "shared/flusher_slots.hpp"
 #include "shared/shmem.hpp"
+#include "transactions/distinct_adds.hpp"
 #include "transactions/throttles.hpp"
 #include "transactions/transactional.hpp"
 
@@ -141,11 +142,13 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_PRE_COMMIT:
       ThrottlesPreCommit();  // first: it waits for a flush, which this commit must not hold up
       TransactionalPreCommit();
+      SketchesPreCommit();
       if (NotedCount() > 0) ForgetDroppedTargets();
       if (NotedCount() > 0) RegisterBucketDrops();
       break;
     case XACT_EVENT_PRE_PREPARE:
       ThrottlesPrePrepare();
+      SketchesPrePrepare();
       TransactionalPrePrepare();
       if (NotedCount() > 0) ForgetDroppedTargets();
       if (NotedCount() > 0)
@@ -157,6 +160,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_PARALLEL_COMMIT:
       ForgetRowSums(1);
       ThrottlesEnd(true);
+      SketchesEnd(true);
       TransactionalEnd(true);
       if (NotedCount() > 0) SettleNotedChanges(true, 0);
       UnregisterBucketDrops();
@@ -164,6 +168,7 @@ void OnXactEvent(XactEvent event, void*) {
     case XACT_EVENT_PREPARE:
       ForgetRowSums(1);
       TransactionalEnd(false);  // only a transaction with nothing pending gets here
+      SketchesEnd(false);
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:
@@ -171,6 +176,7 @@ void OnXactEvent(XactEvent event, void*) {
       ForgetRowSums(1);
       BufferBatchAbort();
       ThrottlesEnd(false);
+      SketchesEnd(false);
       TransactionalEnd(false);
       if (NotedCount() > 0) SettleNotedChanges(false, 0);
       UnregisterBucketDrops();
@@ -189,6 +195,7 @@ void OnSubXactEvent(SubXactEvent event, SubTransactionId, SubTransactionId, void
   }
   if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB) {
     ThrottlesSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
+    SketchesSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
     TransactionalSubEnd(event == SUBXACT_EVENT_COMMIT_SUB, level);
   }
   if (NotedCount() == 0) return;

@@ -36,6 +36,7 @@
 
 #include "faults.hpp"
 #include "settings.hpp"
+#include "buffer/buffer.hpp"
 #include "buffer/rank_indexes.hpp"
 #include "spi.hpp"
 #include "workers/flush.hpp"
@@ -224,7 +225,8 @@ void ClaimStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int64 nrefs,
   int64 n = 0;
   auto taken = [&](const Claim& claim, const Entry& e) {
     items[n++] = FlushItem{claim, e.id.counter, e.id.key, e.id.bucket,
-                           e.flushed.load(std::memory_order_relaxed) == 0};
+                           e.flushed.load(std::memory_order_relaxed) == 0,
+                           IsSketchEntry(claim.index, claim.generation)};
   };
   auto left = [&](uint32 index, uint32 generation) {
     if (slot != nullptr) NoteDirty(slot, index, generation);
@@ -280,7 +282,9 @@ pg_noinline int64 RunStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int6
     FlushScope scope;
     scope.Read(db, ids, nids);
     ClaimStep(db, slot, refs, nrefs, scope, s);
-    fresh = WriteItems(s->items, s->n);
+    int64 sketches = PartitionSketchItems(s->items, s->n);
+    fresh = WriteItems(s->items, s->n - sketches);
+    WriteSketchItems(db, s->items + s->n - sketches, sketches);
     WriteRequestIds(s->taken, s->ntaken);
     if (fold != nullptr) {
       complete = FoldInTransaction(db, fold, ids, nids, skipped, nskipped, step_context,

@@ -15,13 +15,15 @@ namespace sc {
 
 // One claimed entry (protocol.hpp: Claim) and the row its delta goes to. fresh: the entry holds
 // nothing flushed (flushed = 0: a key new to the buffer and the table, or one whose row holds 0),
-// so its row most likely does not exist.
+// so its row most likely does not exist. sketch: a distinct counter's key, whose sketch is
+// written (flush_sketches.cpp) rather than its delta.
 struct FlushItem {
   Claim claim;
   int32 counter;
   int64 key;
   int64 bucket;
   bool fresh;
+  bool sketch;
 };
 
 // ---- flush_txn.cpp ----
@@ -60,6 +62,15 @@ int64 WriteItems(FlushItem* items, int64 n);
 
 // The request ids taken with the items, written in the same transaction. Inside SPI.
 void WriteRequestIds(const TakenRequestId* taken, int n);
+
+// ---- flush_sketches.cpp ----
+
+// Moves the items of distinct counters' keys (item.sketch) to the end of items (n of them);
+// returns how many there are.
+int64 PartitionSketchItems(FlushItem* items, int64 n);
+// Writes the sketches of the claimed items (n of them, all of distinct counters' keys of db) to
+// key_sketches, and their estimates to key_values (definitions/sketch_rows.hpp). Inside SPI.
+void WriteSketchItems(Oid db, const FlushItem* items, int64 n);
 
 // ---- flush_insert.cpp ----
 

@@ -1,0 +1,37 @@
+// sketch_rows.hpp: the rows of slotted_counter.key_sketches, the stored sketches of distinct
+// counters' keys (core/sketch_set.hpp), beside their key_values rows, whose value is the sketch's
+// estimate as of the same write. Both are written by a flush (buffered counters) or a commit
+// (transactional ones), each as a union with what the row holds, so that a write done twice
+// changes nothing.
+#pragma once
+
+#include "core/sketch_set.hpp"
+#include "definitions/catalog.hpp"
+
+namespace sc {
+
+// Unions into out the stored sketches of the counter's keys (nkeys of them; every key when keys is
+// nullptr) whose bucket starts in [since, until), as of the latest commit (committed_only: leaving
+// out this transaction's own changes); XX001 if one is no sketch of def's shape.
+void UnionStoredSketches(const CounterDef& def, const int64* keys, int nkeys, int64 since,
+                         int64 until, bool committed_only, SketchSet* out);
+// One stored sketch unioned into out (XX001 if it is no sketch of def's shape).
+void UnionStoredSketch(const CounterDef& def, const bytea* stored, SketchSet* out);
+
+// A key's sketch to write: its estimate (key_values.value) and its bytes in the storage format.
+struct SketchRow {
+  int32 counter;
+  int64 key;
+  int64 bucket;
+  int64 count;
+  bytea* sketch;
+};
+// Writes the rows (n of them, distinct keys) in the current transaction: the value of each
+// key_values row becomes the larger of its own and the row's count, its sketch the union of its
+// own and the row's. Inside SPI.
+void WriteSketchRows(const SketchRow* rows, int n);
+
+// The bytes of s in the storage format, palloc'd.
+bytea* StoredSketch(const SketchSet& s);
+
+}  // namespace sc

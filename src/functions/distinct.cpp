@@ -1,0 +1,201 @@
+// distinct.cpp: the SQL functions of distinct counters: sc_add (an element into a key's sketch),
+// sc_count, sc_count_keys, sc_count_total and sc_sketch (the union of sketches, as an estimate or
+// as bytes in postgresql-hll's storage format), and the sketches' own functions
+// (slotted_counter.sketch_total, sketch_union, sketch_count).
+//
+// An element is hashed as postgresql-hll hashes it (hll_hash_bigint, hll_hash_text: murmur3 with
+// seed 0), so that a sketch unions with a user's own hll values. A read is the union of the
+// stored sketches (key_sketches) and the resident ones (which hold their stored sketch and every
+// add since) of the keys and buckets it asks for, and of the transaction's own adds; the union is
+// idempotent, so a sketch met twice counts once.
+//
+// No C++ object with a destructor lives in these frames: an ereport from below is safe.
+#include <algorithm>
+
+#include "buffer/buffer.hpp"
+#include "definitions/arguments.hpp"
+#include "definitions/counter_ref.hpp"
+#include "definitions/sketch_rows.hpp"
+#include "functions/functions.hpp"
+#include "shared/flusher_slots.hpp"
+#include "transactions/distinct_adds.hpp"
+
+namespace sc {
+
+namespace {
+
+// The hash of argument 2, the element: a bigint's 8 bytes or a text's bytes.
+uint64 ElementHash(FunctionCallInfo fcinfo, bool bigint) {
+  if (bigint) return HllHashBigint(PG_GETARG_INT64(2));
+  const text* element = PG_GETARG_TEXT_PP(2);
+  return HllHashBytes(VARDATA_ANY(element), VARSIZE_ANY_EXHDR(element));
+}
+
+Datum AddElement(FunctionCallInfo fcinfo, bool bigint) {
+  RequireArguments(fcinfo, kAddArguments);
+  RequireShared();
+  if (unlikely(RecoveryInProgress())) PreventCommandDuringRecovery("sc_add()");
+  CounterDef def = *DistinctArgument(fcinfo, 0, kUpdate);
+  if (shared->sketches->blocks() == 0)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("distinct counters need slotted_counter.max_sketches"),
+                    errdetail("slotted_counter.max_sketches is 0: the buffer holds no sketch."),
+                    errhint("Set slotted_counter.max_sketches and restart the server.")));
+  int64 key = PG_GETARG_INT64(1);
+  int64 bucket = WriteBucket(fcinfo, def, 3);
+  uint64 hash = ElementHash(fcinfo, bigint);
+  EnsureFlusherFast();
+  if (def.durability == Durability::kTransactional) {
+    PreventCommandIfReadOnly("sc_add()");
+    PG_RETURN_BOOL(TransactionalSketchAdd(def, key, bucket, hash));
+  }
+  bool changed = BufferSketchAdd(def, key, bucket, hash);
+  EnsureFlusherFast(true);
+  PG_RETURN_BOOL(changed);
+}
+
+// The union of the sketches of keys (nkeys of them, sorted and distinct; every key when keys is
+// nullptr) in range, in a palloc'd set: stored, resident, and this transaction's own.
+SketchSet* UnionOf(const CounterDef& def, const int64* keys, int nkeys, BucketRange range) {
+  range = RetainedRange(def, range);
+  auto* set = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
+  SketchSetInit(*set, def.sketch);
+  if (range.since >= range.until) return set;
+  // The buffer's first: a key that leaves it meanwhile was flushed before, and is then stored.
+  (void)BufferSketchUnion(def, keys, nkeys, range.since, range.until, set);
+  UnionStoredSketches(def, keys, nkeys, range.since, range.until, false, set);
+  if (def.durability == Durability::kTransactional)
+    UnionPendingSketches(def, keys, nkeys, range.since, range.until, set);
+  return set;
+}
+
+// The keys of argument 1 (bigint[]), sorted and distinct.
+int64* SortedKeys(FunctionCallInfo fcinfo, int* n) {
+  int64* keys = BigintElements(fcinfo, 1, "keys", n);
+  std::sort(keys, keys + *n);
+  *n = int(std::unique(keys, keys + *n) - keys);
+  return keys;
+}
+
+Datum SketchResult(const SketchSet& set) { PG_RETURN_BYTEA_P(StoredSketch(set)); }
+
+}  // namespace
+
+}  // namespace sc
+
+using namespace sc;
+
+Datum Add(PG_FUNCTION_ARGS) { return AddElement(fcinfo, false); }
+Datum AddInt(PG_FUNCTION_ARGS) { return AddElement(fcinfo, true); }
+
+Datum Count(PG_FUNCTION_ARGS) {
+  RequireArguments(fcinfo, kKeyArguments);
+  RequireShared();
+  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
+  int64 key = PG_GETARG_INT64(1);
+  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, &key, 1, kAllBuckets)));
+}
+
+Datum CountRange(PG_FUNCTION_ARGS) {
+  RequireArguments(fcinfo, kKeyArguments);
+  RequireShared();
+  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
+  int64 key = PG_GETARG_INT64(1);
+  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, &key, 1, RangeOf(fcinfo, def, 2, 3))));
+}
+
+Datum CountKeys(PG_FUNCTION_ARGS) {
+  RequireArguments(fcinfo, kKeysArguments);
+  RequireShared();
+  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
+  int n;
+  int64* keys = SortedKeys(fcinfo, &n);
+  if (n == 0) PG_RETURN_INT64(0);
+  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, keys, n, kAllBuckets)));
+}
+
+Datum CountTotal(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", nullptr};
+  RequireArguments(fcinfo, names);
+  RequireShared();
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  if (!def.distinct) ReportNotDistinct(def);
+  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, nullptr, 0, RangeOf(fcinfo, def, 1, 2))));
+}
+
+Datum SketchOf(PG_FUNCTION_ARGS) {
+  RequireArguments(fcinfo, kKeyArguments);
+  RequireShared();
+  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
+  int64 key = PG_GETARG_INT64(1);
+  return SketchResult(*UnionOf(def, &key, 1, kAllBuckets));
+}
+
+Datum SketchRange(PG_FUNCTION_ARGS) {
+  RequireArguments(fcinfo, kKeyArguments);
+  RequireShared();
+  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
+  int64 key = PG_GETARG_INT64(1);
+  return SketchResult(*UnionOf(def, &key, 1, RangeOf(fcinfo, def, 2, 3)));
+}
+
+Datum SketchTotal(PG_FUNCTION_ARGS) {
+  static const char* const names[] = {"counter", nullptr};
+  RequireArguments(fcinfo, names);
+  RequireShared();
+  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  if (!def.distinct) ReportNotDistinct(def);
+  return SketchResult(*UnionOf(def, nullptr, 0, RangeOf(fcinfo, def, 1, 2)));
+}
+
+namespace {
+
+// A sketch argument read into a palloc'd set of its own shape (22023 if it is none a block
+// holds, or no sketch).
+SketchSet* SketchArgument(FunctionCallInfo fcinfo, int n) {
+  const bytea* stored = PG_GETARG_BYTEA_PP(n);
+  auto* registers = static_cast<uint8*>(palloc(kSketchDataBytes));
+  HllRead read;
+  if (!HllReadStored(reinterpret_cast<const uint8*>(VARDATA_ANY(stored)),
+                     VARSIZE_ANY_EXHDR(stored), registers, kSketchDataBytes, &read))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("argument %d is not a sketch of at most 2^%d registers", n + 1,
+                           int(kSketchMaxLog2m)),
+                    errdetail("A sketch is a value in postgresql-hll's storage format.")));
+  auto* set = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
+  HllShape shape = read.shape;
+  if (HllExplicitLimit(shape) * sizeof(int64) > kSketchDataBytes) shape.expthresh = -1;
+  SketchSetInit(*set, shape);
+  (void)SketchSetUnionStored(*set, read, registers);
+  pfree(registers);
+  return set;
+}
+
+}  // namespace
+
+Datum SketchUnion(PG_FUNCTION_ARGS) {
+  SketchSet* a = SketchArgument(fcinfo, 0);
+  SketchSet* b = SketchArgument(fcinfo, 1);
+  if (!SketchShapesMatch(a->shape, b->shape))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("sketches of different shapes do not union"),
+                    errdetail("One has 2^%d registers of %d bits, the other 2^%d of %d.",
+                              int(a->shape.log2m), int(a->shape.regwidth),
+                              int(b->shape.log2m), int(b->shape.regwidth))));
+  SketchSetUnion(*a, *b);
+  return SketchResult(*a);
+}
+
+Datum SketchCount(PG_FUNCTION_ARGS) { PG_RETURN_INT64(SketchSetCount(*SketchArgument(fcinfo, 0))); }
+
+SC_ENTRY_POINT(sc_add, Add)
+SC_ENTRY_POINT(sc_add_int, AddInt)
+SC_ENTRY_POINT(sc_count, Count)
+SC_ENTRY_POINT(sc_count_range, CountRange)
+SC_ENTRY_POINT(sc_count_keys, CountKeys)
+SC_ENTRY_POINT(sc_count_total, CountTotal)
+SC_ENTRY_POINT(sc_sketch, SketchOf)
+SC_ENTRY_POINT(sc_sketch_range, SketchRange)
+SC_ENTRY_POINT(sc_sketch_total, SketchTotal)
+SC_ENTRY_POINT(sc_sketch_union, SketchUnion)
+SC_ENTRY_POINT(sc_sketch_count, SketchCount)

@@ -1,0 +1,175 @@
+// distinct_adds.cpp: a transactional distinct counter's adds belong to their transaction
+// (distinct_adds.hpp).
+//
+// A call keeps the element's hash, with its key and nesting level, in an array in
+// TopTransactionContext; a subtransaction's rollback drops those of its level and deeper, its
+// commit hands them to its parent. At pre-commit the keys are made resident and pinned
+// (BufferReserve with no delta: nothing evicts them until the end), and each key's sketch (the
+// resident one, which holds every committed add, with the transaction's) is written to
+// key_sketches and its estimate to key_values, by the union that a concurrent commit of the same
+// key cannot undo (sketch_rows.hpp). After the commit, the hashes go into the resident sketches;
+// at the end (either way) the pins go. A transaction with adds cannot be prepared.
+#include <algorithm>
+
+#include "buffer/buffer.hpp"
+#include "definitions/expiry.hpp"
+#include "definitions/sketch_rows.hpp"
+#include "spi.hpp"
+#include "transactions/distinct_adds.hpp"
+
+namespace sc {
+
+namespace {
+
+struct PendingAdd {
+  int32 counter;
+  int64 key;
+  int64 bucket;
+  uint64 hash;
+  int level;
+};
+
+PendingAdd* pending = nullptr;
+int npending = 0;
+int capacity = 0;
+
+// The keys reserved at pre-commit, with where their hashes start in `pending` (sorted then).
+struct Held {
+  Reservation reservation;
+  int first;
+  int count;
+};
+Held* held = nullptr;
+int nheld = 0;
+
+bool SameKey(const PendingAdd& a, const PendingAdd& b) {
+  return a.counter == b.counter && a.key == b.key && a.bucket == b.bucket;
+}
+
+bool Before(const PendingAdd& a, const PendingAdd& b) {
+  if (a.counter != b.counter) return a.counter < b.counter;
+  if (a.key != b.key) return a.key < b.key;
+  if (a.bucket != b.bucket) return a.bucket < b.bucket;
+  return a.hash < b.hash;
+}
+
+bool Pending(int32 counter, int64 key, int64 bucket, uint64 hash) {
+  for (int i = 0; i < npending; i++)
+    if (pending[i].counter == counter && pending[i].key == key && pending[i].bucket == bucket &&
+        pending[i].hash == hash)
+      return true;
+  return false;
+}
+
+void Forget() {
+  pending = nullptr;
+  npending = capacity = 0;
+  held = nullptr;
+  nheld = 0;
+}
+
+}  // namespace
+
+bool TransactionalSketchAdd(const CounterDef& def, int64 key, int64 bucket, uint64 hash) {
+  if (npending == capacity) {
+    int grown = capacity == 0 ? 64 : capacity * 2;
+    if (pending == nullptr)
+      pending = static_cast<PendingAdd*>(
+          MemoryContextAlloc(TopTransactionContext, sizeof(PendingAdd) * grown));
+    else
+      pending = static_cast<PendingAdd*>(repalloc_huge(pending, sizeof(PendingAdd) * grown));
+    capacity = grown;
+  }
+  // A hash the transaction added before changes nothing; one the committed sketch has neither.
+  bool changes = !Pending(def.id, key, bucket, hash) && BufferSketchLacks(def, key, bucket, hash);
+  if (changes)
+    pending[npending++] =
+        PendingAdd{def.id, key, bucket, hash, GetCurrentTransactionNestLevel()};
+  return changes;
+}
+
+void UnionPendingSketches(const CounterDef& def, const int64* keys, int nkeys, int64 since,
+                          int64 until, SketchSet* out) {
+  for (int i = 0; i < npending; i++) {
+    const PendingAdd& p = pending[i];
+    if (p.counter != def.id || p.bucket < since || p.bucket >= until) continue;
+    if (keys != nullptr && !std::binary_search(keys, keys + nkeys, p.key)) continue;
+    (void)SketchSetAdd(*out, p.hash);
+  }
+}
+
+void SketchesPreCommit() {
+  if (npending == 0) return;
+  std::sort(pending, pending + npending, Before);
+  int groups = 0;
+  for (int i = 0; i < npending; i++)
+    if (i == 0 || !SameKey(pending[i - 1], pending[i])) groups++;
+  held = static_cast<Held*>(MemoryContextAlloc(TopTransactionContext, sizeof(Held) * groups));
+  auto* rows = static_cast<SketchRow*>(palloc(sizeof(SketchRow) * groups));
+  auto* set = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
+  for (int i = 0; i < npending;) {
+    int end = i + 1;
+    while (end < npending && SameKey(pending[i], pending[end])) end++;
+    const CounterDef* found = FindCounter(pending[i].counter);
+    if (found == nullptr) ReportDroppedSinceCounted(psprintf("%d", pending[i].counter));
+    CounterDef def = *found;
+    // Pinned until the end: the key's sketch stays resident for the hashes to go in.
+    Held& h = held[nheld];
+    BufferReserve(def, pending[i].key, pending[i].bucket, 0, Bounds{}, WriteNow(def),
+                  &h.reservation);
+    h.first = i;
+    h.count = end - i;
+    nheld++;
+    CounterKey k{MyDatabaseId, def.id, pending[i].key, pending[i].bucket};
+    SketchSetInit(*set, def.sketch);
+    if (!BufferSketchOfEntry(k, h.reservation.index, h.reservation.generation, set))
+      elog(ERROR, "the sketch of a pinned key left the buffer");
+    for (int j = i; j < end; j++) (void)SketchSetAdd(*set, pending[j].hash);
+    rows[nheld - 1] = SketchRow{def.id, pending[i].key, pending[i].bucket, SketchSetCount(*set),
+                                StoredSketch(*set)};
+    i = end;
+  }
+  // At pre-commit no statement's snapshot is active any more.
+  PushActiveSnapshot(GetTransactionSnapshot());
+  SpiSession spi = ConnectSpi();
+  WriteSketchRows(rows, nheld);
+  FinishSpi(spi);
+  PopActiveSnapshot();
+}
+
+void SketchesPrePrepare() {
+  if (npending > 0)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("cannot PREPARE a transaction that added to a distinct counter")));
+}
+
+void SketchesEnd(bool committed) {
+  for (int i = 0; i < nheld; i++) {
+    const Held& h = held[i];
+    if (committed) {
+      uint64 hashes[64];
+      for (int j = 0; j < h.count;) {
+        int n = 0;
+        for (; n < 64 && j < h.count; n++, j++) hashes[n] = pending[h.first + j].hash;
+        BufferSketchAddPinned(h.reservation, hashes, n);
+      }
+    }
+    BufferSettle(h.reservation, committed);
+  }
+  Forget();
+}
+
+void SketchesSubEnd(bool committed, int level) {
+  int kept = 0;
+  for (int i = 0; i < npending; i++) {
+    if (pending[i].level < level) {
+      pending[kept++] = pending[i];
+    } else if (committed) {
+      pending[i].level = level - 1;
+      pending[kept++] = pending[i];
+    }
+  }
+  npending = kept;
+}
+
+}  // namespace sc
