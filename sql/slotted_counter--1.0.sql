@@ -98,10 +98,10 @@ ALTER TABLE slotted_counter.deltas REPLICA IDENTITY FULL;
 
 -- The sketches of distinct counters (sc_add): one row per counter, key and bucket that has a
 -- key_values row, whose value is the sketch's estimate as of the same write. sketch is in
--- postgresql-hll's storage format (sc_sketch). Written by the flusher (buffered counters) and by
--- committing transactions (transactional ones) as a union with the row's sketch, so that a write
--- done twice changes nothing; deleted with the key_values rows (sc_drop, sc_drop_buckets,
--- retention).
+-- postgresql-hll's storage format (sc_sketch). Written by the flusher only, as a union with the
+-- row's sketch, so that a write done twice changes nothing: a buffered counter's sketches from the
+-- buffer, a transactional counter's folded from sketch_deltas. Deleted with the key_values rows
+-- (sc_drop, sc_drop_buckets, retention).
 CREATE TABLE slotted_counter.key_sketches (
     counter integer     NOT NULL,
     key     bigint      NOT NULL,
@@ -109,6 +109,17 @@ CREATE TABLE slotted_counter.key_sketches (
     sketch  bytea       NOT NULL,
     CONSTRAINT key_sketches_pkey PRIMARY KEY (counter, key, bucket)
 );
+-- A transactional distinct counter's committed adds not yet folded into key_sketches: one row per
+-- key per committing transaction, the sketch of that transaction's own elements, inserted as it
+-- commits (append-only: committers never lock each other's rows, as with deltas). A key's durable
+-- sketch is the union of its key_sketches row and its rows here.
+CREATE TABLE slotted_counter.sketch_deltas (
+    counter integer     NOT NULL,
+    key     bigint      NOT NULL,
+    bucket  timestamptz NOT NULL DEFAULT '-infinity',
+    sketch  bytea       NOT NULL
+) USING heap;
+ALTER TABLE slotted_counter.sketch_deltas REPLICA IDENTITY FULL;
 
 -- Lagged totals written into users' tables (sc_attach): the attacher sets target.value_column
 -- of the row whose key_column equals the key, for every key changed since last_run, at most
@@ -237,6 +248,7 @@ SELECT pg_catalog.pg_extension_config_dump('slotted_counter.counters_id_seq', ''
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_values', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.key_sketches', '');
+SELECT pg_catalog.pg_extension_config_dump('slotted_counter.sketch_deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.attachments', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.requests', '');
 SELECT pg_catalog.pg_extension_config_dump('slotted_counter.keys', '');
@@ -250,6 +262,7 @@ ALTER TABLE slotted_counter.counters ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.key_values ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.deltas ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.key_sketches ENABLE ROW LEVEL SECURITY;
+ALTER TABLE slotted_counter.sketch_deltas ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.attachments ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.requests ENABLE ROW LEVEL SECURITY;
 ALTER TABLE slotted_counter.keys ENABLE ROW LEVEL SECURITY;
@@ -263,6 +276,8 @@ CREATE POLICY readable ON slotted_counter.deltas FOR SELECT
     USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.key_sketches FOR SELECT
     USING (slotted_counter.may_read(counter));
+CREATE POLICY readable ON slotted_counter.sketch_deltas FOR SELECT
+    USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.attachments FOR SELECT
     USING (slotted_counter.may_read(counter));
 CREATE POLICY readable ON slotted_counter.requests FOR SELECT
@@ -270,8 +285,8 @@ CREATE POLICY readable ON slotted_counter.requests FOR SELECT
 CREATE POLICY readable ON slotted_counter.keys FOR SELECT
     USING (slotted_counter.may_read(counter));
 GRANT SELECT ON slotted_counter.counters, slotted_counter.key_values, slotted_counter.deltas,
-    slotted_counter.key_sketches, slotted_counter.attachments, slotted_counter.requests,
-    slotted_counter.keys TO PUBLIC;
+    slotted_counter.key_sketches, slotted_counter.sketch_deltas, slotted_counter.attachments,
+    slotted_counter.requests, slotted_counter.keys TO PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
 -- The type: a counter of this database by name, bound when a call runs (as nextval('name')
@@ -516,6 +531,9 @@ CREATE FUNCTION slotted_counter.sketch_union(a bytea, b bytea) RETURNS bytea
     AS 'MODULE_PATHNAME', 'sc_sketch_union' LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION slotted_counter.sketch_count(sketch bytea) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_sketch_count' LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+CREATE AGGREGATE slotted_counter.sketch_union_agg(bytea) (
+    SFUNC = slotted_counter.sketch_union, STYPE = bytea, COMBINEFUNC = slotted_counter.sketch_union,
+    PARALLEL = SAFE);
 
 -- ---------------------------------------------------------------------------------------------
 -- Keys as text: the same functions for a counter created with key_type => 'text' (and, on a
@@ -784,6 +802,8 @@ COMMENT ON FUNCTION slotted_counter.sketch_total(slotted_counter, timestamptz, t
     'the union of every key''s sketch in the buckets that start in [since, until): sc_count_total''s, for the router (SELECT)';
 COMMENT ON FUNCTION slotted_counter.sketch_union(bytea, bytea) IS
     'the union of two sketches of one shape in postgresql-hll''s storage format';
+COMMENT ON AGGREGATE slotted_counter.sketch_union_agg(bytea) IS
+    'the union of sketches of one shape in postgresql-hll''s storage format';
 COMMENT ON FUNCTION slotted_counter.sketch_count(bytea) IS
     'the estimate of a sketch in postgresql-hll''s storage format, rounded: hll_cardinality''s';
 COMMENT ON FUNCTION sc_drop_buckets(slotted_counter, timestamptz) IS
@@ -890,6 +910,8 @@ COMMENT ON TABLE slotted_counter.deltas IS
     'committed increments of transactional counters not yet folded into key_values';
 COMMENT ON TABLE slotted_counter.key_sketches IS
     'the sketches of distinct counters'' keys, in postgresql-hll''s storage format, as of the same write as their key_values rows';
+COMMENT ON TABLE slotted_counter.sketch_deltas IS
+    'committed adds of transactional distinct counters not yet folded into key_sketches';
 COMMENT ON TABLE slotted_counter.attachments IS
     'sc_attach''s lagged columns in users'' tables, and how their runs went';
 COMMENT ON TABLE slotted_counter.requests IS

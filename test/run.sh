@@ -29,7 +29,7 @@ packages=(build-essential postgresql-15 postgresql-server-dev-15
           python3-asyncpg python3-psycopg2 python3-sqlalchemy python3-greenlet python3-django
           golang-go golang-github-jackc-pgx-v4-dev ruby-pg ruby-activerecord
           prometheus-postgres-exporter
-          postgresql-15-plproxy valgrind
+          postgresql-15-plproxy postgresql-15-hll valgrind
           debhelper dpkg-dev postgresql-server-dev-all debootstrap)
 # A Node.js installed from elsewhere bundles npm and conflicts with Debian's npm package: ask apt
 # only for the commands that are missing.

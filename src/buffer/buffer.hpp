@@ -127,8 +127,6 @@ bool BufferSketchAdd(const CounterDef& def, int64 key, int64 bucket, uint64 hash
 // when keys is nullptr) whose bucket starts in [since, until); returns how many.
 int64 BufferSketchUnion(const CounterDef& def, const int64* keys, int nkeys, int64 since,
                         int64 until, SketchSet* out);
-// The resident sketch of key in bucket, copied into out; false if it is not resident.
-bool BufferSketchCopy(const CounterDef& def, int64 key, int64 bucket, SketchSet* out);
 // Whether entry (index, generation) holds a sketch; for a flush, which claimed it.
 bool IsSketchEntry(uint32 index, uint32 generation);
 // A copy of the sketch of entry (index, generation) of key k, which the caller keeps (a flush's

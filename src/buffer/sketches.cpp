@@ -91,16 +91,6 @@ bool BufferSketchAdd(const CounterDef& counter, int64 key, int64 bucket, uint64 
   return changed;
 }
 
-bool BufferSketchCopy(const CounterDef& def, int64 key, int64 bucket, SketchSet* out) {
-  CounterKey k{MyDatabaseId, def.id, key, bucket};
-  bool found = false;
-  (void)Table().WithResident(k, HashCounterKey(k), [&](uint32 index, const Entry&) {
-    CopyBlock(shared->sketches->BlockOfResident(index), out);
-    found = true;
-  });
-  return found;
-}
-
 bool BufferSketchOfEntry(const CounterKey& k, uint32 index, uint32 generation, SketchSet* out) {
   bool found = false;
   (void)Table().WithResident(k, HashCounterKey(k), [&](uint32 i, const Entry& e) {

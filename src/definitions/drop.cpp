@@ -28,6 +28,7 @@ bool DropCounter(const CounterDef& def, bool with_guard, DropBehavior behavior) 
         "DELETE FROM slotted_counter.counter_totals WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.key_sketches WHERE counter OPERATOR(pg_catalog.=) $1",
+        "DELETE FROM slotted_counter.sketch_deltas WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.attachments WHERE counter OPERATOR(pg_catalog.=) $1",
         "DELETE FROM slotted_counter.keys WHERE counter OPERATOR(pg_catalog.=) $1"};
     // The counter's row is locked now: delete every value row committed before that too.

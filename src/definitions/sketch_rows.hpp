@@ -1,8 +1,8 @@
 // sketch_rows.hpp: the rows of slotted_counter.key_sketches, the stored sketches of distinct
 // counters' keys (core/sketch_set.hpp), beside their key_values rows, whose value is the sketch's
-// estimate as of the same write. Both are written by a flush (buffered counters) or a commit
-// (transactional ones), each as a union with what the row holds, so that a write done twice
-// changes nothing.
+// estimate as of the same write; and of slotted_counter.sketch_deltas, a transactional counter's
+// commits not yet folded into them. key_sketches is written by the flusher only, each write a
+// union with what the row holds, so that a write done twice changes nothing.
 #pragma once
 
 #include "core/sketch_set.hpp"
@@ -12,7 +12,8 @@ namespace sc {
 
 // Unions into out the stored sketches of the counter's keys (nkeys of them; every key when keys is
 // nullptr) whose bucket starts in [since, until), as of the latest commit (committed_only: leaving
-// out this transaction's own changes); XX001 if one is no sketch of def's shape.
+// out this transaction's own changes), with a transactional counter's unfolded sketch_deltas;
+// XX001 if one is no sketch of def's shape.
 void UnionStoredSketches(const CounterDef& def, const int64* keys, int nkeys, int64 since,
                          int64 until, bool committed_only, SketchSet* out);
 // One stored sketch unioned into out (XX001 if it is no sketch of def's shape).
@@ -26,10 +27,16 @@ struct SketchRow {
   int64 count;
   bytea* sketch;
 };
-// Writes the rows (n of them, distinct keys) in the current transaction: the value of each
-// key_values row becomes the larger of its own and the row's count, its sketch the union of its
-// own and the row's. Inside SPI.
+// A flush's writes of buffered keys (n of them, distinct), in its transaction: each key_values
+// row's value becomes the row's count, its sketch the union of its own and the row's. Inside SPI.
 void WriteSketchRows(const SketchRow* rows, int n);
+// A commit's adds to transactional keys (n of them, distinct; count unused): a sketch_deltas row
+// each. Inside SPI.
+void InsertSketchDeltas(const SketchRow* rows, int n);
+// The fold of the sketch_deltas of counters ids (locked by the flusher's transaction) into
+// key_sketches and key_values, and the deletion of those of dropped counters; returns the keys
+// written. Inside SPI.
+int64 FoldSketchDeltas(const int32* ids, int nids);
 
 // The bytes of s in the storage format, palloc'd.
 bytea* StoredSketch(const SketchSet& s);

@@ -278,7 +278,9 @@ int64 DropBuckets(const CounterDef& def, TimestampTz before) {
       "d AS (DELETE FROM slotted_counter.deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket), "
       "s AS (DELETE FROM slotted_counter.key_sketches WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET " AND bucket OPERATOR(pg_catalog.<) $2) "
+      "AND bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET " AND bucket OPERATOR(pg_catalog.<) $2), "
+      "sd AS (DELETE FROM slotted_counter.sketch_deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
+      "AND bucket OPERATOR(pg_catalog.<) $2) "
       "SELECT pg_catalog.count(*) FROM (SELECT key, bucket FROM t UNION SELECT key, bucket FROM d "
       "UNION SELECT * FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4))) s",
       4, types, args);

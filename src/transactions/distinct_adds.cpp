@@ -4,11 +4,12 @@
 // A call keeps the element's hash, with its key and nesting level, in an array in
 // TopTransactionContext; a subtransaction's rollback drops those of its level and deeper, its
 // commit hands them to its parent. At pre-commit the keys are made resident and pinned
-// (BufferReserve with no delta: nothing evicts them until the end), and each key's sketch (the
-// resident one, which holds every committed add, with the transaction's) is written to
-// key_sketches and its estimate to key_values, by the union that a concurrent commit of the same
-// key cannot undo (sketch_rows.hpp). After the commit, the hashes go into the resident sketches;
-// at the end (either way) the pins go. A transaction with adds cannot be prepared.
+// (BufferReserve with no delta: nothing evicts them until the end), and the sketch of each key's
+// own adds goes into slotted_counter.sketch_deltas, a row per key (append-only, as deltas: no
+// committer waits for another's lock); the flusher folds the rows into key_sketches
+// (sketch_rows.hpp). After the commit, the hashes go into the resident sketches, which hold every
+// committed add (a load reads key_sketches and the unfolded rows); at the end (either way) the
+// pins go. A transaction with adds cannot be prepared.
 #include <algorithm>
 
 #include "buffer/buffer.hpp"
@@ -120,19 +121,15 @@ void SketchesPreCommit() {
     h.first = i;
     h.count = end - i;
     nheld++;
-    CounterKey k{MyDatabaseId, def.id, pending[i].key, pending[i].bucket};
     SketchSetInit(*set, def.sketch);
-    if (!BufferSketchOfEntry(k, h.reservation.index, h.reservation.generation, set))
-      elog(ERROR, "the sketch of a pinned key left the buffer");
     for (int j = i; j < end; j++) (void)SketchSetAdd(*set, pending[j].hash);
-    rows[nheld - 1] = SketchRow{def.id, pending[i].key, pending[i].bucket, SketchSetCount(*set),
-                                StoredSketch(*set)};
+    rows[nheld - 1] = SketchRow{def.id, pending[i].key, pending[i].bucket, 0, StoredSketch(*set)};
     i = end;
   }
   // At pre-commit no statement's snapshot is active any more.
   PushActiveSnapshot(GetTransactionSnapshot());
   SpiSession spi = ConnectSpi();
-  WriteSketchRows(rows, nheld);
+  InsertSketchDeltas(rows, nheld);
   FinishSpi(spi);
   PopActiveSnapshot();
 }

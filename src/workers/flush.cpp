@@ -38,6 +38,7 @@
 #include "settings.hpp"
 #include "buffer/buffer.hpp"
 #include "buffer/rank_indexes.hpp"
+#include "definitions/sketch_rows.hpp"
 #include "spi.hpp"
 #include "workers/flush.hpp"
 #include "workers/flush_internal.hpp"
@@ -289,6 +290,11 @@ pg_noinline int64 RunStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int6
     if (fold != nullptr) {
       complete = FoldInTransaction(db, fold, ids, nids, skipped, nskipped, step_context,
                                    &fold_updates, &nfold_updates);
+      // The transactional distinct counters' commits, with the fold's first step.
+      if (!fold->started_sketches) {
+        fold->rows += FoldSketchDeltas(ids, nids);
+        fold->started_sketches = true;
+      }
       if (complete) *attachments_due = AttachmentsDue();
     }
     // Last: every id given before the values this step claimed is found unwritten now (or was

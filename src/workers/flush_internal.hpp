@@ -134,6 +134,7 @@ struct FoldPass {
   int nskipped;
   int capacity;
   int64 rows;               // key_values rows written
+  bool started_sketches;    // sketch_deltas folded (definitions/sketch_rows.hpp), by its first step
 };
 
 // Begins a pass whose memory is in `context`: takes the fold epoch of the slot (none without one).

@@ -75,6 +75,8 @@ ALL_WORKLOADS=(
     "throttle|buffered sc_throttle, one hot key, every call admitted (in the select list)|sc_throttle_buffered.sql|||"
     "throttle_from|buffered sc_throttle, one hot key, every call admitted (in FROM, every column)|sc_throttle_buffered_from.sql|||"
     "txthrottle|transactional sc_throttle, one hot key, every call admitted|sc_throttle_transactional.sql|||"
+    "add|buffered sc_add, one hot key, a random element of 1e9 per call|sc_add_buffered.sql|||"
+    "txadd|transactional sc_add, one hot key, a random element of 1e9 per call|sc_add_transactional.sql|||"
     "incr_fresh_retained|buffered sc_incr, a new key per call, retain 2 seconds|sc_incr_fresh_retained.sql|||"
     "incr_fresh_text|buffered sc_incr, a new text key per call (its id given by the session)|sc_incr_fresh_text.sql|||"
     "tpcb|pgbench tpcb-like (stock, scale 1)|tpcb.sql||0|$TPCB_CHECK_STOCK"
@@ -666,6 +668,8 @@ report() {
         ratio_row "buffered sc_throttle / buffered sc_incr, one hot key" "≥ 0.9 at 32" throttle incr
         ratio_row "buffered sc_throttle in FROM / buffered sc_incr, one hot key" "" throttle_from incr
         ratio_row "transactional sc_throttle / transactional sc_incr, one hot key" "" txthrottle txincr
+        ratio_row "buffered sc_add / buffered sc_incr, one hot key" "≥ 0.8 at 32" add incr
+        ratio_row "transactional sc_add / transactional sc_incr, one hot key" "" txadd txincr
         ratio_row "buffered sc_incr_bounded / sc_incr, 10,000 keys" "" incr_bounded incr_uniform
         ratio_row "transactional sc_incr_bounded / sc_incr, 10,000 keys" "" txincr_bounded txincr_uniform
         ratio_row "buffered sc_incr_once / sc_incr, 10,000 keys" "" incr_once incr_uniform

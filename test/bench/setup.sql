@@ -44,6 +44,10 @@ SELECT sc_create('throttle_hot', 'buffered', rate => 1000000, per => '1 second',
                  burst => 1000000000);
 SELECT sc_create('throttle_hot_tx', 'transactional', rate => 1000000, per => '1 second',
                  burst => 1000000000);
+-- Distinct counters of one hot key (sc_add): its sketch turns dense after its first 1,280
+-- elements, from then on a register's compare-and-swap, mostly a read.
+SELECT sc_create('distinct_hot', 'buffered', kind => 'distinct');
+SELECT sc_create('distinct_hot_tx', 'transactional', kind => 'distinct');
 SELECT sc_create('bounded_tx', 'transactional');
 SELECT sc_create('once', 'buffered');             -- sc_incr_once, a new request id per call
 SELECT sc_create('once_tx', 'transactional');

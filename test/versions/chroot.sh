@@ -24,7 +24,7 @@ mirror=http://deb.debian.org/debian
 say() { echo "chroot $suite: $*" >&2; }
 
 packages=("postgresql-$version" "postgresql-server-dev-$version" postgresql-server-dev-all
-          "postgresql-$version-plproxy" build-essential libipc-run-perl debhelper dpkg-dev fakeroot)
+          "postgresql-$version-plproxy" "postgresql-$version-hll" build-essential libipc-run-perl debhelper dpkg-dev fakeroot)
 recipe="recipe 1; $suite; $mirror; ${packages[*]}"
 dir=$cache/chroot-$suite-pg$version-$(printf '%s' "$recipe" | sha1sum | cut -c1-10)
 
