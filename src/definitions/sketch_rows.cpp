@@ -32,7 +32,7 @@ SPIPlanPtr plan_write = nullptr;
 
 }  // namespace
 
-void UnionStoredSketch(const CounterDef& def, const bytea* stored, SketchSet* out) {
+void UnionSketchBytes(const CounterDef& def, const bytea* stored, SketchSet* out) {
   auto* registers = static_cast<uint8*>(palloc(kSketchDataBytes));
   HllRead read;
   if (!HllReadStored(reinterpret_cast<const uint8*>(VARDATA_ANY(stored)),
@@ -75,7 +75,7 @@ void UnionStoredSketches(const CounterDef& def, const int64* keys, int nkeys, in
     Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
     if (isnull) continue;
     bytea* stored = DatumGetByteaPP(d);
-    UnionStoredSketch(def, stored, out);
+    UnionSketchBytes(def, stored, out);
   }
   FinishSpi(spi);
   UnregisterSnapshot(snapshot);
@@ -102,14 +102,6 @@ void RowArrays(const SketchRow* rows, int n, Datum* args) {
 }
 
 }  // namespace
-
-bytea* StoredSketch(const SketchSet& s) {
-  uint64 len = SketchSetStoredBytes(s);
-  auto* out = static_cast<bytea*>(palloc0(VARHDRSZ + len));
-  SET_VARSIZE(out, VARHDRSZ + len);
-  SketchSetWrite(s, reinterpret_cast<uint8*>(VARDATA(out)));
-  return out;
-}
 
 void WriteSketchRows(const SketchRow* rows, int n) {
   if (n == 0) return;

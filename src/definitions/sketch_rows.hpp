@@ -7,6 +7,7 @@
 
 #include "core/sketch_set.hpp"
 #include "definitions/catalog.hpp"
+#include "sketch_bytes.hpp"
 
 namespace sc {
 
@@ -17,7 +18,7 @@ namespace sc {
 void UnionStoredSketches(const CounterDef& def, const int64* keys, int nkeys, int64 since,
                          int64 until, bool committed_only, SketchSet* out);
 // One stored sketch unioned into out (XX001 if it is no sketch of def's shape).
-void UnionStoredSketch(const CounterDef& def, const bytea* stored, SketchSet* out);
+void UnionSketchBytes(const CounterDef& def, const bytea* stored, SketchSet* out);
 
 // A key's sketch to write: its estimate (key_values.value) and its bytes in the storage format.
 struct SketchRow {
@@ -37,8 +38,5 @@ void InsertSketchDeltas(const SketchRow* rows, int n);
 // key_sketches and key_values, and the deletion of those of dropped counters; returns the keys
 // written. Inside SPI.
 int64 FoldSketchDeltas(const int32* ids, int nids);
-
-// The bytes of s in the storage format, palloc'd.
-bytea* StoredSketch(const SketchSet& s);
 
 }  // namespace sc

@@ -16,6 +16,7 @@
 #include "definitions/arguments.hpp"
 #include "definitions/counter_ref.hpp"
 #include "definitions/sketch_rows.hpp"
+#include "sketch_bytes.hpp"
 #include "functions/functions.hpp"
 #include "shared/flusher_slots.hpp"
 #include "transactions/distinct_adds.hpp"
@@ -77,7 +78,7 @@ int64* SortedKeys(FunctionCallInfo fcinfo, int* n) {
   return keys;
 }
 
-Datum SketchResult(const SketchSet& set) { PG_RETURN_BYTEA_P(StoredSketch(set)); }
+Datum SketchResult(const SketchSet& set) { PG_RETURN_BYTEA_P(SketchBytes(set)); }
 
 }  // namespace
 
@@ -148,41 +149,9 @@ Datum SketchTotal(PG_FUNCTION_ARGS) {
   return SketchResult(*UnionOf(def, nullptr, 0, RangeOf(fcinfo, def, 1, 2)));
 }
 
-namespace {
-
-// A sketch argument read into a palloc'd set of its own shape (22023 if it is none a block
-// holds, or no sketch).
-SketchSet* SketchArgument(FunctionCallInfo fcinfo, int n) {
-  const bytea* stored = PG_GETARG_BYTEA_PP(n);
-  auto* registers = static_cast<uint8*>(palloc(kSketchDataBytes));
-  HllRead read;
-  if (!HllReadStored(reinterpret_cast<const uint8*>(VARDATA_ANY(stored)),
-                     VARSIZE_ANY_EXHDR(stored), registers, kSketchDataBytes, &read))
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("argument %d is not a sketch of at most 2^%d registers", n + 1,
-                           int(kSketchMaxLog2m)),
-                    errdetail("A sketch is a value in postgresql-hll's storage format.")));
-  auto* set = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
-  HllShape shape = read.shape;
-  if (HllExplicitLimit(shape) * sizeof(int64) > kSketchDataBytes) shape.expthresh = -1;
-  SketchSetInit(*set, shape);
-  (void)SketchSetUnionStored(*set, read, registers);
-  pfree(registers);
-  return set;
-}
-
-}  // namespace
-
 Datum SketchUnion(PG_FUNCTION_ARGS) {
   SketchSet* a = SketchArgument(fcinfo, 0);
-  SketchSet* b = SketchArgument(fcinfo, 1);
-  if (!SketchShapesMatch(a->shape, b->shape))
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("sketches of different shapes do not union"),
-                    errdetail("One has 2^%d registers of %d bits, the other 2^%d of %d.",
-                              int(a->shape.log2m), int(a->shape.regwidth),
-                              int(b->shape.log2m), int(b->shape.regwidth))));
-  SketchSetUnion(*a, *b);
+  UnionSketchArguments(a, SketchArgument(fcinfo, 1));
   return SketchResult(*a);
 }
 

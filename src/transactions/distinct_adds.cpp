@@ -123,7 +123,7 @@ void SketchesPreCommit() {
     nheld++;
     SketchSetInit(*set, def.sketch);
     for (int j = i; j < end; j++) (void)SketchSetAdd(*set, pending[j].hash);
-    rows[nheld - 1] = SketchRow{def.id, pending[i].key, pending[i].bucket, 0, StoredSketch(*set)};
+    rows[nheld - 1] = SketchRow{def.id, pending[i].key, pending[i].bucket, 0, SketchBytes(*set)};
     i = end;
   }
   // At pre-commit no statement's snapshot is active any more.

@@ -30,7 +30,7 @@ void WriteSketchItems(Oid db, const FlushItem* items, int64 n) {
     // A claimed entry stays (in_flush): its sketch is there to copy.
     if (!BufferSketchOfEntry(k, item.claim.index, item.claim.generation, set)) continue;
     rows[nrows++] =
-        SketchRow{item.counter, item.key, item.bucket, SketchSetCount(*set), StoredSketch(*set)};
+        SketchRow{item.counter, item.key, item.bucket, SketchSetCount(*set), SketchBytes(*set)};
   }
   WriteSketchRows(rows, nrows);
   pfree(set);
