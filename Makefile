@@ -98,11 +98,12 @@ SHLIB_LINK = -lstdc++ -Wl,-Bsymbolic
 # pg_regress and the isolation tester start their own instance with the library preloaded; their
 # inputs and expected output are under test/ (sql/ holds the install script alone).
 REGRESS = setup type api errors buffer transactional batch set bounded retention expiry once top \
-	top_scale rank_total attach buckets privileges placeholders text_keys throttle
+	top_scale rank_total attach buckets privileges placeholders text_keys throttle distinct
 REGRESS_OPTS = --inputdir=test --temp-instance=tmp_check --temp-config=test/regress.conf
 ISOLATION = incr_interleave drop_while_incr txn_overflow txn_interleave set_concurrent \
 	bucket_drop revoke drop_extension bounded_concurrent once_concurrent top_concurrent \
-	expiry_concurrent rank_total_concurrent text_keys_concurrent throttle_concurrent
+	expiry_concurrent rank_total_concurrent text_keys_concurrent throttle_concurrent \
+	distinct_concurrent
 ISOLATION_OPTS = --inputdir=test --temp-instance=tmp_check_iso --temp-config=test/isolation.conf
 
 TAP_TESTS = 1

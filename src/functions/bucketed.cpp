@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "functions/bucketed.hpp"
+#include "transactions/distinct_adds.hpp"
 
 #include "buffer/buffer.hpp"
 #include "definitions/expiry.hpp"
@@ -242,7 +243,9 @@ BucketRange RetainedRange(const CounterDef& def, BucketRange range) {
 int64 DropBuckets(const CounterDef& def, TimestampTz before) {
   // This transaction's own increments of the dropped buckets go with them: undone by a pending
   // delta of their opposite, which ROLLBACK TO SAVEPOINT takes back with the drop.
-  if (def.durability == Durability::kTransactional) {
+  if (def.durability == Durability::kTransactional && def.distinct)
+    DropPendingSketchBuckets(def.id, before);
+  if (def.durability == Durability::kTransactional && !def.distinct) {
     int64 *keys, *buckets, *deltas;
     int n = TransactionalPendingOf(def.id, &keys, &buckets, &deltas);
     for (int i = 0; i < n; i++)
@@ -280,8 +283,9 @@ int64 DropBuckets(const CounterDef& def, TimestampTz before) {
       "s AS (DELETE FROM slotted_counter.key_sketches WHERE counter OPERATOR(pg_catalog.=) $1 "
       "AND bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET " AND bucket OPERATOR(pg_catalog.<) $2), "
       "sd AS (DELETE FROM slotted_counter.sketch_deltas WHERE counter OPERATOR(pg_catalog.=) $1 "
-      "AND bucket OPERATOR(pg_catalog.<) $2) "
+      "AND bucket OPERATOR(pg_catalog.<) $2 RETURNING key, bucket) "
       "SELECT pg_catalog.count(*) FROM (SELECT key, bucket FROM t UNION SELECT key, bucket FROM d "
+      "UNION SELECT key, bucket FROM sd "
       "UNION SELECT * FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4))) s",
       4, types, args);
   if (rc != SPI_OK_SELECT) elog(ERROR, "deleting old buckets failed: %d", rc);

@@ -22,12 +22,15 @@ namespace sc {
 
 namespace {
 
+// level: the nesting level that added it; dropped: the level of the sc_drop_buckets that
+// dropped its bucket since (0: none), undone with that subtransaction.
 struct PendingAdd {
   int32 counter;
   int64 key;
   int64 bucket;
   uint64 hash;
   int level;
+  int dropped;
 };
 
 PendingAdd* pending = nullptr;
@@ -57,9 +60,17 @@ bool Before(const PendingAdd& a, const PendingAdd& b) {
 bool Pending(int32 counter, int64 key, int64 bucket, uint64 hash) {
   for (int i = 0; i < npending; i++)
     if (pending[i].counter == counter && pending[i].key == key && pending[i].bucket == bucket &&
-        pending[i].hash == hash)
+        pending[i].hash == hash && pending[i].dropped == 0)
       return true;
   return false;
+}
+
+// Moves the adds not dropped to the front of pending, in order; returns how many.
+int Live() {
+  int kept = 0;
+  for (int i = 0; i < npending; i++)
+    if (pending[i].dropped == 0) pending[kept++] = pending[i];
+  return kept;
 }
 
 void Forget() {
@@ -85,21 +96,29 @@ bool TransactionalSketchAdd(const CounterDef& def, int64 key, int64 bucket, uint
   bool changes = !Pending(def.id, key, bucket, hash) && BufferSketchLacks(def, key, bucket, hash);
   if (changes)
     pending[npending++] =
-        PendingAdd{def.id, key, bucket, hash, GetCurrentTransactionNestLevel()};
+        PendingAdd{def.id, key, bucket, hash, GetCurrentTransactionNestLevel(), 0};
   return changes;
+}
+
+void DropPendingSketchBuckets(int32 counter, int64 before) {
+  int level = GetCurrentTransactionNestLevel();
+  for (int i = 0; i < npending; i++)
+    if (pending[i].counter == counter && pending[i].bucket < before && pending[i].dropped == 0)
+      pending[i].dropped = level;
 }
 
 void UnionPendingSketches(const CounterDef& def, const int64* keys, int nkeys, int64 since,
                           int64 until, SketchSet* out) {
   for (int i = 0; i < npending; i++) {
     const PendingAdd& p = pending[i];
-    if (p.counter != def.id || p.bucket < since || p.bucket >= until) continue;
+    if (p.counter != def.id || p.dropped != 0 || p.bucket < since || p.bucket >= until) continue;
     if (keys != nullptr && !std::binary_search(keys, keys + nkeys, p.key)) continue;
     (void)SketchSetAdd(*out, p.hash);
   }
 }
 
 void SketchesPreCommit() {
+  npending = Live();
   if (npending == 0) return;
   std::sort(pending, pending + npending, Before);
   int groups = 0;
@@ -159,11 +178,14 @@ void SketchesEnd(bool committed) {
 void SketchesSubEnd(bool committed, int level) {
   int kept = 0;
   for (int i = 0; i < npending; i++) {
-    if (pending[i].level < level) {
-      pending[kept++] = pending[i];
+    PendingAdd& p = pending[i];
+    // A drop of the subtransaction: its parent's, or undone.
+    if (p.dropped >= level) p.dropped = committed ? level - 1 : 0;
+    if (p.level < level) {
+      pending[kept++] = p;
     } else if (committed) {
-      pending[i].level = level - 1;
-      pending[kept++] = pending[i];
+      p.level = level - 1;
+      pending[kept++] = p;
     }
   }
   npending = kept;

@@ -13,6 +13,10 @@ namespace sc {
 // transaction sees (the committed one with its own adds).
 bool TransactionalSketchAdd(const CounterDef& def, int64 key, int64 bucket, uint64 hash);
 
+// sc_drop_buckets in this transaction: its own adds to the counter's buckets that start before
+// `before` are dropped with them (and come back if the subtransaction that dropped rolls back).
+void DropPendingSketchBuckets(int32 counter, int64 before);
+
 // Unions into out this transaction's own adds to the counter's keys (nkeys of them, sorted; every
 // key when keys is nullptr) whose bucket starts in [since, until).
 void UnionPendingSketches(const CounterDef& def, const int64* keys, int nkeys, int64 since,
