@@ -525,6 +525,9 @@ CREATE FUNCTION slotted_counter.sketch_total(counter slotted_counter,
                                              since timestamptz DEFAULT NULL,
                                              until timestamptz DEFAULT NULL) RETURNS bytea
     AS 'MODULE_PATHNAME', 'sc_sketch_total' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+-- The union of a group's sketches (sc_count_keys's), for the router's merge of its nodes'.
+CREATE FUNCTION slotted_counter.sketch_keys(counter slotted_counter, keys bigint[]) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch_keys' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 -- The union of two sketches in the storage format, and the estimate of one: what the flusher's
 -- and the committers' writes of key_sketches, and the router, compute with.
 CREATE FUNCTION slotted_counter.sketch_union(a bytea, b bytea) RETURNS bytea
@@ -586,6 +589,8 @@ CREATE FUNCTION sc_count(counter slotted_counter, key text, since timestamptz,
     AS 'MODULE_PATHNAME', 'sc_count_range_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_count_keys(counter slotted_counter, keys text[]) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_count_keys_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+CREATE FUNCTION slotted_counter.sketch_keys(counter slotted_counter, keys text[]) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_sketch_keys_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_sketch(counter slotted_counter, key text) RETURNS bytea
     AS 'MODULE_PATHNAME', 'sc_sketch_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_sketch(counter slotted_counter, key text, since timestamptz,
@@ -800,6 +805,10 @@ COMMENT ON FUNCTION sc_sketch(slotted_counter, text, timestamptz, timestamptz) I
     'sc_sketch of a key given as text (SELECT)';
 COMMENT ON FUNCTION slotted_counter.sketch_total(slotted_counter, timestamptz, timestamptz) IS
     'the union of every key''s sketch in the buckets that start in [since, until): sc_count_total''s, for the router (SELECT)';
+COMMENT ON FUNCTION slotted_counter.sketch_keys(slotted_counter, bigint[]) IS
+    'the union of the sketches of keys over all their buckets: sc_count_keys''s, for the router (SELECT)';
+COMMENT ON FUNCTION slotted_counter.sketch_keys(slotted_counter, text[]) IS
+    'slotted_counter.sketch_keys of keys given as text (SELECT)';
 COMMENT ON FUNCTION slotted_counter.sketch_union(bytea, bytea) IS
     'the union of two sketches of one shape in postgresql-hll''s storage format';
 COMMENT ON AGGREGATE slotted_counter.sketch_union_agg(bytea) IS

@@ -158,6 +158,16 @@ CREATE FUNCTION slotted_counter_proxy.top_n(counter text, n bigint, text_form bo
                                             OUT n_each bigint, OUT bigint_keys boolean)
     AS 'MODULE_PATHNAME', 'sc_proxy_top_n' LANGUAGE C CALLED ON NULL INPUT STABLE;
 
+-- The union of the nodes' sketches of a distinct counter (src/sketches.cpp: the data node's
+-- reading and union, shared), and its estimate, rounded.
+CREATE FUNCTION slotted_counter_proxy.sketch_union(a bytea, b bytea) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'sc_proxy_sketch_union' LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+CREATE AGGREGATE slotted_counter_proxy.sketch_union_agg(bytea) (
+    SFUNC = slotted_counter_proxy.sketch_union, STYPE = bytea,
+    COMBINEFUNC = slotted_counter_proxy.sketch_union, PARALLEL = SAFE);
+CREATE FUNCTION slotted_counter_proxy.sketch_count(sketch bytea) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'sc_proxy_sketch_count' LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
 -- ---------------------------------------------------------------------------------------------
 -- Every function with a key, once for both key types: %1$s is the key's type, %2$s the suffix of
 -- the functions whose forms have names of their own (the array forms and sc_top, as on a node),
@@ -262,6 +272,76 @@ CREATE FUNCTION @extschema@.sc_throttle(counter text, key %1$s, cost bigint DEFA
       FROM sc_throttle(counter::slotted_counter, key, cost);
 $$ LANGUAGE plproxy;
 
+-- A distinct counter's add, on the key's home node, which keeps the key's sketch: a distinct
+-- counter is never spread (sc_create). An element of either type.
+CREATE FUNCTION @extschema@.sc_add(counter text, key %1$s, element bigint,
+                                   at timestamptz DEFAULT NULL) RETURNS boolean AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash('sc_add()', counter, key, NULL, true);
+    SELECT sc_add(counter::slotted_counter, key, element, at);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION @extschema@.sc_add(counter text, key %1$s, element text,
+                                   at timestamptz DEFAULT NULL) RETURNS boolean AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.write_hash('sc_add()', counter, key, NULL, true);
+    SELECT sc_add(counter::slotted_counter, key, element, at);
+$$ LANGUAGE plproxy;
+
+-- A key's sketch, from its home node: the key's count is the node's, its sketch the node's.
+CREATE FUNCTION slotted_counter_proxy.node_sketch%2$s(counter text, key %1$s, since timestamptz,
+                                                      until timestamptz)
+    RETURNS SETOF bytea AS $$
+    CLUSTER 'slotted_counter_proxy';
+    RUN ON slotted_counter_proxy.read_hashes(counter, key);
+    SELECT CASE WHEN since IS NULL AND until IS NULL THEN sc_sketch(counter::slotted_counter, key)
+                ELSE sc_sketch(counter::slotted_counter, key, since, until) END;
+$$ LANGUAGE plproxy;
+
+-- The union of a group's sketches on each node, with the keys that live there.
+CREATE FUNCTION slotted_counter_proxy.node_sketch_keys%2$s(counter text, hashes integer[],
+                                                           keys %1$s[])
+    RETURNS SETOF bytea AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    SPLIT hashes, keys;
+    RUN ON hashes;
+    SELECT slotted_counter.sketch_keys(counter::slotted_counter, keys);
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION @extschema@.sc_sketch(counter text, key %1$s) RETURNS bytea
+    LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.sketch_union_agg(s)
+      FROM slotted_counter_proxy.node_sketch%2$s(counter, key, NULL, NULL) AS s
+$$;
+
+CREATE FUNCTION @extschema@.sc_sketch(counter text, key %1$s, since timestamptz,
+                                      until timestamptz) RETURNS bytea
+    LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.sketch_union_agg(s)
+      FROM slotted_counter_proxy.node_sketch%2$s(counter, key, since, until) AS s
+$$;
+
+CREATE FUNCTION @extschema@.sc_count(counter text, key %1$s) RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.sketch_count(@extschema@.sc_sketch(counter, key))
+$$;
+
+CREATE FUNCTION @extschema@.sc_count(counter text, key %1$s, since timestamptz,
+                                     until timestamptz) RETURNS bigint
+    LANGUAGE sql VOLATILE AS $$
+    SELECT slotted_counter_proxy.sketch_count(@extschema@.sc_sketch(counter, key, since, until))
+$$;
+
+-- A group: one round per node, each with the keys that live there; the union of the nodes'.
+CREATE FUNCTION @extschema@.sc_count_keys(counter text, keys %1$s[]) RETURNS bigint
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN cardinality(s.hashes) = 0 THEN 0 ELSE
+           (SELECT slotted_counter_proxy.sketch_count(slotted_counter_proxy.sketch_union_agg(v))
+              FROM slotted_counter_proxy.node_sketch_keys%2$s(counter, s.hashes, s.keys) AS v)
+           END
+      FROM slotted_counter_proxy.split_keys(NULL, counter, keys, NULL) AS s
+$$;
+
 CREATE FUNCTION @extschema@.sc_incr_once(counter text, key %1$s, delta bigint, request_id text,
                                          at timestamptz DEFAULT NULL)
     RETURNS bigint AS $$
@@ -362,6 +442,14 @@ CREATE FUNCTION slotted_counter_proxy.node_total(counter text, since timestamptz
     SELECT sc_total(counter::slotted_counter, since, until);
 $$ LANGUAGE plproxy;
 
+CREATE FUNCTION slotted_counter_proxy.node_sketch_total(counter text, since timestamptz,
+                                                        until timestamptz)
+    RETURNS SETOF bytea AS $$
+    CLUSTER slotted_counter_proxy.cluster();
+    RUN ON ALL;
+    SELECT slotted_counter.sketch_total(counter::slotted_counter, since, until);
+$$ LANGUAGE plproxy;
+
 CREATE FUNCTION slotted_counter_proxy.node_total_series(counter text, since timestamptz,
                                                         until timestamptz)
     RETURNS TABLE(bucket timestamptz, value bigint) AS $$
@@ -381,13 +469,14 @@ $$ LANGUAGE plproxy;
 CREATE FUNCTION slotted_counter_proxy.node_create(name text, durability text, bucket interval,
                                                   retain interval, key_kind text,
                                                   limit_rate bigint, limit_per interval,
-                                                  limit_burst bigint)
+                                                  limit_burst bigint, counter_kind text,
+                                                  sketch_log2m integer)
     RETURNS SETOF text AS $$
     CLUSTER slotted_counter_proxy.write_cluster('sc_create()');
     RUN ON ALL;
     SELECT sc_create(name, durability, bucket, retain, if_not_exists => true,
                      key_type => key_kind, rate => limit_rate, per => limit_per,
-                     burst => limit_burst)::text;
+                     burst => limit_burst, kind => counter_kind, log2m => sketch_log2m)::text;
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION slotted_counter_proxy.node_drop(name text) RETURNS SETOF text AS $$
@@ -597,13 +686,15 @@ REVOKE EXECUTE ON FUNCTION sc_proxy_configure(text[]) FROM PUBLIC;
 --
 -- key_type comes after spread, which came first, and a rate limiter's rate, per and burst after
 -- key_type: a call that gives the earlier ones by position keeps working. Name them:
--- sc_create('c', key_type => 'text'), sc_create('c', rate => 10, per => '1 minute'). A rate
--- limiter cannot be spread (0A000).
+-- sc_create('c', key_type => 'text'), sc_create('c', rate => 10, per => '1 minute'),
+-- sc_create('c', kind => 'distinct'). A rate limiter or a distinct counter cannot be spread
+-- (0A000).
 CREATE FUNCTION sc_create(name text, durability text DEFAULT 'transactional',
                           bucket interval DEFAULT NULL, retain interval DEFAULT NULL,
                           if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
                           key_type text DEFAULT 'bigint', rate bigint DEFAULT NULL,
-                          per interval DEFAULT NULL, burst bigint DEFAULT NULL)
+                          per interval DEFAULT NULL, burst bigint DEFAULT NULL,
+                          kind text DEFAULT NULL, log2m integer DEFAULT NULL)
     RETURNS text
     AS 'MODULE_PATHNAME', 'sc_proxy_create' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
@@ -624,11 +715,13 @@ $$;
 CREATE FUNCTION sc_create(name text, durability text, bucket text, retain text DEFAULT NULL,
                           if_not_exists boolean DEFAULT false, spread boolean DEFAULT false,
                           key_type text DEFAULT 'bigint', rate bigint DEFAULT NULL,
-                          per text DEFAULT NULL, burst bigint DEFAULT NULL)
+                          per text DEFAULT NULL, burst bigint DEFAULT NULL,
+                          kind text DEFAULT NULL, log2m integer DEFAULT NULL)
     RETURNS text
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT @extschema@.sc_create(name, durability, bucket::interval, retain::interval,
-                                 if_not_exists, spread, key_type, rate, per::interval, burst)
+                                 if_not_exists, spread, key_type, rate, per::interval, burst,
+                                 kind, log2m)
 $$;
 CREATE FUNCTION sc_alter_retention(counter text, retain text) RETURNS void
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -686,6 +779,17 @@ CREATE FUNCTION sc_total(counter text, since timestamptz DEFAULT NULL,
     SELECT slotted_counter_proxy.counter_cluster(counter);
     SELECT COALESCE(sum(v), 0)::bigint
       FROM slotted_counter_proxy.node_total(counter, since, until) AS v;
+$$;
+
+-- The union of every node's keys: each node's union holds its keys at some moment during the
+-- call.
+CREATE FUNCTION sc_count_total(counter text, since timestamptz DEFAULT NULL,
+                               until timestamptz DEFAULT NULL) RETURNS bigint
+    LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT slotted_counter_proxy.counter_cluster(counter);
+    SELECT COALESCE(slotted_counter_proxy.sketch_count(slotted_counter_proxy.sketch_union_agg(v)),
+                    0)
+      FROM slotted_counter_proxy.node_sketch_total(counter, since, until) AS v;
 $$;
 
 CREATE FUNCTION sc_total_series(counter text, since timestamptz, until timestamptz)

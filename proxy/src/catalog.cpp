@@ -61,9 +61,10 @@ using sc_proxy::kServer;
 // What every node is asked, as the caller: whether it defines the counter $1, whether the caller
 // (the session's user, the role the router connected as) has its owner's privileges there (as a
 // superuser has), its durability, key type and owner (its guard's, slotted_counters.<name>), and
-// whether it is defined as asked ($2 durability, $3 bucket, $4 retention, $5 key type, and a rate
-// limiter's $6 rate, $7 per and $8 burst). What was asked is compared as the node reads it: a
-// NULL burst is the rate, and a limiter's retention is the one its node computes from the limit
+// whether it is defined as asked ($2 durability, $3 bucket, $4 retention, $5 key type, a rate
+// limiter's $6 rate, $7 per and $8 burst, $9 kind and a distinct counter's $10 log2m). What was
+// asked is compared as the node reads it: a NULL burst is the rate, a NULL kind what the rate
+// makes, a NULL log2m 14, and a limiter's retention is the one its node computes from the limit
 // (a retention given with a rate fails on the node), so the limit alone decides. A node shows a
 // counter's row only to the roles that may read it, so "not defined" is also what a role that
 // may not read it sees.
@@ -81,6 +82,10 @@ constexpr const char* kOwnerQuestion =
     "AND coalesce(c.per OPERATOR(pg_catalog.=) $7, c.per IS NULL AND $7 IS NULL) "
     "AND coalesce(c.burst OPERATOR(pg_catalog.=) coalesce($8, $6), "
     "c.burst IS NULL AND $8 IS NULL AND $6 IS NULL) "
+    "AND c.kind OPERATOR(pg_catalog.=) coalesce($9, CASE WHEN $6 IS NULL THEN 'count' "
+    "ELSE 'limiter' END) "
+    "AND coalesce(c.log2m OPERATOR(pg_catalog.=) coalesce($10, 14), c.log2m IS NULL AND "
+    "coalesce($9, '') OPERATOR(pg_catalog.<>) 'distinct') "
     "FROM (SELECT) AS one "
     "LEFT JOIN slotted_counter.counters AS c ON c.name OPERATOR(pg_catalog.=) $1 "
     "LEFT JOIN pg_catalog.pg_class AS g "
@@ -100,7 +105,7 @@ struct NodesSay {
   const char* owner;
 };
 
-// What a counter's definition was asked to be (sc_create), for the question's $2 to $8.
+// What a counter's definition was asked to be (sc_create), for the question's $2 to $10.
 struct Asked {
   const char* durability;
   Datum bucket;  // interval, (Datum)0 for NULL
@@ -109,6 +114,8 @@ struct Asked {
   const char* rate;  // a bigint as text, nullptr for NULL
   Datum per;         // interval, (Datum)0 for NULL
   const char* burst;
+  const char* kind;   // nullptr for NULL
+  const char* log2m;  // an integer as text, nullptr for NULL
 };
 
 bool True(const char* field) { return field != nullptr && strcmp(field, "t") == 0; }
@@ -126,16 +133,18 @@ void IntervalParam(Datum value, const char** param, int* length) {
 }
 
 NodesSay AskOwner(text* counter, const Asked& asked) {
-  Oid types[8] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
-                  TEXTOID, INT8OID, INTERVALOID, INT8OID};
-  const char* values[8] = {text_to_cstring(counter), asked.durability, nullptr, nullptr,
-                           asked.key_type, asked.rate, nullptr, asked.burst};
-  int lengths[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int formats[8] = {0, 0, 1, 1, 0, 0, 1, 0};
+  Oid types[10] = {TEXTOID, TEXTOID,     INTERVALOID, INTERVALOID, TEXTOID,
+                   INT8OID, INTERVALOID, INT8OID,     TEXTOID,     INT4OID};
+  const char* values[10] = {text_to_cstring(counter), asked.durability, nullptr, nullptr,
+                            asked.key_type, asked.rate, nullptr, asked.burst, asked.kind,
+                            asked.log2m};
+  int lengths[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  int formats[10] = {0, 0, 1, 1, 0, 0, 1, 0, 0, 0};
   IntervalParam(asked.bucket, &values[2], &lengths[2]);
   IntervalParam(asked.retain, &values[3], &lengths[3]);
   IntervalParam(asked.per, &values[6], &lengths[6]);
-  sc_proxy::Question question = {kOwnerQuestion, 8, types, values, lengths, formats, kOwnerFields};
+  sc_proxy::Question question = {kOwnerQuestion, 10, types, values, lengths, formats,
+                                 kOwnerFields};
   char*** answers = sc_proxy::AskEveryNode(question);
   NodesSay say = {};
   say.nodes = sc_proxy::NodeCount();
@@ -252,12 +261,13 @@ const char* BigintText(FunctionCallInfo fcinfo, int n) {
 }  // namespace
 
 // sc_create(name text, durability text, bucket interval, retain interval, if_not_exists boolean,
-// spread boolean, key_type text, rate bigint, per interval, burst bigint) RETURNS text: creates
-// the counter on every node (if it is not there already), and records it, with spread and the
-// nodes' definition, for its owner. A rate limiter (a rate given) is not spread (0A000): each node
-// would admit a burst of its own for every key.
+// spread boolean, key_type text, rate bigint, per interval, burst bigint, kind text, log2m
+// integer) RETURNS text: creates the counter on every node (if it is not there already), and
+// records it, with spread and the nodes' definition, for its owner. A rate limiter (a rate given)
+// is not spread (0A000): each node would admit a burst of its own for every key; nor is a
+// distinct counter: a key's sketch is kept by its home node, which answers sc_add.
 extern "C" Datum sc_proxy_create(PG_FUNCTION_ARGS) {
-  constexpr int kRate = 7, kPer = 8, kBurst = 9;
+  constexpr int kRate = 7, kPer = 8, kBurst = 9, kKind = 10, kLog2m = 11;
   int nest_level = Begin("sc_create()", "sc_create");
   text* name = NotNull(fcinfo, 0, "name");
   if (PG_ARGISNULL(4) || PG_ARGISNULL(5))
@@ -270,6 +280,13 @@ extern "C" Datum sc_proxy_create(PG_FUNCTION_ARGS) {
              errmsg("rate limiter \"%s\" cannot be spread over the data nodes", counter),
              errdetail("Each node would admit a burst of its own for every key."),
              errhint("Create it without spread: each key's limit is kept on the key's node.")));
+  if (PG_GETARG_BOOL(5) && !PG_ARGISNULL(kKind) &&
+      strcmp(text_to_cstring(PG_GETARG_TEXT_PP(kKind)), "distinct") == 0)
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("distinct counter \"%s\" cannot be spread over the data nodes", counter),
+             errdetail("Each node would answer sc_add() from its own part of a key's sketch."),
+             errhint("Create it without spread: each key's sketch is kept on the key's node.")));
   if (OidIsValid(RecordedOwner(name))) {
     if (!PG_GETARG_BOOL(4))
       ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -280,26 +297,28 @@ extern "C" Datum sc_proxy_create(PG_FUNCTION_ARGS) {
   }
   // Every node validates and creates it (an earlier attempt cut short may have created it on
   // some); then every node must show it to the caller as the caller's, defined alike and as asked.
-  constexpr int kPassed[8] = {0, 1, 2, 3, 6, kRate, kPer, kBurst};
-  Oid create_types[8] = {TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
-                         TEXTOID, INT8OID, INTERVALOID, INT8OID};
-  Datum create_args[8];
-  char create_nulls[9] = {};
-  for (int i = 0; i < 8; i++) {
+  constexpr int kPassed[10] = {0, 1, 2, 3, 6, kRate, kPer, kBurst, kKind, kLog2m};
+  Oid create_types[10] = {TEXTOID, TEXTOID,     INTERVALOID, INTERVALOID, TEXTOID,
+                          INT8OID, INTERVALOID, INT8OID,     TEXTOID,     INT4OID};
+  Datum create_args[10];
+  char create_nulls[11] = {};
+  for (int i = 0; i < 10; i++) {
     create_args[i] = ArgOrZero(fcinfo, kPassed[i]);
     create_nulls[i] = PG_ARGISNULL(kPassed[i]) ? 'n' : ' ';
   }
   create_args[0] = PointerGetDatum(name);
   CallNodes("SELECT pg_catalog.count(*) "
-            "FROM slotted_counter_proxy.node_create($1, $2, $3, $4, $5, $6, $7, $8)",
-            8, create_types, create_args, create_nulls);
+            "FROM slotted_counter_proxy.node_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            10, create_types, create_args, create_nulls);
   Asked asked = {PG_ARGISNULL(1) ? "transactional" : text_to_cstring(PG_GETARG_TEXT_PP(1)),
                  ArgOrZero(fcinfo, 2),
                  ArgOrZero(fcinfo, 3),
                  PG_ARGISNULL(6) ? "bigint" : text_to_cstring(PG_GETARG_TEXT_PP(6)),
                  BigintText(fcinfo, kRate),
                  ArgOrZero(fcinfo, kPer),
-                 BigintText(fcinfo, kBurst)};
+                 BigintText(fcinfo, kBurst),
+                 PG_ARGISNULL(kKind) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(kKind)),
+                 PG_ARGISNULL(kLog2m) ? nullptr : psprintf("%d", PG_GETARG_INT32(kLog2m))};
   NodesSay say = AskOwner(name, asked);
   RequireOwnedEverywhere(say, counter);
   if (say.as_asked != say.nodes) {

@@ -115,6 +115,15 @@ Datum CountKeys(PG_FUNCTION_ARGS) {
   PG_RETURN_INT64(SketchSetCount(*UnionOf(def, keys, n, kAllBuckets)));
 }
 
+Datum SketchKeys(PG_FUNCTION_ARGS) {
+  RequireArguments(fcinfo, kKeysArguments);
+  RequireShared();
+  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
+  int n;
+  int64* keys = SortedKeys(fcinfo, &n);
+  return SketchResult(*UnionOf(def, keys, n, n == 0 ? BucketRange{0, 0} : kAllBuckets));
+}
+
 Datum CountTotal(PG_FUNCTION_ARGS) {
   static const char* const names[] = {"counter", nullptr};
   RequireArguments(fcinfo, names);
@@ -166,5 +175,6 @@ SC_ENTRY_POINT(sc_count_total, CountTotal)
 SC_ENTRY_POINT(sc_sketch, SketchOf)
 SC_ENTRY_POINT(sc_sketch_range, SketchRange)
 SC_ENTRY_POINT(sc_sketch_total, SketchTotal)
+SC_ENTRY_POINT(sc_sketch_keys, SketchKeys)
 SC_ENTRY_POINT(sc_sketch_union, SketchUnion)
 SC_ENTRY_POINT(sc_sketch_count, SketchCount)

@@ -44,6 +44,7 @@ Datum CountRange(PG_FUNCTION_ARGS);
 Datum CountKeys(PG_FUNCTION_ARGS);
 Datum SketchOf(PG_FUNCTION_ARGS);
 Datum SketchRange(PG_FUNCTION_ARGS);
+Datum SketchKeys(PG_FUNCTION_ARGS);
 Datum CountTotal(PG_FUNCTION_ARGS);
 Datum SketchTotal(PG_FUNCTION_ARGS);
 Datum SketchUnion(PG_FUNCTION_ARGS);

@@ -190,6 +190,9 @@ Datum CountRangeText(PG_FUNCTION_ARGS) {
 Datum CountKeysText(PG_FUNCTION_ARGS) {
   return WithTextKeys(fcinfo, CountKeys, kKeysArguments, KeyUse::kCount, "sc_count_keys()");
 }
+Datum SketchKeysText(PG_FUNCTION_ARGS) {
+  return WithTextKeys(fcinfo, SketchKeys, kKeysArguments, KeyUse::kCount, "sketch_keys()");
+}
 Datum SketchText(PG_FUNCTION_ARGS) {
   return WithTextKey(fcinfo, SketchOf, kKeyArguments, KeyUse::kCount, "sc_sketch()");
 }
@@ -236,6 +239,7 @@ SC_ENTRY_POINT(sc_count_text, CountText)
 SC_ENTRY_POINT(sc_count_range_text, CountRangeText)
 SC_ENTRY_POINT(sc_count_keys_text, CountKeysText)
 SC_ENTRY_POINT(sc_sketch_text, SketchText)
+SC_ENTRY_POINT(sc_sketch_keys_text, SketchKeysText)
 SC_ENTRY_POINT(sc_sketch_range_text, SketchRangeText)
 SC_ENTRY_POINT(sc_keys_above_text, KeysAboveText)
 SC_ENTRY_POINT(sc_top_ids, TopIds)
