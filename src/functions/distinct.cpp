@@ -89,74 +89,49 @@ using namespace sc;
 Datum Add(PG_FUNCTION_ARGS) { return AddElement(fcinfo, false); }
 Datum AddInt(PG_FUNCTION_ARGS) { return AddElement(fcinfo, true); }
 
-Datum Count(PG_FUNCTION_ARGS) {
-  RequireArguments(fcinfo, kKeyArguments);
-  RequireShared();
-  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
-  int64 key = PG_GETARG_INT64(1);
-  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, &key, 1, kAllBuckets)));
-}
+namespace sc {
 
-Datum CountRange(PG_FUNCTION_ARGS) {
-  RequireArguments(fcinfo, kKeyArguments);
-  RequireShared();
-  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
-  int64 key = PG_GETARG_INT64(1);
-  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, &key, 1, RangeOf(fcinfo, def, 2, 3))));
-}
+namespace {
 
-Datum CountKeys(PG_FUNCTION_ARGS) {
-  RequireArguments(fcinfo, kKeysArguments);
-  RequireShared();
-  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
-  int n;
-  int64* keys = SortedKeys(fcinfo, &n);
-  if (n == 0) PG_RETURN_INT64(0);
-  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, keys, n, kAllBuckets)));
-}
+// What each read unions: argument 1's key over all its buckets, or those of arguments 2 and 3
+// (ranged); the keys of the bigint[] argument 1; every key, over the buckets of arguments 1 and 2.
+enum class Over { kKey, kKeyRange, kKeys, kTotal };
 
-Datum SketchKeys(PG_FUNCTION_ARGS) {
-  RequireArguments(fcinfo, kKeysArguments);
+SketchSet* ReadUnion(FunctionCallInfo fcinfo, Over over) {
+  static const char* const kCounterArgument[] = {"counter", nullptr};
+  RequireArguments(fcinfo, over == Over::kKeys    ? kKeysArguments
+                           : over == Over::kTotal ? kCounterArgument
+                                                  : kKeyArguments);
   RequireShared();
-  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
-  int n;
-  int64* keys = SortedKeys(fcinfo, &n);
-  return SketchResult(*UnionOf(def, keys, n, n == 0 ? BucketRange{0, 0} : kAllBuckets));
-}
-
-Datum CountTotal(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", nullptr};
-  RequireArguments(fcinfo, names);
-  RequireShared();
-  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
+  CounterDef def = over == Over::kTotal ? *CounterArgument(fcinfo, 0, kSelect)
+                                        : *DistinctArgument(fcinfo, 0, kSelect);
   if (!def.distinct) ReportNotDistinct(def);
-  PG_RETURN_INT64(SketchSetCount(*UnionOf(def, nullptr, 0, RangeOf(fcinfo, def, 1, 2))));
-}
-
-Datum SketchOf(PG_FUNCTION_ARGS) {
-  RequireArguments(fcinfo, kKeyArguments);
-  RequireShared();
-  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
+  if (over == Over::kTotal) return UnionOf(def, nullptr, 0, RangeOf(fcinfo, def, 1, 2));
+  if (over == Over::kKeys) {
+    int n;
+    int64* keys = SortedKeys(fcinfo, &n);
+    return UnionOf(def, keys, n, n == 0 ? BucketRange{0, 0} : kAllBuckets);
+  }
   int64 key = PG_GETARG_INT64(1);
-  return SketchResult(*UnionOf(def, &key, 1, kAllBuckets));
+  return UnionOf(def, &key, 1, over == Over::kKeyRange ? RangeOf(fcinfo, def, 2, 3) : kAllBuckets);
 }
 
-Datum SketchRange(PG_FUNCTION_ARGS) {
-  RequireArguments(fcinfo, kKeyArguments);
-  RequireShared();
-  CounterDef def = *DistinctArgument(fcinfo, 0, kSelect);
-  int64 key = PG_GETARG_INT64(1);
-  return SketchResult(*UnionOf(def, &key, 1, RangeOf(fcinfo, def, 2, 3)));
+Datum CountOf(FunctionCallInfo fcinfo, Over over) {
+  PG_RETURN_INT64(SketchSetCount(*ReadUnion(fcinfo, over)));
 }
 
-Datum SketchTotal(PG_FUNCTION_ARGS) {
-  static const char* const names[] = {"counter", nullptr};
-  RequireArguments(fcinfo, names);
-  RequireShared();
-  CounterDef def = *CounterArgument(fcinfo, 0, kSelect);
-  if (!def.distinct) ReportNotDistinct(def);
-  return SketchResult(*UnionOf(def, nullptr, 0, RangeOf(fcinfo, def, 1, 2)));
-}
+}  // namespace
+
+}  // namespace sc
+
+Datum Count(PG_FUNCTION_ARGS) { return CountOf(fcinfo, Over::kKey); }
+Datum CountRange(PG_FUNCTION_ARGS) { return CountOf(fcinfo, Over::kKeyRange); }
+Datum CountKeys(PG_FUNCTION_ARGS) { return CountOf(fcinfo, Over::kKeys); }
+Datum CountTotal(PG_FUNCTION_ARGS) { return CountOf(fcinfo, Over::kTotal); }
+Datum SketchOf(PG_FUNCTION_ARGS) { return SketchResult(*ReadUnion(fcinfo, Over::kKey)); }
+Datum SketchRange(PG_FUNCTION_ARGS) { return SketchResult(*ReadUnion(fcinfo, Over::kKeyRange)); }
+Datum SketchKeys(PG_FUNCTION_ARGS) { return SketchResult(*ReadUnion(fcinfo, Over::kKeys)); }
+Datum SketchTotal(PG_FUNCTION_ARGS) { return SketchResult(*ReadUnion(fcinfo, Over::kTotal)); }
 
 Datum SketchUnion(PG_FUNCTION_ARGS) {
   SketchSet* a = SketchArgument(fcinfo, 0);
