@@ -587,9 +587,10 @@ CREATE FUNCTION sc_count(counter slotted_counter, key text) RETURNS bigint
 CREATE FUNCTION sc_count(counter slotted_counter, key text, since timestamptz,
                          until timestamptz) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_count_range_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-CREATE FUNCTION sc_count_keys(counter slotted_counter, keys text[]) RETURNS bigint
+CREATE FUNCTION sc_count_keys_text(counter slotted_counter, keys text[]) RETURNS bigint
     AS 'MODULE_PATHNAME', 'sc_count_keys_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
-CREATE FUNCTION slotted_counter.sketch_keys(counter slotted_counter, keys text[]) RETURNS bytea
+CREATE FUNCTION slotted_counter.sketch_keys_text(counter slotted_counter, keys text[])
+    RETURNS bytea
     AS 'MODULE_PATHNAME', 'sc_sketch_keys_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION sc_sketch(counter slotted_counter, key text) RETURNS bytea
     AS 'MODULE_PATHNAME', 'sc_sketch_text' LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -791,7 +792,7 @@ COMMENT ON FUNCTION sc_count(slotted_counter, text, timestamptz, timestamptz) IS
     'sc_count of a key given as text (SELECT)';
 COMMENT ON FUNCTION sc_count_keys(slotted_counter, bigint[]) IS
     'the estimated number of distinct elements added to any of keys: their union, not their sum (SELECT)';
-COMMENT ON FUNCTION sc_count_keys(slotted_counter, text[]) IS
+COMMENT ON FUNCTION sc_count_keys_text(slotted_counter, text[]) IS
     'sc_count_keys of keys given as text (SELECT)';
 COMMENT ON FUNCTION sc_count_total(slotted_counter, timestamptz, timestamptz) IS
     'the estimated number of distinct elements added to any key, in the buckets that start in [since, until) (SELECT)';
@@ -807,7 +808,7 @@ COMMENT ON FUNCTION slotted_counter.sketch_total(slotted_counter, timestamptz, t
     'the union of every key''s sketch in the buckets that start in [since, until): sc_count_total''s, for the router (SELECT)';
 COMMENT ON FUNCTION slotted_counter.sketch_keys(slotted_counter, bigint[]) IS
     'the union of the sketches of keys over all their buckets: sc_count_keys''s, for the router (SELECT)';
-COMMENT ON FUNCTION slotted_counter.sketch_keys(slotted_counter, text[]) IS
+COMMENT ON FUNCTION slotted_counter.sketch_keys_text(slotted_counter, text[]) IS
     'slotted_counter.sketch_keys of keys given as text (SELECT)';
 COMMENT ON FUNCTION slotted_counter.sketch_union(bytea, bytea) IS
     'the union of two sketches of one shape in postgresql-hll''s storage format';

@@ -305,7 +305,7 @@ CREATE FUNCTION slotted_counter_proxy.node_sketch_keys%2$s(counter text, hashes 
     CLUSTER slotted_counter_proxy.cluster();
     SPLIT hashes, keys;
     RUN ON hashes;
-    SELECT slotted_counter.sketch_keys(counter::slotted_counter, keys);
+    SELECT slotted_counter.sketch_keys%2$s(counter::slotted_counter, keys);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION @extschema@.sc_sketch(counter text, key %1$s) RETURNS bytea
@@ -333,7 +333,7 @@ CREATE FUNCTION @extschema@.sc_count(counter text, key %1$s, since timestamptz,
 $$;
 
 -- A group: one round per node, each with the keys that live there; the union of the nodes'.
-CREATE FUNCTION @extschema@.sc_count_keys(counter text, keys %1$s[]) RETURNS bigint
+CREATE FUNCTION @extschema@.sc_count_keys%2$s(counter text, keys %1$s[]) RETURNS bigint
     LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN cardinality(s.hashes) = 0 THEN 0 ELSE
            (SELECT slotted_counter_proxy.sketch_count(slotted_counter_proxy.sketch_union_agg(v))

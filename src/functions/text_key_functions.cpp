@@ -188,10 +188,10 @@ Datum CountRangeText(PG_FUNCTION_ARGS) {
   return WithTextKey(fcinfo, CountRange, kKeyArguments, KeyUse::kCount, "sc_count()");
 }
 Datum CountKeysText(PG_FUNCTION_ARGS) {
-  return WithTextKeys(fcinfo, CountKeys, kKeysArguments, KeyUse::kCount, "sc_count_keys()");
+  return WithTextKeys(fcinfo, CountKeys, kKeysArguments, KeyUse::kCount, "sc_count_keys_text()");
 }
 Datum SketchKeysText(PG_FUNCTION_ARGS) {
-  return WithTextKeys(fcinfo, SketchKeys, kKeysArguments, KeyUse::kCount, "sketch_keys()");
+  return WithTextKeys(fcinfo, SketchKeys, kKeysArguments, KeyUse::kCount, "sketch_keys_text()");
 }
 Datum SketchText(PG_FUNCTION_ARGS) {
   return WithTextKey(fcinfo, SketchOf, kKeyArguments, KeyUse::kCount, "sc_sketch()");

@@ -162,15 +162,15 @@ SELECT sc_add('tags', 'alice', 'red'), sc_add('tags', 'alice', 'green'),
        sc_add('tags', 'Alice', 'red'), sc_add('tags', 'bob', 'red'), sc_add('tags', 'bob', 'blue');
 SELECT k, sc_count('tags', k) FROM unnest(ARRAY['alice', 'Alice', 'bob', 'carol']) k
  ORDER BY k COLLATE "C";
-SELECT sc_count_keys('tags', ARRAY['alice', 'bob']) AS alice_bob,
-       sc_count_keys('tags', ARRAY['alice', 'Alice']) AS both_alices,
-       sc_count_keys('tags', ARRAY['carol']) AS carol,
-       sc_count_keys('tags', ARRAY[]::text[]) AS no_key;
+SELECT sc_count_keys_text('tags', ARRAY['alice', 'bob']) AS alice_bob,
+       sc_count_keys_text('tags', ARRAY['alice', 'Alice']) AS both_alices,
+       sc_count_keys_text('tags', ARRAY['carol']) AS carol,
+       sc_count_keys_text('tags', ARRAY[]::text[]) AS no_key;
 SELECT sc_sketch('tags', 'alice') = sc_sketch('tags', 'alice'::text) AS same_key;
 -- on a counter keyed by bigint, a key given as text is read as a bigint
 SELECT sc_add('visitors', '1', 'carol') AS carol, sc_count('visitors', '1') AS text_key,
        sc_count('visitors', 1) AS bigint_key,
-       sc_count_keys('visitors', ARRAY['1', '2']) AS text_keys;
+       sc_count_keys_text('visitors', ARRAY['1', '2']) AS text_keys;
 SELECT sc_add('visitors', 'one', 'x');
 \echo :LAST_ERROR_SQLSTATE
 

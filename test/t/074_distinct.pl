@@ -124,8 +124,8 @@ my $small = q{SELECT string_agg(n || ':' || sc_count('s', 'n' || n), ',' ORDER B
   FROM unnest(ARRAY[1, 10, 100, 1000]) n};
 is($node->safe_psql('postgres', $small), '1:1,10:10,100:100,1000:1000',
 	'1, 10, 100 and 1,000 distinct text elements count exactly');
-is( $node->safe_psql('postgres', q{SELECT sc_count_keys('s', ARRAY['n1000', 'n10', 'n1'])}),
-	'1000', 'sc_count_keys of text keys: the union of sets within the largest, exactly');
+is( $node->safe_psql('postgres', q{SELECT sc_count_keys_text('s', ARRAY['n1000', 'n10', 'n1'])}),
+	'1000', 'sc_count_keys_text of text keys: the union of sets within the largest, exactly');
 is($node->safe_psql('postgres', q{SELECT sc_count('s', 'none')}), '0', 'a key never added: 0');
 $node->safe_psql('postgres', 'SELECT sc_rollup()');
 is($node->safe_psql('postgres', $small), '1:1,10:10,100:100,1000:1000',
