@@ -36,7 +36,8 @@ void CopyBlock(uint32 b, SketchSet* out) {
 uint32 TakeSketchBlock(uint32 index, uint32 generation, const HllShape& shape) {
   SketchPool* pool = shared->sketches;
   CounterTable* table = shared->table;
-  // Twice round the blocks: the first sweep marks used entries unused, the second evicts them.
+  // Round the blocks: a sweep marks used entries unused (the clock's second chance), the next
+  // evicts them; a third round for a block another loader took first.
   for (int round = 0; round < 3; round++) {
     uint32 b = pool->Take(*table, index, generation, shape);
     if (b != kNil) return b;

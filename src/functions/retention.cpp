@@ -391,7 +391,8 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
   if (def->distinct && retains && !def->bucketed)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("a distinct counter's retention needs buckets"),
-                    errdetail("Its values expire by bucket, not by key.")));
+                    errdetail("Its values expire by bucket, not by key."),
+                    errhint("Create a counter with a bucket, for example bucket => '1 hour'.")));
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(1));
   Oid types[2] = {INT4OID, INTERVALOID};
   Datum args[2] = {Int32GetDatum(id), retains ? PG_GETARG_DATUM(1) : (Datum)0};

@@ -20,14 +20,16 @@
 # tests of the fault points that only an assert-enabled build has (src/faults.hpp).
 memcheck_tap="test/t/003_small_buffer.pl test/t/005_table_lock.pl test/t/012_buckets.pl \
 test/t/016_unprivileged_load.pl test/t/029_batch_interrupted.pl test/t/043_roles.pl test/t/046_expiry.pl \
-test/t/047_rank_index.pl test/t/048_text_keys.pl test/t/051_sums.pl test/t/060_flush_fault.pl"
+test/t/047_rank_index.pl test/t/048_text_keys.pl test/t/051_sums.pl test/t/060_flush_fault.pl \
+test/t/074_distinct.pl"
 # The pg_regress tests run under Valgrind (all of them would take about twice as long): every
-# test of reads (sc_top at scale, sc_sum, sc_sum_keys, buckets), of batches, and of writes that
-# go through SPI (transactional counters, bounds, sc_incr_once, privileges). Not buffer and
+# test of reads (sc_top at scale, sc_sum, sc_sum_keys, buckets), of batches, of writes that go
+# through SPI (transactional counters, bounds, sc_incr_once, privileges), and of distinct
+# counters (sketches copied, unioned and stored through SPI). Not buffer and
 # attach, which wait for the periodic flusher that valgrind.conf turns off.
 # In two streams at once, each a server of its own (the two cores each run one Valgrind): the
 # longest test, text_keys (about 85 s of about 210), with batch, beside all the others.
-memcheck_valgrind_streams=("text_keys batch"
+memcheck_valgrind_streams=("text_keys batch distinct"
   "type api errors transactional set bounded retention expiry once top rank_total top_scale buckets \
 privileges placeholders")
 
@@ -69,7 +71,8 @@ EOF
 memcheck_check() {
   local pg=$1
   shift
-  "${run[@]}" env PATH="$pg/bin:$PATH" make -s -C "$memcheck/tree" installcheck \
+  # The assert-enabled build has no postgresql-hll (test/t/074_distinct.pl skips its part).
+  "${run[@]}" env PATH="$pg/bin:$PATH" SC_NO_HLL=1 make -s -C "$memcheck/tree" installcheck \
     PG_CONFIG="$pg/bin/pg_config" "$@"
 }
 
