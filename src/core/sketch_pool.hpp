@@ -50,8 +50,10 @@ class SketchPool {
     pool->blocks_ = blocks;
     pool->entries_ = entries;
     pool->hand_.store(0, std::memory_order_relaxed);
-    for (uint32_t i = 0; i < blocks; i++) pool->owners()[i].store(kNoOwner, std::memory_order_relaxed);
-    for (uint32_t i = 0; i < entries; i++) pool->block_of()[i].store(kNil, std::memory_order_relaxed);
+    for (uint32_t i = 0; i < blocks; i++)
+      pool->owners()[i].store(kNoOwner, std::memory_order_relaxed);
+    for (uint32_t i = 0; i < entries; i++)
+      pool->block_of()[i].store(kNil, std::memory_order_relaxed);
     return pool;
   }
 
@@ -62,8 +64,8 @@ class SketchPool {
   uint32_t BlockOf(uint32_t index, uint32_t generation) noexcept {
     if (blocks_ == 0) return kNil;
     uint32_t b = block_of()[index].load(std::memory_order_acquire);
-    if (b == kNil || owners()[b].load(std::memory_order_acquire) != SketchOwner(index, generation))
-      return kNil;
+    if (b == kNil) return kNil;
+    if (owners()[b].load(std::memory_order_acquire) != SketchOwner(index, generation)) return kNil;
     return b;
   }
   // The block of a resident entry that holds one (see the protocol: the caller keeps the entry).
@@ -127,7 +129,8 @@ class SketchPool {
   uint32_t entries_;
   std::atomic<uint32_t> hand_;
 };
-static_assert(std::is_standard_layout<SketchPool>::value && std::is_standard_layout<SketchBlock>::value,
+static_assert(std::is_standard_layout<SketchPool>::value &&
+                  std::is_standard_layout<SketchBlock>::value,
               "shared structs have a standard layout");
 
 }  // namespace sc

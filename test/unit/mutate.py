@@ -52,6 +52,8 @@ GC = "core/gcra.hpp"
 HL = "core/hll.hpp"
 MM = "core/murmur3.hpp"
 SB = "core/sketch_block.hpp"
+SPO = "core/sketch_pool.hpp"
+SST = "core/sketch_set.hpp"
 
 # (name, file, text, replacement, also under ThreadSanitizer)
 MUTATIONS = [
@@ -833,6 +835,22 @@ MUTATIONS = [
     ("sketch: an add that changed nothing counted as a change", SB,
      "    mutex.unlock();\n  }\n  if (changed) b.changes.fetch_add(1, std::memory_order_release);",
      "    mutex.unlock();\n  }\n  b.changes.fetch_add(1, std::memory_order_release);", False),
+    ("sketch pool: a block taken from an entry still resident", SPO,
+     "      if (owner != kNoOwner && !Left(table, owner)) continue;",
+     "      if (false) continue;", False),
+    ("sketch pool: an entry names a block another entry took", SPO,
+     "    if (owners()[b].load(std::memory_order_acquire) != SketchOwner(index, generation)) "
+     "return kNil;",
+     "", False),
+    ("sketch pool: an add that changed nothing counts into the value", PH,
+     "    if (!*changed || !CounterTable::Add(e, 1, &value)) return;",
+     "    if (!CounterTable::Add(e, 1, &value)) return;", False),
+    ("sketch pool: a dirty entry evicted for its block", PLD,
+     "               CounterTable::AgeAndTestEvictable(e) &&",
+     "               (CounterTable::AgeAndTestEvictable(e) || true) &&", False),
+    ("sketch set: a union leaves out an explicit set's hashes", SST,
+     "    for (uint64_t i = 0; i < b.count; i++) (void)SketchSetAdd(a, uint64_t(b.hashes[i]));",
+     "", False),
     ("murmur3: the tail's second half left out", MM,
      "  if (rest > 8) h2 ^= ScrambleK2(Word(tail + 8, rest - 8));\n", "", False),
     ("gcra: an expired key's give-back zeroes it", PH,
