@@ -27,6 +27,9 @@
 #      transactions add random elements of 300 to 40 keys of a buffered and a transactional
 #      counter, recording each in a table: each key counts exactly the distinct elements the
 #      table has for it, live, after a flush and after a restart.
+#   g. After pg_dump and pg_restore (also --no-owner) into another database, the counters are
+#      distinct counters of their precision, every key counts what it did (unfolded commits
+#      included), and adding the same elements again changes nothing.
 
 use strict;
 use warnings;
@@ -358,6 +361,32 @@ for my $when ('live', 'after sc_rollup()', 'after a restart')
 			"$c, $when: each key counts exactly the distinct elements it got, and the total "
 			  . 'all of them');
 	}
+}
+
+# g. pg_dump and pg_restore (also --no-owner) into another database: the counters keep their kind
+# and precision, every key its sketch (a transactional counter's commits not yet folded too), and
+# adding what was added before changes nothing there.
+$small_node->safe_psql('postgres', q{SELECT sc_add('pt', 1, 'after the flush')});
+my $dump = $small_node->basedir . '/distinct.dump';
+$small_node->command_ok(
+	[ 'pg_dump', '-Fc', '-f', $dump, '-d', $small_node->connstr('postgres') ], 'pg_dump');
+my $before_dump = $small_node->safe_psql('postgres', sprintf($per_key, 'pt', 'pt'));
+for my $restore ([ 'restored', [] ], [ 'restored_no_owner', ['--no-owner'] ])
+{
+	my ($db, $options) = @$restore;
+	$small_node->safe_psql('postgres', "CREATE DATABASE $db");
+	$small_node->command_ok(
+		[ 'pg_restore', '--exit-on-error', @$options, '-d', $small_node->connstr($db), $dump ],
+		"pg_restore @$options into $db");
+	is( $small_node->safe_psql($db, q{
+SELECT string_agg(name || ' ' || kind || ' ' || log2m, ', ' ORDER BY name)
+  FROM slotted_counter.counters WHERE name IN ('pb', 'pt');
+} . sprintf($per_key, 'pb', 'pb') . sprintf($per_key, 'pt', 'pt') . q{
+SELECT count(*) FILTER (WHERE sc_add('pb', k, e)), count(*) FILTER (WHERE sc_add('pt', k, e))
+  FROM got;
+SELECT sc_add('pt', 1, 'after the flush');}),
+		"pb distinct 14, pt distinct 14\n$expected_keys\n$expected_total\n$before_dump\n0|0\nf",
+		"$db: the counters, every key's count, and nothing new in what was added before");
 }
 $small_node->stop;
 done_testing();
