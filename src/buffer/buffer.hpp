@@ -134,8 +134,10 @@ bool IsSketchEntry(uint32 index, uint32 generation);
 bool BufferSketchOfEntry(const CounterKey& k, uint32 index, uint32 generation, SketchSet* out);
 // Whether adding hash would change key's sketch in bucket (loading it, or waiting for room).
 bool BufferSketchLacks(const CounterDef& def, int64 key, int64 bucket, uint64 hash);
-// A commit's adds to the sketch of the entry its reservation pins.
-void BufferSketchAddPinned(const Reservation& r, const uint64* hashes, int n);
+// A transactional commit's adds (n hashes) to the sketch of key in bucket, if it is resident;
+// the entry stays clean (the tables hold them). Cannot fail.
+void BufferSketchAddIfResident(int32 counter, int64 key, int64 bucket, const uint64* hashes,
+                               int n);
 
 // At pre-commit: makes the key resident, checks that its value plus every reserved delta plus
 // delta fits in a bigint (22003 if not) and, whatever the other reserved deltas do, stays within

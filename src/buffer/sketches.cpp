@@ -151,13 +151,14 @@ int64 BufferSketchUnion(const CounterDef& def, const int64* keys, int nkeys, int
   return n;
 }
 
-void BufferSketchAddPinned(const Reservation& r, const uint64* hashes, int n) {
-  SketchPool* pool = shared->sketches;
-  uint32 b = pool->BlockOf(r.index, r.generation);
-  Assert(b != kNil);
-  if (b == kNil) return;
-  SpinMutex mutex = BlockMutex(b);
-  for (int i = 0; i < n; i++) (void)SketchAdd(pool->block(b), mutex, hashes[i]);
+void BufferSketchAddIfResident(int32 counter, int64 key, int64 bucket, const uint64* hashes,
+                               int n) {
+  CounterKey k{MyDatabaseId, counter, key, bucket};
+  (void)Table().WithResident(k, HashCounterKey(k), [&](uint32 index, const Entry&) {
+    uint32 b = shared->sketches->BlockOfResident(index);
+    SpinMutex mutex = BlockMutex(b);
+    for (int i = 0; i < n; i++) (void)SketchAdd(shared->sketches->block(b), mutex, hashes[i]);
+  });
 }
 
 }  // namespace sc

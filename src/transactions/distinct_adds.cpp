@@ -3,17 +3,16 @@
 //
 // A call keeps the element's hash, with its key and nesting level, in an array in
 // TopTransactionContext; a subtransaction's rollback drops those of its level and deeper, its
-// commit hands them to its parent. At pre-commit the keys are made resident and pinned
-// (BufferReserve with no delta: nothing evicts them until the end), and the sketch of each key's
-// own adds goes into slotted_counter.sketch_deltas, a row per key (append-only, as deltas: no
-// committer waits for another's lock); the flusher folds the rows into key_sketches
-// (sketch_rows.hpp). After the commit, the hashes go into the resident sketches, which hold every
-// committed add (a load reads key_sketches and the unfolded rows); at the end (either way) the
-// pins go. A transaction with adds cannot be prepared.
+// commit hands them to its parent. At pre-commit the sketch of each key's own adds goes into
+// slotted_counter.sketch_deltas, a row per key (append-only, as deltas: no committer waits for
+// another's lock, and a transaction adds to any number of keys); the flusher folds the rows into
+// key_sketches (sketch_rows.hpp). A read of a transactional counter unions key_sketches, the
+// unfolded rows and the resident sketch, so it misses no commit. After the commit, the hashes go
+// into the keys' resident sketches, if resident (no wait, no pin: a load under way or to come
+// reads the committed rows), for sc_add's answer. A transaction with adds cannot be prepared.
 #include <algorithm>
 
 #include "buffer/buffer.hpp"
-#include "definitions/expiry.hpp"
 #include "definitions/sketch_rows.hpp"
 #include "spi.hpp"
 #include "transactions/distinct_adds.hpp"
@@ -37,14 +36,9 @@ PendingAdd* pending = nullptr;
 int npending = 0;
 int capacity = 0;
 
-// The keys reserved at pre-commit, with where their hashes start in `pending` (sorted then).
-struct Held {
-  Reservation reservation;
-  int first;
-  int count;
-};
-Held* held = nullptr;
-int nheld = 0;
+// The adds were written at pre-commit (pending sorted by key then), to go into the buffer at
+// the commit.
+bool committing = false;
 
 bool SameKey(const PendingAdd& a, const PendingAdd& b) {
   return a.counter == b.counter && a.key == b.key && a.bucket == b.bucket;
@@ -76,8 +70,7 @@ int Live() {
 void Forget() {
   pending = nullptr;
   npending = capacity = 0;
-  held = nullptr;
-  nheld = 0;
+  committing = false;
 }
 
 }  // namespace
@@ -124,33 +117,26 @@ void SketchesPreCommit() {
   int groups = 0;
   for (int i = 0; i < npending; i++)
     if (i == 0 || !SameKey(pending[i - 1], pending[i])) groups++;
-  held = static_cast<Held*>(MemoryContextAlloc(TopTransactionContext, sizeof(Held) * groups));
   auto* rows = static_cast<SketchRow*>(palloc(sizeof(SketchRow) * groups));
   auto* set = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
+  int nrows = 0;
   for (int i = 0; i < npending;) {
     int end = i + 1;
     while (end < npending && SameKey(pending[i], pending[end])) end++;
-    const CounterDef* found = FindCounter(pending[i].counter);
-    if (found == nullptr) ReportDroppedSinceCounted(psprintf("%d", pending[i].counter));
-    CounterDef def = *found;
-    // Pinned until the end: the key's sketch stays resident for the hashes to go in.
-    Held& h = held[nheld];
-    BufferReserve(def, pending[i].key, pending[i].bucket, 0, Bounds{}, WriteNow(def),
-                  &h.reservation);
-    h.first = i;
-    h.count = end - i;
-    nheld++;
-    SketchSetInit(*set, def.sketch);
+    const CounterDef* def = FindCounter(pending[i].counter);
+    if (def == nullptr) ReportDroppedSinceCounted(psprintf("%d", pending[i].counter));
+    SketchSetInit(*set, def->sketch);
     for (int j = i; j < end; j++) (void)SketchSetAdd(*set, pending[j].hash);
-    rows[nheld - 1] = SketchRow{def.id, pending[i].key, pending[i].bucket, 0, SketchBytes(*set)};
+    rows[nrows++] = SketchRow{def->id, pending[i].key, pending[i].bucket, 0, SketchBytes(*set)};
     i = end;
   }
   // At pre-commit no statement's snapshot is active any more.
   PushActiveSnapshot(GetTransactionSnapshot());
   SpiSession spi = ConnectSpi();
-  InsertSketchDeltas(rows, nheld);
+  InsertSketchDeltas(rows, nrows);
   FinishSpi(spi);
   PopActiveSnapshot();
+  committing = true;
 }
 
 void SketchesPrePrepare() {
@@ -160,18 +146,21 @@ void SketchesPrePrepare() {
 }
 
 void SketchesEnd(bool committed) {
-  for (int i = 0; i < nheld; i++) {
-    const Held& h = held[i];
-    if (committed) {
+  // The keys' resident sketches take the committed elements (sorted by key at pre-commit), so
+  // that sc_add answers from them what the transaction's successors see.
+  if (committed && committing)
+    for (int i = 0; i < npending;) {
+      int end = i + 1;
+      while (end < npending && SameKey(pending[i], pending[end])) end++;
       uint64 hashes[64];
-      for (int j = 0; j < h.count;) {
+      for (int j = i; j < end;) {
         int n = 0;
-        for (; n < 64 && j < h.count; n++, j++) hashes[n] = pending[h.first + j].hash;
-        BufferSketchAddPinned(h.reservation, hashes, n);
+        for (; n < 64 && j < end; n++, j++) hashes[n] = pending[j].hash;
+        BufferSketchAddIfResident(pending[i].counter, pending[i].key, pending[i].bucket, hashes,
+                                  n);
       }
+      i = end;
     }
-    BufferSettle(h.reservation, committed);
-  }
   Forget();
 }
 

@@ -17,13 +17,15 @@
 #   e. Transactional: a transaction sees its own adds, another session does not before the
 #      commit; ROLLBACK (and ROLLBACK TO SAVEPOINT) leaves no trace, in the count or in the
 #      tables; a commit writes its row itself (slotted_counter.sketch_deltas, until a flush folds
-#      it into key_sketches), and a committed add survives a crash and a clean restart. Buffered: what sc_rollup() flushed survives a crash exactly
-#      (adding it again changes nothing), the count after the crash is never more than before
+#      it into key_sketches), and a committed add survives a crash and a clean restart.
+#      Buffered: what sc_rollup() flushed survives a crash exactly (adding it again changes
+#      nothing), the count after the crash is never more than before
 #      (and if less, the log says adds were lost), and a clean restart keeps every add.
 #   f. Eviction, on a node with slotted_counter.max_sketches = 8: 50 keys of a buffered counter
 #      with key*10 distinct elements each read exactly key*10 after a flush; the keys were
 #      evicted (slotted_counter.stats), and loaded again from the table by later adds (adding
-#      the same elements again changes nothing; new ones count). Then 8 pgbench clients × 200
+#      the same elements again changes nothing; new ones count); one transaction of a
+#      transactional counter adds to 50 keys and commits. Then 8 pgbench clients × 200
 #      transactions add random elements of 300 to 40 keys of a buffered and a transactional
 #      counter, recording each in a table: each key counts exactly the distinct elements the
 #      table has for it, live, after a flush and after a restart.
@@ -321,6 +323,19 @@ cmp_ok($small_node->safe_psql('postgres', $evictions), '>', $ev_loaded,
 $small_node->safe_psql('postgres', 'SELECT sc_rollup()');
 is($small_node->safe_psql('postgres', $ev_counts), join(',', map { $_ * 10 + 5 } 1 .. 50),
 	'each key counts key*10 + 5 exactly');
+# One transaction of a transactional counter adds to 50 keys, more than the buffer's sketches:
+# its commit holds none of them, and each key counts its elements.
+$small_node->safe_psql('postgres', q{SELECT sc_create('tt', 'transactional', kind => 'distinct')});
+is( $small_node->safe_psql('postgres', q{
+BEGIN;
+SELECT count(*) FILTER (WHERE sc_add('tt', k, g))
+  FROM generate_series(1, 50) k, generate_series(1, k) g;
+COMMIT;
+SELECT string_agg(sc_count('tt', k)::text, ',' ORDER BY k) FROM generate_series(1, 50) k;
+SELECT sc_count_total('tt');}),
+	"1275\n" . join(',', 1 .. 50) . "\n50",
+	'a transaction adds to 50 keys of a transactional counter with 8 resident sketches: each '
+	  . 'counts its elements');
 
 # Concurrent writers: 40 keys, 8 resident sketches, both durabilities.
 $small_node->pgbench(
