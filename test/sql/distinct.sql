@@ -1,9 +1,9 @@
 -- Distinct counters: sc_create(..., kind => 'distinct') makes a counter whose keys hold a
 -- HyperLogLog sketch (postgresql-hll's, of 2^log2m registers) instead of a number. sc_add(counter,
 -- key, element) adds an element to a key's sketch and says whether the sketch changed (as Redis's
--- PFADD); sc_count estimates the distinct elements of a key, sc_count_keys those of the union of a
--- group of keys, sc_count_total those of every key. A sketch keeps a small set explicit (the list of
--- its hashes), so the counts of the small sets below are exact.
+-- PFADD); sc_count estimates the distinct elements of a key, sc_count_keys those of the union of
+-- a group of keys, sc_count_total those of every key. A sketch keeps a small set explicit (the
+-- list of its hashes), so the counts of the small sets below are exact.
 \set VERBOSITY terse
 SELECT sc_create('visitors', 'buffered', kind => 'distinct'),
        sc_create('visitors_t', kind => 'distinct', log2m => 12),
@@ -57,7 +57,8 @@ SELECT name, retain FROM slotted_counter.counters WHERE name = 'visitors';
 -- the other kinds may be named too: 'count', and 'limiter' (with a rate)
 SELECT sc_create('counts', 'buffered', kind => 'count'),
        sc_create('limits', 'buffered', rate => 1, per => '1 hour', kind => 'limiter');
-SELECT name, kind, log2m FROM slotted_counter.counters WHERE name IN ('counts', 'limits') ORDER BY id;
+SELECT name, kind, log2m FROM slotted_counter.counters
+ WHERE name IN ('counts', 'limits') ORDER BY id;
 SELECT sc_drop('counts'), sc_drop('limits');
 
 -- sc_add is true when the element changed the sketch, false when the sketch had it already
@@ -88,12 +89,14 @@ SELECT c, sc_count_total(c) AS total FROM (VALUES ('visitors'), ('visitors_t')) 
 -- hll_hash_text (its bytes): 42 and '42' are two elements; an integer is a bigint, an untyped
 -- literal a text
 SELECT sc_add('visitors', 3, 42) AS bigint_42, sc_add('visitors', 3, '42') AS text_42,
-       sc_add('visitors', 3, 42::bigint) AS bigint_again, sc_add('visitors', 3, '42'::text) AS text_again,
+       sc_add('visitors', 3, 42::bigint) AS bigint_again,
+       sc_add('visitors', 3, '42'::text) AS text_again,
        sc_add('visitors', 3, 42::smallint) AS smallint_is_bigint;
 SELECT sc_count('visitors', 3);
 -- a text is its bytes: case and trailing blanks count, and the empty text is an element
-SELECT sc_add('visitors', 4, 'Alice'), sc_add('visitors', 4, 'alice'), sc_add('visitors', 4, 'alice '),
-       sc_add('visitors', 4, ''), sc_add('visitors', 4, ''), sc_add('visitors', 4, 'alice'::varchar);
+SELECT sc_add('visitors', 4, 'Alice'), sc_add('visitors', 4, 'alice'),
+       sc_add('visitors', 4, 'alice '), sc_add('visitors', 4, ''), sc_add('visitors', 4, ''),
+       sc_add('visitors', 4, 'alice'::varchar);
 SELECT sc_count('visitors', 4);
 
 -- sc_sketch is a key's sketch in postgresql-hll's storage format: a small set is EXPLICIT, the
@@ -107,9 +110,11 @@ SELECT sc_add('visitors', 5, 1), sc_sketch('visitors', 5);
 -- sketch_count is the estimate of one, sketch_union the union of two of one shape
 SELECT slotted_counter.sketch_count(sc_sketch('visitors', 3)) AS three,
        slotted_counter.sketch_count(sc_sketch('visitors', 99)) AS empty,
-       slotted_counter.sketch_union(sc_sketch('visitors', 3), sc_sketch('visitors', 5)) AS union_3_5,
+       slotted_counter.sketch_union(sc_sketch('visitors', 3), sc_sketch('visitors', 5))
+         AS union_3_5,
        slotted_counter.sketch_count(
-         slotted_counter.sketch_union(sc_sketch('visitors', 3), sc_sketch('visitors', 5))) AS count_3_5,
+         slotted_counter.sketch_union(sc_sketch('visitors', 3), sc_sketch('visitors', 5)))
+         AS count_3_5,
        slotted_counter.sketch_union(sc_sketch('visitors', 3), sc_sketch('visitors', 3))
          = sc_sketch('visitors', 3) AS union_with_itself,
        slotted_counter.sketch_union(sc_sketch('visitors', 3), sc_sketch('visitors', 99))
@@ -135,7 +140,8 @@ SELECT slotted_counter.sketch_union('\x118e7f', 'not a sketch');
 -- a sketch of postgresql-hll's own (hll_empty(), hll_add of hll_hash_bigint(1)) reads as ours
 SELECT slotted_counter.sketch_count('\x118e7f') AS hll_empty,
        slotted_counter.sketch_count('\x128e7f004403b7fb05c44a') AS one_element,
-       slotted_counter.sketch_union('\x118e7f', '\x128e7f004403b7fb05c44a') = sc_sketch('visitors', 5)
+       slotted_counter.sketch_union('\x118e7f', '\x128e7f004403b7fb05c44a')
+         = sc_sketch('visitors', 5)
          AS same_as_ours;
 
 -- precision: at log2m 4 (16 registers) a sketch keeps one hash explicit, then turns dense: its
@@ -220,7 +226,8 @@ SELECT c, sc_count(c, 1) AS all_days,
 SELECT c, sc_count_total(c) AS total,
        sc_count_total(c, '2026-11-21+00', '2026-11-22+00') AS total_21st,
        sc_count_keys(c, ARRAY[1, 2]) AS keys_1_2,
-       slotted_counter.sketch_count(sc_sketch(c, 1, '2026-11-21+00', '2026-11-23+00')) AS sketch_21st_22nd,
+       slotted_counter.sketch_count(sc_sketch(c, 1, '2026-11-21+00', '2026-11-23+00'))
+         AS sketch_21st_22nd,
        sc_sketch(c, 1, '2026-11-23+00', NULL) AS later
   FROM (VALUES ('daily'), ('daily_t')) v(c) ORDER BY c;
 -- once flushed, one row per key and bucket, with its estimate
@@ -258,11 +265,14 @@ BEGIN;
 SELECT sc_add('daily_t', 3, 'x', '2026-11-19 12:00+00') AS x_19th,
        sc_add('daily_t', 3, 'y', '2026-11-22 12:00+00') AS y_22nd;
 SELECT sc_drop_buckets('daily_t', '2026-11-21+00') AS dropped;
-SELECT sc_count('daily_t', 3) AS key_3, sc_count('daily_t', 3, NULL, '2026-11-21+00') AS before_the_21st;
+SELECT sc_count('daily_t', 3) AS key_3,
+       sc_count('daily_t', 3, NULL, '2026-11-21+00') AS before_the_21st;
 COMMIT;
-SELECT sc_count('daily_t', 3) AS key_3, sc_count('daily_t', 3, NULL, '2026-11-21+00') AS before_the_21st;
+SELECT sc_count('daily_t', 3) AS key_3,
+       sc_count('daily_t', 3, NULL, '2026-11-21+00') AS before_the_21st;
 SELECT sc_rollup() >= 0 AS flushed;
-SELECT s.key, s.bucket AT TIME ZONE 'UTC' AS bucket, slotted_counter.sketch_count(s.sketch) AS sketch
+SELECT s.key, s.bucket AT TIME ZONE 'UTC' AS bucket,
+       slotted_counter.sketch_count(s.sketch) AS sketch
   FROM slotted_counter.key_sketches s JOIN slotted_counter.counters c ON c.id = s.counter
  WHERE c.name = 'daily_t' AND s.key = 3 ORDER BY 2;
 -- an unbucketed counter has no buckets to drop (its bucket is no time), nor ranges to read
@@ -278,7 +288,8 @@ SELECT sc_add('recent', 1, 'a'), sc_add('recent', 1, 'b'), sc_add('recent', 1, '
 BEGIN;
 SELECT sc_add('visitors_t', 7, 'a') AS a, sc_add('visitors_t', 7, 'b') AS b,
        sc_add('visitors_t', 7, 'a') AS a_again;
-SELECT sc_count('visitors_t', 7) AS own_adds, sc_count_keys('visitors_t', ARRAY[7, 1]) AS with_key_1,
+SELECT sc_count('visitors_t', 7) AS own_adds,
+       sc_count_keys('visitors_t', ARRAY[7, 1]) AS with_key_1,
        sc_count_total('visitors_t') AS total,
        slotted_counter.sketch_count(sc_sketch('visitors_t', 7)) AS sketch;
 SELECT count(*) AS stored_before_commit FROM slotted_counter.key_sketches
@@ -300,7 +311,8 @@ SELECT sc_count('visitors_t', 8) AS key_8, sc_count('visitors_t', 7) AS key_7;
 ROLLBACK;
 SELECT sc_count('visitors_t', 8) AS key_8, sc_count('visitors_t', 7) AS key_7;
 SELECT sc_rollup() >= 0 AS flushed;
-SELECT count(*) AS stored FROM slotted_counter.key_sketches WHERE counter = :visitors_t_id AND key = 8;
+SELECT count(*) AS stored FROM slotted_counter.key_sketches
+ WHERE counter = :visitors_t_id AND key = 8;
 -- ROLLBACK TO SAVEPOINT discards the adds after the savepoint only
 BEGIN;
 SELECT sc_add('visitors_t', 8, 'a');
@@ -450,12 +462,15 @@ SELECT count(*) AS visible_sketches FROM slotted_counter.key_sketches WHERE coun
 RESET ROLE;
 SELECT sc_grant('visitors', 'SELECT', 'sc_distinct_user');
 SET ROLE sc_distinct_user;
-SELECT sc_count('visitors', 1), sc_count_keys('visitors', ARRAY[1, 2]), sc_count_total('visitors') > 0 AS total;
-SELECT count(*) > 0 AS visible_sketches FROM slotted_counter.key_sketches WHERE counter = :visitors_id;
+SELECT sc_count('visitors', 1), sc_count_keys('visitors', ARRAY[1, 2]),
+       sc_count_total('visitors') > 0 AS total;
+SELECT count(*) > 0 AS visible_sketches FROM slotted_counter.key_sketches
+ WHERE counter = :visitors_id;
 SELECT sc_add('visitors', 1, 'dave');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-SELECT sc_grant('visitors', 'UPDATE', 'sc_distinct_user'), sc_revoke('visitors', 'SELECT', 'sc_distinct_user');
+SELECT sc_grant('visitors', 'UPDATE', 'sc_distinct_user'),
+       sc_revoke('visitors', 'SELECT', 'sc_distinct_user');
 SET ROLE sc_distinct_user;
 SELECT sc_add('visitors', 1, 'dave') AS dave, sc_add('visitors', 1, 'dave') AS dave_again;
 SELECT sc_count('visitors', 1);
@@ -468,12 +483,16 @@ DROP ROLE sc_distinct_user;
 -- sc_drop removes the counter's sketches with its values, those in the buffer too (key 1's dave
 -- and key 30's, not flushed); a counter of the same name is a new one
 SELECT sc_add('visitors', 30, 'unflushed');
-SELECT count(*) AS sketches FROM slotted_counter.key_sketches WHERE counter IN (:visitors_id, :daily_id);
+SELECT count(*) AS sketches FROM slotted_counter.key_sketches
+ WHERE counter IN (:visitors_id, :daily_id);
 SELECT sc_drop('visitors'), sc_drop('daily');
-SELECT count(*) AS sketches FROM slotted_counter.key_sketches WHERE counter IN (:visitors_id, :daily_id);
-SELECT count(*) AS values FROM slotted_counter.key_values WHERE counter IN (:visitors_id, :daily_id);
+SELECT count(*) AS sketches FROM slotted_counter.key_sketches
+ WHERE counter IN (:visitors_id, :daily_id);
+SELECT count(*) AS values FROM slotted_counter.key_values
+ WHERE counter IN (:visitors_id, :daily_id);
 SELECT sc_rollup() >= 0 AS flushed;
-SELECT count(*) AS sketches FROM slotted_counter.key_sketches WHERE counter IN (:visitors_id, :daily_id);
+SELECT count(*) AS sketches FROM slotted_counter.key_sketches
+ WHERE counter IN (:visitors_id, :daily_id);
 SELECT sc_create('visitors', 'buffered', kind => 'distinct');
 SELECT sc_count('visitors', 1), sc_count('visitors', 30), sc_count_total('visitors'),
        sc_sketch('visitors', 1);
