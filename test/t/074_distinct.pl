@@ -32,6 +32,8 @@
 #   g. After pg_dump and pg_restore (also --no-owner) into another database, the counters are
 #      distinct counters of their precision, every key counts what it did (unfolded commits
 #      included), and adding the same elements again changes nothing.
+#   h. A streaming standby counts what its primary does (unfolded commits included) and refuses
+#      sc_add with 25006.
 
 use strict;
 use warnings;
@@ -281,6 +283,8 @@ $node->stop;
 
 # f. Eviction: 8 resident sketches for 50, then 40, keys.
 my $small_node = preloaded_node('distinct_evict', qq{
+wal_level = replica
+max_wal_senders = 4
 slotted_counter.max_sketches = 8
 slotted_counter.flush_interval = 100
 });
@@ -403,5 +407,26 @@ SELECT sc_add('pt', 1, 'after the flush');}),
 		"pb distinct 14, pt distinct 14\n$expected_keys\n$expected_total\n$before_dump\n0|0\nf",
 		"$db: the counters, every key's count, and nothing new in what was added before");
 }
+
+# h. A streaming standby reads the sketches its primary's flushes and commits wrote (a
+# transactional counter's commits before their fold too), and refuses an add.
+$small_node->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('distinct_standby');
+$standby->init_from_backup($small_node, 'b', has_streaming => 1);
+$standby->append_conf('postgresql.conf', "shared_preload_libraries = 'slotted_counter'\n");
+$standby->start;
+$small_node->safe_psql('postgres', q{
+SELECT count(*) FILTER (WHERE sc_add('tt', k, 'after the backup')) FROM generate_series(1, 50) k;
+SELECT sc_add('pb', 1, 'after the backup');
+SELECT sc_rollup();});
+$small_node->safe_psql('postgres', q{SELECT sc_add('tt', 1, 'not folded yet')});
+$small_node->wait_for_catchup($standby);
+my $on_both = q{SELECT sc_count_total('tt'), sc_count('tt', 1), sc_count('pb', 1),
+       sc_count_keys('pb', array(SELECT generate_series(1, 40)::bigint))};
+is($standby->safe_psql('postgres', $on_both), $small_node->safe_psql('postgres', $on_both),
+	'the standby counts what the primary does, its unfolded commits included');
+my ($ret, $out, $err) = $standby->psql('postgres', q{SELECT sc_add('pb', 1, 'on the standby')});
+like($err, qr/cannot execute sc_add\(\) during recovery/, 'an add on the standby: 25006');
+$standby->stop;
 $small_node->stop;
 done_testing();
