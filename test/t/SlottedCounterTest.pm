@@ -8,7 +8,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 
-our @EXPORT = qw(preloaded_node wait_attached $statement_timeout);
+our @EXPORT = qw(preloaded_node router_server wait_attached $statement_timeout);
 
 # A statement that hangs fails the test instead of hanging it, after as long as the framework
 # waits for anything (PG_TEST_TIMEOUT_DEFAULT, 180 s unless set): a statement that is only slow,
@@ -28,6 +28,25 @@ sub preloaded_node
 		  . ($extra_conf // ''));
 	$node->start;
 	return $node;
+}
+
+# router_server(NAME): one started server whose databases node0 to node2 are data nodes
+# (slotted_counter) and "router" their router (slotted_counter_proxy, configured), with a login
+# role app; a flusher per database besides postgres. Returns the server and the nodes' names.
+sub router_server
+{
+	my ($name) = @_;
+	my $server = preloaded_node($name, "max_worker_processes = 16\n");
+	my @nodes = map { "node$_" } 0 .. 2;
+	$server->safe_psql('postgres', join('', map { "CREATE DATABASE $_;\n" } @nodes, 'router')
+		  . "CREATE ROLE app LOGIN;\n");
+	$server->safe_psql($_, 'CREATE EXTENSION slotted_counter') for @nodes;
+	my $strings = join(', ',
+		map { sprintf("'host=%s port=%d dbname=%s'", $server->host, $server->port, $_) } @nodes);
+	$server->safe_psql('router', qq{
+CREATE EXTENSION slotted_counter_proxy CASCADE;
+SELECT sc_proxy_configure(ARRAY[$strings]);});
+	return ($server, @nodes);
 }
 
 # wait_attached(NODE, DB): flushes, and waits until every attachment that was due has had a run

@@ -30,17 +30,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../../../test/t";
 use SlottedCounterTest;
 
-# A flusher per database: three data nodes and the router's besides postgres.
-my $server = preloaded_node('server', "max_worker_processes = 16\n");
-my @nodes = map { "node$_" } 0 .. 2;
-$server->safe_psql('postgres', join('', map { "CREATE DATABASE $_;\n" } @nodes, 'router')
-	  . "CREATE ROLE app LOGIN;\n");
-$server->safe_psql($_, 'CREATE EXTENSION slotted_counter') for @nodes;
-my $strings = join(', ',
-	map { sprintf("'host=%s port=%d dbname=%s'", $server->host, $server->port, $_) } @nodes);
-$server->safe_psql('router', qq{
-CREATE EXTENSION slotted_counter_proxy CASCADE;
-SELECT sc_proxy_configure(ARRAY[$strings]);});
+my ($server, @nodes) = router_server('server');
 
 sub router { return $server->safe_psql('router', $_[0]); }
 
@@ -268,6 +258,8 @@ DETAIL:  $function\(\) does not apply to a rate limiter\./,
 		"$call by the router's own routing: 42809, the node's message");
 }
 # The same from a router in node0's own database, which calls node0's keys in-process.
+my $strings = join(', ',
+	map { sprintf("'host=%s port=%d dbname=%s'", $server->host, $server->port, $_) } @nodes);
 $server->safe_psql('node0', qq{
 CREATE SCHEMA router;
 CREATE EXTENSION slotted_counter_proxy SCHEMA router CASCADE;

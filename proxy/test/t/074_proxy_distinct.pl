@@ -36,17 +36,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../../../test/t";
 use SlottedCounterTest;
 
-# A flusher per database: three data nodes and the router's besides postgres.
-my $server = preloaded_node('server', "max_worker_processes = 16\n");
-my @nodes = map { "node$_" } 0 .. 2;
-$server->safe_psql('postgres', join('', map { "CREATE DATABASE $_;\n" } @nodes, 'router')
-	  . "CREATE ROLE app LOGIN;\n");
-$server->safe_psql($_, 'CREATE EXTENSION slotted_counter') for @nodes;
-my $strings = join(', ',
-	map { sprintf("'host=%s port=%d dbname=%s'", $server->host, $server->port, $_) } @nodes);
-$server->safe_psql('router', qq{
-CREATE EXTENSION slotted_counter_proxy CASCADE;
-SELECT sc_proxy_configure(ARRAY[$strings]);});
+my ($server, @nodes) = router_server('server');
 
 sub router { return $server->safe_psql('router', $_[0]); }
 
