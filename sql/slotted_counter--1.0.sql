@@ -109,6 +109,10 @@ CREATE TABLE slotted_counter.key_sketches (
     sketch  bytea       NOT NULL,
     CONSTRAINT key_sketches_pkey PRIMARY KEY (counter, key, bucket)
 );
+-- sc_count_total of a range of buckets reads the sketches of those buckets only (the site's
+-- visitors of an hour among a month of hours), as key_values_counter_bucket serves sc_total.
+CREATE INDEX key_sketches_counter_bucket ON slotted_counter.key_sketches (counter, bucket)
+    WHERE bucket > '-infinity';
 -- A transactional distinct counter's committed adds not yet folded into key_sketches: one row per
 -- key per committing transaction, the sketch of that transaction's own elements, inserted as it
 -- commits (append-only: committers never lock each other's rows, as with deltas). A key's durable

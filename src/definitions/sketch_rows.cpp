@@ -14,6 +14,7 @@ namespace {
 SPIPlanPtr plan_key[2] = {nullptr, nullptr};
 SPIPlanPtr plan_keys[2] = {nullptr, nullptr};
 SPIPlanPtr plan_all[2] = {nullptr, nullptr};
+SPIPlanPtr plan_all_buckets[2] = {nullptr, nullptr};
 
 #define SC_SKETCHES_OF(table, keys)                                                               \
   "SELECT sketch FROM slotted_counter." table " WHERE counter OPERATOR(pg_catalog.=) $1 "        \
@@ -22,6 +23,9 @@ SPIPlanPtr plan_all[2] = {nullptr, nullptr};
   { SC_SKETCHES_OF("key_sketches", keys),                                                         \
     SC_SKETCHES_OF("key_sketches", keys) " UNION ALL " SC_SKETCHES_OF("sketch_deltas", keys) }
 const char* const kAllSql[2] = SC_SKETCH_ROWS("");
+// Every key of a range that leaves out -infinity (an unbucketed key's): by the index of buckets.
+const char* const kAllBucketsSql[2] =
+    SC_SKETCH_ROWS(" AND bucket OPERATOR(pg_catalog.>) " SC_NO_BUCKET);
 const char* const kKeySql[2] = SC_SKETCH_ROWS(" AND key OPERATOR(pg_catalog.=) $4");
 const char* const kKeysSql[2] =
     SC_SKETCH_ROWS(" AND key OPERATOR(pg_catalog.=) ANY ($4::pg_catalog.int8[])");
@@ -56,7 +60,9 @@ void UnionStoredSketches(const CounterDef& def, const int64* keys, int nkeys, in
   SPIPlanPtr plan;
   if (keys == nullptr) {
     static const Oid types[3] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-    plan = KeptPlan(&plan_all[deltas], kAllSql[deltas], 3, types);
+    plan = since != DT_NOBEGIN
+               ? KeptPlan(&plan_all_buckets[deltas], kAllBucketsSql[deltas], 3, types)
+               : KeptPlan(&plan_all[deltas], kAllSql[deltas], 3, types);
   } else if (nkeys == 1) {
     static const Oid types[4] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID};
     args[3] = Int64GetDatum(keys[0]);
