@@ -32,6 +32,13 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+// The macros of variable-length values (VARDATA_ANY, SET_VARSIZE): postgres.h's until 16.
+#if PG_VERSION_NUM >= 160000
+extern "C" {
+#include "varatt.h"
+}
+#endif
+
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
 #error "slotted_counter supports PostgreSQL 15, 16, 17 and 18"
 #endif

@@ -4,13 +4,8 @@
 // which unions its nodes' sketches: one reading, one set of errors.
 #pragma once
 
+#include "compat.hpp"
 #include "core/sketch_set.hpp"
-
-extern "C" {
-#include "postgres.h"
-
-#include "fmgr.h"
-}
 
 namespace sc {
 
