@@ -131,6 +131,32 @@ async def transactional(conn):
        "the rolled-back increment did not count")
 
 
+async def distinct_counts(conn):
+    """Distinct counters as docs/guides/drivers.md calls them: integers cast, strs untyped."""
+    await conn.execute("SELECT sc_create($1, $2, kind => $3)", "drv_visitors", "buffered",
+                       "distinct")
+    await conn.execute("SELECT sc_create($1, $2, kind => $3, key_type => $4, log2m => $5)",
+                       "drv_pages", "transactional", "distinct", "text", 12)
+    add = "SELECT sc_add($1, $2::bigint, $3::bigint)"
+    eq([await conn.fetchval(add, "drv_visitors", 7, u) for u in (1, 2, 1)], [True, True, False],
+       "sc_add of int elements, cast: true while the sketch changes")
+    eq(await conn.fetchval("SELECT sc_add($1, $2::bigint, $3)", "drv_visitors", 7, "1"), True,
+       "'1' is another element than 1")
+    async with conn.transaction():
+        for session in ("s-a", "s-b", "s-a"):
+            await conn.fetchval("SELECT sc_add($1, $2, $3)", "drv_pages", "/pricing", session)
+    eq(await conn.fetchval("SELECT sc_count($1, $2)", "drv_pages", "/pricing"), 2,
+       "a transactional counter keyed by text: two distinct sessions")
+    eq(await conn.fetchval("SELECT sc_count_keys($1, $2)", "drv_visitors", [7, 8]), 3,
+       "sc_count_keys of a list of ints")
+    eq(await conn.fetchval("SELECT sc_count_keys_text($1, $2)", "drv_pages", ["/pricing", "/"]),
+       2, "sc_count_keys_text of a list of strs")
+    sketch = await conn.fetchval("SELECT sc_sketch($1, $2::bigint)", "drv_visitors", 7)
+    eq((type(sketch), sketch[0]), (bytes, 0x12), "sc_sketch is bytes, an explicit sketch")
+    await expect_sqlstate(conn, "42809", "SELECT sc_incr($1, $2::bigint)", "drv_visitors", 7)
+    await conn.execute("SELECT sc_drop($1), sc_drop($2)", "drv_visitors", "drv_pages")
+
+
 async def pool_exact(**settings):
     """20 pooled connections, each call a prepared statement: buffered sc_incr hands out every
     value once, and the transactional total is exact."""
@@ -187,6 +213,7 @@ async def main():
     await check("a transactional counter in asyncpg's transactions", transactional, conn)
     await check("a counter created again under prepared statements", recreated_under_prepared,
                 conn)
+    await check("distinct counters: elements, groups and sketches", distinct_counts, conn)
     await conn.close()
     await check("20 pooled connections count exactly", pool_exact)
 

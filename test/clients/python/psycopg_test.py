@@ -76,6 +76,30 @@ def rate_limits(connect):
         conn.commit()
 
 
+def distinct_counts(connect):
+    """Distinct counters through placeholders: psycopg types an int (a bigint element) and sends
+    a str untyped (a text element); lists of keys for the groups, the sketch as bytes."""
+    with connect() as conn:
+        conn.execute("SELECT sc_create(%s, %s, kind => %s)", ("drv_visitors", "buffered",
+                                                              "distinct"))
+        conn.commit()
+        add = "SELECT sc_add(%s, %s, %s)"
+        scenarios.eq([conn.execute(add, ("drv_visitors", 7, u)).fetchone()[0] for u in (1, 2, 1)],
+                     [True, True, False], "int elements: true while the sketch changes")
+        scenarios.eq(conn.execute(add, ("drv_visitors", 7, "1")).fetchone()[0], True,
+                     "the str '1' is another element than the int 1")
+        scenarios.eq(conn.execute("SELECT sc_count(%s, %s), sc_count_keys(%s, %s)",
+                                  ("drv_visitors", 7, "drv_visitors", [7, 8])).fetchone(),
+                     (3, 3), "sc_count, and sc_count_keys of a list")
+        sketch = conn.execute("SELECT sc_sketch(%s, %s)", ("drv_visitors", 7)).fetchone()[0]
+        scenarios.eq((type(sketch), sketch[0]), (bytes, 0x12),
+                     "sc_sketch is bytes, an explicit sketch")
+        conn.commit()
+        scenarios.expect_sqlstate(conn, "42809", "SELECT sc_incr(%s, %s)", ("drv_visitors", 7))
+        conn.execute("SELECT sc_drop(%s)", ("drv_visitors",))
+        conn.commit()
+
+
 if __name__ == "__main__":
     failures = scenarios.run_all("psycopg", connect, server_prepares=True)
     checks = scenarios.Checks("psycopg")
@@ -83,4 +107,6 @@ if __name__ == "__main__":
                binary_results, connect)
     checks.run("rate limits: sc_create's limit and sc_throttle's row through placeholders",
                rate_limits, connect)
+    checks.run("distinct counters: elements through placeholders, groups, sketches",
+               distinct_counts, connect)
     sys.exit(1 if failures or checks.failures else 0)
