@@ -47,8 +47,7 @@ CREATE TABLE slotted_counter.counters (
     CHECK ((rate IS NULL) = (per IS NULL) AND (rate IS NULL) = (burst IS NULL)),
     CHECK (rate IS NULL OR (bucket IS NULL AND retain IS NOT NULL)),
     CHECK ((kind = 'limiter') = (rate IS NOT NULL)),
-    CHECK ((kind = 'distinct') = (log2m IS NOT NULL)),
-    CHECK (kind <> 'distinct' OR retain IS NULL OR bucket IS NOT NULL)
+    CHECK ((kind = 'distinct') = (log2m IS NOT NULL))
 );
 CREATE SEQUENCE slotted_counter.counters_id_seq AS integer OWNED BY slotted_counter.counters.id;
 
@@ -118,10 +117,11 @@ CREATE INDEX key_sketches_counter_bucket ON slotted_counter.key_sketches (counte
 -- commits (append-only: committers never lock each other's rows, as with deltas). A key's durable
 -- sketch is the union of its key_sketches row and its rows here.
 CREATE TABLE slotted_counter.sketch_deltas (
-    counter integer     NOT NULL,
-    key     bigint      NOT NULL,
-    bucket  timestamptz NOT NULL DEFAULT '-infinity',
-    sketch  bytea       NOT NULL
+    counter    integer     NOT NULL,
+    key        bigint      NOT NULL,
+    bucket     timestamptz NOT NULL DEFAULT '-infinity',
+    sketch     bytea       NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT now()  -- the commit's time, for the keys' expiry
 ) USING heap;
 ALTER TABLE slotted_counter.sketch_deltas REPLICA IDENTITY FULL;
 

@@ -176,15 +176,16 @@ extern "C" Datum sc_proxy_counter_cluster(PG_FUNCTION_ARGS) {
 // spread counter, whose nodes would each check the bound against their own share.
 extern "C" Datum sc_proxy_write_hash(PG_FUNCTION_ARGS) {
   CheckCaller();
-  CheckWritable(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+  const char* function = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  CheckWritable(function);
   CounterRow row = LookupCounter(fcinfo, 1);
   const char* counter = CounterName(fcinfo, 1);
   if (row.spread && PG_GETARG_BOOL(4))
     ereport(ERROR,
             (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-             errmsg("counter \"%s\" is spread over the data nodes: a bound cannot be kept",
-                    counter),
-             errdetail("Each node would check the bound against its own share only.")));
+             errmsg("counter \"%s\" is spread over the data nodes: %s needs each key on one node",
+                    counter, function),
+             errdetail("Each node would answer from its own share of the key only.")));
   Key key = ReadKey(fcinfo, 2, TextArgument(fcinfo, 2, false), row, counter);
   if (row.transactional) CheckAutocommit(counter);
   if (!row.spread) PG_RETURN_INT32(key.hash);

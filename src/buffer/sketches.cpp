@@ -16,6 +16,10 @@ namespace {
 
 inline SpinMutex BlockMutex(uint32 b) { return SpinMutex{&shared->sketch_locks[b]}; }
 
+inline uint32 BlockOfResidentSketch(uint32 index) {
+  return shared->sketches->BlockOfResident(index);
+}
+
 // Adds hash to the sketch of resident entry `index` (under its partition lock): true if it
 // changed.
 inline bool AddToBlock(uint32 index, uint64 hash) {
@@ -72,23 +76,35 @@ void LoadStoredSketch(const CounterDef& def, const CounterKey& k, uint32 b) {
   pfree(set);
 }
 
+namespace {
+
+// The add's step: a counter whose keys expire stamps them, and empties an expired one first.
+Probe AddStep(const CounterKey& k, uint32 h, uint64 hash, const HllShape& shape, Write w,
+              bool* changed) {
+  Dirtied dirtied;
+  auto add = [&](uint32 index) { return AddToBlock(index, hash); };
+  Probe probe =
+      w.cutoff == kNeverExpires
+          ? Table().SketchAddIfResident(k, h, changed, &dirtied, add)
+          : Table().SketchAddIfResident(k, h, w, changed, &dirtied, add, [&](uint32 index) {
+              (void)InitSketchBlock(shared->sketches->block(BlockOfResidentSketch(index)),
+                                    shape);
+            });
+  NoteDirtied(dirtied);
+  return probe;
+}
+
+}  // namespace
+
 bool BufferSketchAdd(const CounterDef& counter, int64 key, int64 bucket, uint64 hash) {
   CounterKey k{MyDatabaseId, counter.id, key, bucket};
   uint32 h = HashCounterKey(k);
   bool changed = false;
-  Dirtied dirtied;
-  Probe probe = Table().SketchAddIfResident(k, h, &changed, &dirtied,
-                                            [&](uint32 index) { return AddToBlock(index, hash); });
-  NoteDirtied(dirtied);
-  if (likely(probe == Probe::kFound)) return changed;
+  Write w = WriteNow(counter);
+  HllShape shape = counter.sketch;
+  if (likely(AddStep(k, h, hash, shape, w, &changed) == Probe::kFound)) return changed;
   CounterDef def = counter;  // as in BufferIncrement: a load may look the definition up again
-  UntilResident(&def, k, h, "add to", [&] {
-    Dirtied d;
-    Probe p = Table().SketchAddIfResident(k, h, &changed, &d,
-                                          [&](uint32 index) { return AddToBlock(index, hash); });
-    NoteDirtied(d);
-    return p;
-  });
+  UntilResident(&def, k, h, "add to", [&] { return AddStep(k, h, hash, shape, w, &changed); });
   return changed;
 }
 
@@ -109,8 +125,14 @@ bool BufferSketchLacks(const CounterDef& counter, int64 key, int64 bucket, uint6
   CounterKey k{MyDatabaseId, def.id, key, bucket};
   uint32 h = HashCounterKey(k);
   bool lacks = false;
+  int64 cutoff = KeyCutoff(def);
   UntilResident(&def, k, h, "add to", [&] {
-    return Table().WithResident(k, h, [&](uint32 index, const Entry&) {
+    return Table().WithResident(k, h, [&](uint32 index, const Entry& e) {
+      // An expired key's sketch counts for nothing: every element is news.
+      if (CounterTable::ExpiredValue(e, cutoff)) {
+        lacks = true;
+        return;
+      }
       uint32 b = shared->sketches->BlockOfResident(index);
       SpinMutex mutex = BlockMutex(b);
       lacks = SketchLacks(shared->sketches->block(b), mutex, hash);
@@ -134,13 +156,15 @@ int64 BufferSketchUnion(const CounterDef& def, const int64* keys, int nkeys, int
           HashCounterKey(CounterKey{MyDatabaseId, def.id, keys[i], kNoBucket}))] = true;
   }
   auto* copy = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
+  int64 cutoff = KeyCutoff(def);
   int64 n = 0;
   for (uint32 p = 0; p < kPartitions; p++) {
     if (!wanted[p]) continue;
     Table().ForEachResident(p, [&](uint32 index, const Entry& e) {
       if (e.id.db != MyDatabaseId || e.id.counter != def.id || e.id.bucket < since ||
           e.id.bucket >= until ||
-          (keys != nullptr && !std::binary_search(keys, keys + nkeys, e.id.key)))
+          (keys != nullptr && !std::binary_search(keys, keys + nkeys, e.id.key)) ||
+          CounterTable::ExpiredValue(e, cutoff))
         return;
       CopyBlock(shared->sketches->BlockOfResident(index), copy);
       SketchSetUnion(*out, *copy);

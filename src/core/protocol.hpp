@@ -128,8 +128,12 @@ class Protocol {
                       Op&& write) noexcept;
 
   // Under the EXCLUSIVE lock: if k's entry has expired for cutoff and holds a value, sets the
-  // value to 0 (flushed stays: the next flush writes the change, so the row holds 0 too).
+  // value to 0 (flushed stays: the next flush writes the change, so the row holds 0 too), and
+  // calls emptied(index) (a distinct counter's key: its sketch is emptied with it).
   void ZeroIfExpired(const CounterKey& k, uint32_t hash, int64_t cutoff, Dirtied* dirtied) noexcept;
+  template <typename Emptied>
+  void ZeroIfExpired(const CounterKey& k, uint32_t hash, int64_t cutoff, Dirtied* dirtied,
+                     Emptied&& emptied) noexcept;
 
   // Adds delta to k's resident entry. *overflow: refused (nothing changed), *value holds the
   // unchanged value; otherwise *value is the new value. The hot path, for a write that carries
@@ -171,6 +175,13 @@ class Protocol {
   template <typename SketchAddOp>
   Probe SketchAddIfResident(const CounterKey& k, uint32_t hash, bool* changed, Dirtied* dirtied,
                             SketchAddOp&& add) noexcept;
+  // The same for a counter whose keys expire: every add stamps the entry with w.stamp, changed or
+  // not (the key was used); a key that has expired for w.cutoff and holds a value is first
+  // emptied under the EXCLUSIVE lock, its sketch by empty(index) (ZeroIfExpired), so that the
+  // add counts from an empty set.
+  template <typename SketchAddOp, typename SketchEmptyOp>
+  Probe SketchAddIfResident(const CounterKey& k, uint32_t hash, Write w, bool* changed,
+                            Dirtied* dirtied, SketchAddOp&& add, SketchEmptyOp&& empty) noexcept;
 
   Probe ReadIfResident(const CounterKey& k, uint32_t hash, int64_t* value) noexcept;
 

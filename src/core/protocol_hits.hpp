@@ -74,6 +74,13 @@ Probe Protocol<Locks>::WriteResident(const CounterKey& k, uint32_t hash, Write w
 template <typename Locks>
 void Protocol<Locks>::ZeroIfExpired(const CounterKey& k, uint32_t hash, int64_t cutoff,
                                     Dirtied* dirtied) noexcept {
+  ZeroIfExpired(k, hash, cutoff, dirtied, [](uint32_t) {});
+}
+
+template <typename Locks>
+template <typename Emptied>
+void Protocol<Locks>::ZeroIfExpired(const CounterKey& k, uint32_t hash, int64_t cutoff,
+                                    Dirtied* dirtied, Emptied&& emptied) noexcept {
   uint32_t p = CounterTable::PartitionOf(hash);
   locks_.Exclusive(p);
   uint32_t index = t_.Find(k, hash);
@@ -86,6 +93,7 @@ void Protocol<Locks>::ZeroIfExpired(const CounterKey& k, uint32_t hash, int64_t 
       int64_t old = e.value.exchange(0, std::memory_order_seq_cst);
       AddDifferenceToSum(*sum, 0, old);
       CheckDirtied(index, e, old, 0, dirtied);
+      emptied(index);
     }
   }
   locks_.Release(p);
@@ -203,6 +211,32 @@ Probe Protocol<Locks>::SketchAddIfResident(const CounterKey& k, uint32_t hash, b
     AddToSum(sum, 1);
     CheckDirtied(index, e, value - 1, value, dirtied);
   });
+}
+
+template <typename Locks>
+template <typename SketchAddOp, typename SketchEmptyOp>
+Probe Protocol<Locks>::SketchAddIfResident(const CounterKey& k, uint32_t hash, Write w,
+                                           bool* changed, Dirtied* dirtied, SketchAddOp&& add,
+                                           SketchEmptyOp&& empty) noexcept {
+  for (;;) {
+    bool expired = false;
+    *changed = false;
+    Probe probe = WithWritable(k, hash, [&](uint32_t index, Entry& e, Entry& sum) {
+      if (CounterTable::ExpiredValue(e, w.cutoff)) {
+        expired = true;
+        return;
+      }
+      *changed = add(index);
+      int64_t value;
+      if (*changed && CounterTable::Add(e, 1, &value)) {
+        AddToSum(sum, 1);
+        CheckDirtied(index, e, value - 1, value, dirtied);
+      }
+      StampDirtied(index, e, w.stamp, dirtied);
+    });
+    if (!expired) return probe;
+    ZeroIfExpired(k, hash, w.cutoff, dirtied, empty);
+  }
 }
 
 template <typename Locks>

@@ -20,16 +20,20 @@ void UnionStoredSketches(const CounterDef& def, const int64* keys, int nkeys, in
 // One stored sketch unioned into out (XX001 if it is no sketch of def's shape).
 void UnionSketchBytes(const CounterDef& def, const bytea* stored, SketchSet* out);
 
-// A key's sketch to write: its estimate (key_values.value) and its bytes in the storage format.
+// A key's sketch to write: its estimate (key_values.value), its bytes in the storage format and
+// the time of its last add (written_at; a flush's rows only).
 struct SketchRow {
   int32 counter;
   int64 key;
   int64 bucket;
   int64 count;
   bytea* sketch;
+  TimestampTz written_at;
 };
 // A flush's writes of buffered keys (n of them, distinct), in its transaction: each key_values
-// row's value becomes the row's count, its sketch the union of its own and the row's. Inside SPI.
+// row's value becomes the row's count, written_at at least the row's; the sketch replaces the
+// stored one, which the buffer's holds (but for an expired key's, which it must not). Inside
+// SPI.
 void WriteSketchRows(const SketchRow* rows, int n);
 // A commit's adds to transactional keys (n of them, distinct; count unused): a sketch_deltas row
 // each. Inside SPI.

@@ -76,18 +76,13 @@ void CheckKind(const char* kind, bool limiter) {
                     errhint("A rate limiter is made with rate, per and burst together.")));
 }
 
-// A distinct counter's precision, and what it may have: a retention expires whole buckets only.
-void CheckDistinct(int log2m, bool bucketed, bool retains) {
+// A distinct counter's precision.
+void CheckDistinct(int log2m) {
   if (log2m < kMinLog2m || log2m > kSketchMaxLog2m)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("log2m must be between %d and %d", kMinLog2m, int(kSketchMaxLog2m)),
                     errdetail("A sketch has 2^log2m registers; its standard error is about "
                               "1.04 / sqrt(2^log2m): 0.8%% at 14, 1.6%% at 12.")));
-  if (retains && !bucketed)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("a distinct counter's retention needs buckets"),
-                    errdetail("Its values expire by bucket, not by key."),
-                    errhint("Give it a bucket, for example bucket => '1 hour'.")));
 }
 
 }  // namespace
@@ -146,7 +141,7 @@ Datum Create(PG_FUNCTION_ARGS) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("only a distinct counter has a log2m"),
                     errhint("Create it with kind => 'distinct'.")));
-  if (distinct) CheckDistinct(log2m, bucketed, retains);
+  if (distinct) CheckDistinct(log2m);
   // As CREATE SCHEMA: the database's CREATE privilege. The creator owns the counter.
   if (DatabaseAclCheck(MyDatabaseId, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -58,15 +58,21 @@ Datum AddElement(FunctionCallInfo fcinfo, bool bigint) {
 // The union of the sketches of keys (nkeys of them, sorted and distinct; every key when keys is
 // nullptr) in range, in a palloc'd set: stored, resident, and this transaction's own.
 SketchSet* UnionOf(const CounterDef& def, const int64* keys, int nkeys, BucketRange range) {
-  range = RetainedRange(def, range);
+  // A bucketed counter's expired buckets are left out; an unbucketed one's keys expire by key.
+  if (def.bucketed) range = RetainedRange(def, range);
   auto* set = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
   SketchSetInit(*set, def.sketch);
   if (range.since >= range.until) return set;
-  // The buffer's first: a key that leaves it meanwhile was flushed before, and is then stored.
-  (void)BufferSketchUnion(def, keys, nkeys, range.since, range.until, set);
-  UnionStoredSketches(def, keys, nkeys, range.since, range.until, false, set);
-  if (def.durability == Durability::kTransactional)
+  // A buffered counter: the buffer's first (a key that leaves it meanwhile was flushed before,
+  // and is then stored). A transactional one's stored rows and unfolded commits hold every
+  // committed add (its resident sketches serve sc_add's answer only), and the transaction's own.
+  if (def.durability == Durability::kBuffered) {
+    (void)BufferSketchUnion(def, keys, nkeys, range.since, range.until, set);
+    UnionStoredSketches(def, keys, nkeys, range.since, range.until, false, set);
+  } else {
+    UnionStoredSketches(def, keys, nkeys, range.since, range.until, false, set);
     UnionPendingSketches(def, keys, nkeys, range.since, range.until, set);
+  }
   return set;
 }
 

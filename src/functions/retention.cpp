@@ -64,6 +64,7 @@ SPIPlanPtr plan_candidates = nullptr;
 SPIPlanPtr plan_stored_before = nullptr;
 SPIPlanPtr plan_lock = nullptr;
 SPIPlanPtr plan_expire[2] = {nullptr, nullptr};  // [with the deltas]
+SPIPlanPtr plan_expire_sketches = nullptr;
 
 void BeginPassTransaction() {
   SetCurrentStatementStartTimestamp();
@@ -185,7 +186,21 @@ int64 DeleteExpired(const CounterDef& def, TimestampTz before, const int64* keys
   // are they looked at, in one hashed scan.
   bool with_deltas = def.durability == Durability::kTransactional && StoredReadsNeedDeltas();
   static const Oid types[3] = {INT4OID, TIMESTAMPTZOID, INT8ARRAYOID};
-  SPIPlanPtr plan = KeptPlan(
+  // A distinct counter's keys: their sketches go with their rows, but those a commit not yet
+  // folded wrote to (newer than the row says).
+  SPIPlanPtr plan = def.distinct ? KeptPlan(
+      &plan_expire_sketches,
+      "WITH t AS (DELETE FROM slotted_counter.key_values t "
+      "WHERE t.counter OPERATOR(pg_catalog.=) $1 AND t.bucket OPERATOR(pg_catalog.=) "
+      SC_NO_BUCKET " AND t.key OPERATOR(pg_catalog.=) ANY ($3) "
+      "AND t.written_at OPERATOR(pg_catalog.<) $2 AND NOT EXISTS (SELECT FROM "
+      "slotted_counter.sketch_deltas d WHERE d.counter OPERATOR(pg_catalog.=) $1 "
+      "AND d.key OPERATOR(pg_catalog.=) t.key AND d.bucket OPERATOR(pg_catalog.=) t.bucket) "
+      "RETURNING t.key) "
+      "DELETE FROM slotted_counter.key_sketches s USING t "
+      "WHERE s.counter OPERATOR(pg_catalog.=) $1 AND s.bucket OPERATOR(pg_catalog.=) "
+      SC_NO_BUCKET " AND s.key OPERATOR(pg_catalog.=) t.key",
+      3, types) : KeptPlan(
       &plan_expire[with_deltas],
       with_deltas
           ? "DELETE FROM slotted_counter.key_values t WHERE t.counter OPERATOR(pg_catalog.=) $1 "
@@ -388,11 +403,6 @@ Datum AlterRetention(PG_FUNCTION_ARGS) {
   int32 id = def->id;
   bool retained = def->retains && !def->bucketed;
   bool retains = !PG_ARGISNULL(1);
-  if (def->distinct && retains && !def->bucketed)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("a distinct counter's retention needs buckets"),
-                    errdetail("Its values expire by bucket, not by key."),
-                    errhint("Create a counter with a bucket, for example bucket => '1 hour'.")));
   if (retains) CheckRetention(PG_GETARG_INTERVAL_P(1));
   Oid types[2] = {INT4OID, INTERVALOID};
   Datum args[2] = {Int32GetDatum(id), retains ? PG_GETARG_DATUM(1) : (Datum)0};

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "buffer/buffer.hpp"
+#include "definitions/expiry.hpp"
 #include "definitions/sketch_rows.hpp"
 #include "spi.hpp"
 #include "transactions/distinct_adds.hpp"
@@ -86,7 +87,10 @@ bool TransactionalSketchAdd(const CounterDef& def, int64 key, int64 bucket, uint
     capacity = grown;
   }
   // A hash the transaction added before changes nothing; one the committed sketch has neither.
-  bool changes = !Pending(def.id, key, bucket, hash) && BufferSketchLacks(def, key, bucket, hash);
+  // The resident sketch of a counter whose keys expire cannot tell (commits do not stamp it): every
+  // element is kept, and the fold's union drops what is there already.
+  bool changes = !Pending(def.id, key, bucket, hash) &&
+                 (KeysExpire(def) || BufferSketchLacks(def, key, bucket, hash));
   if (changes)
     pending[npending++] =
         PendingAdd{def.id, key, bucket, hash, GetCurrentTransactionNestLevel(), 0};
@@ -127,7 +131,8 @@ void SketchesPreCommit() {
     if (def == nullptr) ReportDroppedSinceCounted(psprintf("%d", pending[i].counter));
     SketchSetInit(*set, def->sketch);
     for (int j = i; j < end; j++) (void)SketchSetAdd(*set, pending[j].hash);
-    rows[nrows++] = SketchRow{def->id, pending[i].key, pending[i].bucket, 0, SketchBytes(*set)};
+    rows[nrows++] =
+        SketchRow{def->id, pending[i].key, pending[i].bucket, 0, SketchBytes(*set), 0};
     i = end;
   }
   // At pre-commit no statement's snapshot is active any more.

@@ -285,7 +285,7 @@ pg_noinline int64 RunStep(Oid db, DatabaseSlot* slot, const DirtyRef* refs, int6
     ClaimStep(db, slot, refs, nrefs, scope, s);
     int64 sketches = PartitionSketchItems(s->items, s->n);
     fresh = WriteItems(s->items, s->n - sketches);
-    WriteSketchItems(db, s->items + s->n - sketches, sketches);
+    WriteSketchItems(db, s->items + s->n - sketches, sketches, s->stored_stamp);
     WriteRequestIds(s->taken, s->ntaken);
     if (fold != nullptr) {
       complete = FoldInTransaction(db, fold, ids, nids, skipped, nskipped, step_context,

@@ -69,8 +69,9 @@ void WriteRequestIds(const TakenRequestId* taken, int n);
 // returns how many there are.
 int64 PartitionSketchItems(FlushItem* items, int64 n);
 // Writes the sketches of the claimed items (n of them, all of distinct counters' keys of db) to
-// key_sketches, and their estimates to key_values (definitions/sketch_rows.hpp). Inside SPI.
-void WriteSketchItems(Oid db, const FlushItem* items, int64 n);
+// key_sketches, and their estimates to key_values (definitions/sketch_rows.hpp), with written_at
+// each claim's stamp, or stored_stamp for a claim that took none. Inside SPI.
+void WriteSketchItems(Oid db, const FlushItem* items, int64 n, TimestampTz stored_stamp);
 
 // ---- flush_insert.cpp ----
 

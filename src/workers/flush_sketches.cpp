@@ -1,6 +1,7 @@
 // flush_sketches.cpp: what a flush writes of distinct counters' keys (flush_internal.hpp): each
-// claimed key's sketch, copied from the buffer, into slotted_counter.key_sketches as a union with
-// the stored one, and its estimate into key_values, in the step's transaction. The entry's value
+// claimed key's sketch, copied from the buffer, into slotted_counter.key_sketches in place of the
+// stored one (which it holds), and its estimate into key_values with the time of its last add,
+// in the step's transaction. The entry's value
 // counts the adds that changed its sketch: the claim's delta, settled as any key's, says what
 // the copy holds (an add raises its register before it counts, so a copy taken after the claim
 // holds every add the claim counted).
@@ -18,7 +19,7 @@ int64 PartitionSketchItems(FlushItem* items, int64 n) {
   return items + n - first;
 }
 
-void WriteSketchItems(Oid db, const FlushItem* items, int64 n) {
+void WriteSketchItems(Oid db, const FlushItem* items, int64 n, TimestampTz stored_stamp) {
   if (n == 0) return;
   auto* set = static_cast<SketchSet*>(palloc(sizeof(SketchSet)));
   auto* rows = static_cast<SketchRow*>(palloc(sizeof(SketchRow) * n));
@@ -29,8 +30,9 @@ void WriteSketchItems(Oid db, const FlushItem* items, int64 n) {
     CounterKey k{uint32(db), item.counter, item.key, item.bucket};
     // A claimed entry stays (in_flush): its sketch is there to copy.
     if (!BufferSketchOfEntry(k, item.claim.index, item.claim.generation, set)) continue;
-    rows[nrows++] =
-        SketchRow{item.counter, item.key, item.bucket, SketchSetCount(*set), SketchBytes(*set)};
+    TimestampTz written = item.claim.stamped ? item.claim.stamp : stored_stamp;
+    rows[nrows++] = SketchRow{item.counter,        item.key,          item.bucket,
+                              SketchSetCount(*set), SketchBytes(*set), written};
   }
   WriteSketchRows(rows, nrows);
   pfree(set);

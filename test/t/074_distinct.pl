@@ -34,6 +34,10 @@
 #      included), and adding the same elements again changes nothing.
 #   h. A streaming standby counts what its primary does (unfolded commits included) and refuses
 #      sc_add with 25006.
+#   i. (before h) Keys of an unbucketed counter with a retention expire, buffered and
+#      transactional: idle past it they count nothing at once, an add counts from an empty set,
+#      the stored sketches are replaced (not unioned) by the flush and the fold, and the
+#      retention pass deletes the idle keys' rows and sketches.
 
 use strict;
 use warnings;
@@ -407,6 +411,49 @@ SELECT sc_add('pt', 1, 'after the flush');}),
 		"pb distinct 14, pt distinct 14\n$expected_keys\n$expected_total\n$before_dump\n0|0\nf",
 		"$db: the counters, every key's count, and nothing new in what was added before");
 }
+
+# i. The expiry of an unbucketed counter's keys (retain without bucket), buffered and
+# transactional: a key idle for its retention counts nothing at once, flushed or not; an add
+# counts it from an empty set, whose flush and fold replace the stored sketch rather than union
+# with it; the retention pass deletes the idle keys' rows and sketches.
+$small_node->safe_psql('postgres', q{
+SELECT sc_create('xb', 'buffered', kind => 'distinct', retain => '3 seconds'),
+       sc_create('xt', 'transactional', kind => 'distinct', retain => '3 seconds');
+SELECT count(*) FILTER (WHERE sc_add('xb', k, g)) FROM generate_series(1, 3) k,
+       generate_series(1, 10) g;
+SELECT count(*) FILTER (WHERE sc_add('xt', k, g)) FROM generate_series(1, 3) k,
+       generate_series(1, 10) g;
+SELECT sc_rollup();
+SELECT sc_add('xb', 3, 11), sc_add('xt', 3, 11);});
+my $x_counts = q{SELECT sc_count('%1$s', 1), sc_count('%1$s', 3), sc_count_total('%1$s'),
+       sc_count_keys('%1$s', '{1,2,3}')};
+is(join("\n", map { $small_node->safe_psql('postgres', sprintf($x_counts, $_)) } qw(xb xt)),
+	"10|11|11|11\n10|11|11|11", 'xb, xt: 3 keys of 10 elements (key 3: 11, not flushed)');
+$small_node->safe_psql('postgres', 'SELECT pg_sleep(3.1)');
+is(join("\n", map { $small_node->safe_psql('postgres', sprintf($x_counts, $_)) } qw(xb xt)),
+	"0|0|0|0\n0|0|0|0", 'idle past the retention: every key counts nothing at once');
+is( $small_node->safe_psql('postgres', q{
+SELECT sc_add('xb', 1, 100), sc_add('xb', 1, 1), sc_add('xb', 1, 1);
+SELECT sc_add('xt', 1, 100), sc_add('xt', 1, 1), sc_add('xt', 1, 1);
+SELECT sc_count('xb', 1), sc_count('xt', 1);}),
+	"t|t|f\nt|t|f\n2|2", 'an add to an expired key counts from an empty set');
+is( $small_node->safe_psql('postgres', q{
+SELECT sc_rollup() >= 0;
+SELECT sc_count('xb', 1), sc_count('xt', 1);
+SELECT string_agg(c.name || ' ' || slotted_counter.sketch_count(s.sketch), ', ' ORDER BY c.name)
+  FROM slotted_counter.key_sketches s JOIN slotted_counter.counters c ON c.id = s.counter
+ WHERE c.name IN ('xb', 'xt') AND s.key = 1;}),
+	"t\n2|2\nxb 2, xt 2",
+	'after a flush the stored sketches hold the 2 new elements: the expired ones did not come back');
+ok( $small_node->poll_query_until('postgres', q{
+SELECT sc_rollup() >= 0 AND NOT EXISTS (SELECT FROM slotted_counter.key_values
+ WHERE counter IN ('xb'::slotted_counter::integer, 'xt'::slotted_counter::integer)
+   AND key IN (2, 3))}),
+	'the retention pass deletes the idle keys\' rows');
+is( $small_node->safe_psql('postgres', q{
+SELECT count(*) FROM slotted_counter.key_sketches
+ WHERE counter IN ('xb'::slotted_counter::integer, 'xt'::slotted_counter::integer);}),
+	'2', '... and their sketches: only key 1\'s of each counter are left');
 
 # h. A streaming standby reads the sketches its primary's flushes and commits wrote (a
 # transactional counter's commits before their fold too), and refuses an add.

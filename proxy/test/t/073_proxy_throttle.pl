@@ -312,7 +312,7 @@ is( on_nodes(q{SELECT count(*) FROM slotted_counter.counters WHERE name = 'hot_l
 	  . "\n" . router(q{SELECT count(*) FROM slotted_counter_proxy.counters WHERE name = 'hot_limit'}),
 	"node0: 0\nnode1: 0\nnode2: 0\n0", '... before any node created it');
 is(outcome(q{SELECT * FROM sc_throttle('hot', 1)}),
-	'0A000: counter "hot" is spread over the data nodes: a bound cannot be kept',
+	'0A000: counter "hot" is spread over the data nodes: sc_throttle() needs each key on one node',
 	'sc_throttle on a spread counter: 0A000, as sc_incr_bounded');
 
 # 6. A counter of the same name on the nodes.

@@ -18,8 +18,8 @@
 #      sc_sketch on a plain counter, sc_incr, sc_sum, sc_total and sc_throttle on a distinct
 #      counter, fail with the node's 42809, and change nothing.
 #   7. A spread distinct counter is refused (0A000) before any node creates it, and sc_add on a
-#      spread counter; a log2m out of range and a retention without buckets fail on the nodes
-#      (22023, 0A000), which create nothing; sc_create finds a node's counter of the same name
+#      spread counter; a log2m out of range and a distinct counter with a rate fail on the nodes
+#      (22023 both), which create nothing; sc_create finds a node's counter of the same name
 #      that is not the distinct counter asked for (another log2m, another kind, a log2m that
 #      differs between nodes): 42710; the same one is taken.
 #   8. Privileges are the nodes'; sc_drop drops a distinct counter, its sketches with it, from the
@@ -392,14 +392,16 @@ is( on_nodes(q{SELECT count(*) FROM slotted_counter.counters WHERE name = 'hot_s
 	"node0: 0\nnode1: 0\nnode2: 0\n0", '... before any node created it');
 router(q{SELECT sc_create('hot', 'buffered', spread => true)});
 is(outcome(q{SELECT sc_add('hot', 1, 1)}),
-	'0A000: counter "hot" is spread over the data nodes: a bound cannot be kept',
+	'0A000: counter "hot" is spread over the data nodes: sc_add() needs each key on one node',
 	'sc_add on a spread counter: 0A000, as sc_incr_bounded');
 like( outcome(q{SELECT sc_create('bad', 'buffered', kind => 'distinct', log2m => 15)}),
 	qr/^22023: \S+ \[node\d\] REMOTE ERROR: log2m must be between 4 and 14$/,
 	'a log2m out of range: the node\'s 22023');
-like( outcome(q{SELECT sc_create('bad', 'buffered', retain => '1 day', kind => 'distinct')}),
-	qr/^0A000: \S+ \[node\d\] REMOTE ERROR: a distinct counter's retention needs buckets$/,
-	'a distinct counter with a retention and no buckets: the node\'s 0A000');
+like(
+	outcome(
+		q{SELECT sc_create('bad', 'buffered', kind => 'distinct', rate => 1, per => '1 hour')}),
+	qr/^22023: \S+ \[node\d\] REMOTE ERROR: a counter with a rate is a limiter, not of kind /,
+	'a distinct counter with a rate: the node\'s 22023');
 is( on_nodes(q{SELECT count(*) FROM slotted_counter.counters WHERE name = 'bad'})
 	  . "\n" . router(q{SELECT count(*) FROM slotted_counter_proxy.counters WHERE name = 'bad'}),
 	"node0: 0\nnode1: 0\nnode2: 0\n0", '... neither is created anywhere');
