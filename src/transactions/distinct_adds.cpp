@@ -37,6 +37,50 @@ PendingAdd* pending = nullptr;
 int npending = 0;
 int capacity = 0;
 
+// Each add's place in pending, by (counter, key, bucket, hash): whether an element is pending
+// is one look-up, not a pass over every add (a transaction may add millions).
+struct AddKey {
+  int32 counter;
+  int32 unused;  // zero, so that the key's bytes are all its own
+  int64 key;
+  int64 bucket;
+  uint64 hash;
+};
+struct AddPlace {
+  AddKey id;
+  int index;
+};
+HTAB* places = nullptr;
+
+AddKey KeyOf(int32 counter, int64 key, int64 bucket, uint64 hash) {
+  AddKey k;
+  memset(&k, 0, sizeof(k));
+  k.counter = counter;
+  k.key = key;
+  k.bucket = bucket;
+  k.hash = hash;
+  return k;
+}
+
+void Place(int index) {
+  const PendingAdd& p = pending[index];
+  AddKey k = KeyOf(p.counter, p.key, p.bucket, p.hash);
+  static_cast<AddPlace*>(hash_search(places, &k, HASH_ENTER, nullptr))->index = index;
+}
+
+// The places of pending's adds, made again (after they moved).
+void PlaceAll() {
+  HASHCTL ctl;
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = sizeof(AddKey);
+  ctl.entrysize = sizeof(AddPlace);
+  ctl.hcxt = TopTransactionContext;
+  if (places != nullptr) hash_destroy(places);
+  places = hash_create("slotted_counter pending adds", Max(npending, 64), &ctl,
+                       HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  for (int i = 0; i < npending; i++) Place(i);
+}
+
 // The adds were written at pre-commit (pending sorted by key then), to go into the buffer at
 // the commit.
 bool committing = false;
@@ -53,11 +97,10 @@ bool Before(const PendingAdd& a, const PendingAdd& b) {
 }
 
 bool Pending(int32 counter, int64 key, int64 bucket, uint64 hash) {
-  for (int i = 0; i < npending; i++)
-    if (pending[i].counter == counter && pending[i].key == key && pending[i].bucket == bucket &&
-        pending[i].hash == hash && pending[i].dropped == 0)
-      return true;
-  return false;
+  if (places == nullptr) return false;
+  AddKey k = KeyOf(counter, key, bucket, hash);
+  auto* place = static_cast<AddPlace*>(hash_search(places, &k, HASH_FIND, nullptr));
+  return place != nullptr && pending[place->index].dropped == 0;
 }
 
 // Moves the adds not dropped to the front of pending, in order; returns how many.
@@ -70,6 +113,7 @@ int Live() {
 
 void Forget() {
   pending = nullptr;
+  places = nullptr;  // both in TopTransactionContext, which goes with the transaction
   npending = capacity = 0;
   committing = false;
 }
@@ -91,9 +135,11 @@ bool TransactionalSketchAdd(const CounterDef& def, int64 key, int64 bucket, uint
   // element is kept, and the fold's union drops what is there already.
   bool changes = !Pending(def.id, key, bucket, hash) &&
                  (KeysExpire(def) || BufferSketchLacks(def, key, bucket, hash));
-  if (changes)
-    pending[npending++] =
-        PendingAdd{def.id, key, bucket, hash, GetCurrentTransactionNestLevel(), 0};
+  if (changes) {
+    if (places == nullptr) PlaceAll();
+    pending[npending] = PendingAdd{def.id, key, bucket, hash, GetCurrentTransactionNestLevel(), 0};
+    Place(npending++);
+  }
   return changes;
 }
 
@@ -182,7 +228,10 @@ void SketchesSubEnd(bool committed, int level) {
       pending[kept++] = p;
     }
   }
-  npending = kept;
+  if (kept != npending) {
+    npending = kept;
+    if (places != nullptr) PlaceAll();
+  }
 }
 
 }  // namespace sc
